@@ -1,0 +1,190 @@
+"""Model loading: MJCF -> MjModel with a headless variant, a floor, solver options and PD position servos.
+
+Cold path only (runs once at construction); NumPy is used here on host-side model arrays.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import mujoco
+import numpy as np
+
+# BeyondMimic-style gains: each joint is a second-order system with its reflected rotor inertia (armature) as
+# the dominant inertia; a 10 Hz natural frequency and a damping ratio of 2 (overdamped) give stiff but calm
+# tracking that a 50 Hz policy can command without exciting oscillations.
+PD_NATURAL_FREQUENCY_HZ = 10.0
+PD_DAMPING_RATIO = 2.0
+
+FLOOR_NAME = "floor"
+
+
+@dataclass(frozen=True)
+class PdGains:
+    """Per-actuator PD servo gains: stiffness kp, damping kd and effort limit, each shaped ``(nu,)``."""
+
+    kp: np.ndarray
+    kd: np.ndarray
+    effort_limit: np.ndarray
+
+    def __post_init__(self) -> None:
+        shapes = {self.kp.shape, self.kd.shape, self.effort_limit.shape}
+        if len(shapes) != 1 or self.kp.ndim != 1:
+            raise ValueError(f"PdGains arrays must share one (nu,) shape, got {sorted(shapes)}")
+        for name in ("kp", "kd", "effort_limit"):
+            values = getattr(self, name)
+            if not np.all(np.isfinite(values)) or np.any(values < 0):
+                raise ValueError(f"PdGains.{name} must be finite and non-negative, got {values}")
+
+
+def pd_gains_from_armature(
+    model: mujoco.MjModel,
+    natural_frequency_hz: float = PD_NATURAL_FREQUENCY_HZ,
+    damping_ratio: float = PD_DAMPING_RATIO,
+) -> PdGains:
+    """Derive PD gains from each actuated joint's armature: kp = I w^2, kd = 2 zeta I w.
+
+    The effort limit is the motor's control range (``|ctrlrange|``) or the joint's actuator force range.
+    """
+    if model.nu == 0:
+        raise ValueError("model has no actuators; PD gains need one actuator per joint")
+    omega = 2.0 * math.pi * natural_frequency_hz
+    kp, kd, limit = np.zeros(model.nu), np.zeros(model.nu), np.zeros(model.nu)
+    for i in range(model.nu):
+        if model.actuator_trntype[i] != mujoco.mjtTrn.mjTRN_JOINT:
+            raise NotImplementedError(f"actuator {i} does not drive a joint; only joint actuators get PD gains")
+        joint = model.actuator_trnid[i, 0]
+        armature = float(model.dof_armature[model.jnt_dofadr[joint]])
+        if armature <= 0:
+            raise ValueError(f"joint {model.joint(joint).name!r} has no armature; pass explicit PdGains")
+        kp[i] = armature * omega**2
+        kd[i] = 2.0 * damping_ratio * armature * omega
+        if model.actuator_ctrllimited[i]:
+            limit[i] = float(np.max(np.abs(model.actuator_ctrlrange[i])))
+        elif model.jnt_actfrclimited[joint]:
+            limit[i] = float(np.max(np.abs(model.jnt_actfrcrange[joint])))
+        else:
+            raise ValueError(f"actuator {i} has no effort limit (no ctrlrange, no actuatorfrcrange)")
+    return PdGains(kp=kp, kd=kd, effort_limit=limit)
+
+
+def _is_visual_only(geom: mujoco.MjsGeom) -> bool:
+    return geom.contype == 0 and geom.conaffinity == 0
+
+
+def _strip_visuals(spec: mujoco.MjSpec) -> None:
+    """Drop visual-only geoms (no collision, no mass since their density is 0) and unused mesh assets."""
+    for geom in list(spec.geoms):
+        if geom.type == mujoco.mjtGeom.mjGEOM_MESH and not _is_visual_only(geom):
+            raise NotImplementedError(
+                f"geom {geom.name!r} is a colliding mesh; the headless variant keeps primitive collision only"
+            )
+        if _is_visual_only(geom) and geom.name != FLOOR_NAME:
+            spec.delete(geom)
+    used = {g.meshname for g in spec.geoms if g.type == mujoco.mjtGeom.mjGEOM_MESH}
+    for mesh in list(spec.meshes):
+        if mesh.name not in used:
+            spec.delete(mesh)
+
+
+def _add_floor(spec: mujoco.MjSpec, floor_friction: float) -> None:
+    """Add a ground plane named ``floor`` and route contacts through geom collision bits.
+
+    Explicit contact pairs against the floor are removed: foot friction then comes from the foot geoms
+    (MuJoCo takes the larger of the two geoms' friction), so per-world friction randomization of the foot geoms
+    is what the physics sees. The floor's own friction is the lower bound.
+    """
+    for pair in list(spec.pairs):
+        spec.delete(pair)
+    if not any(g.name == FLOOR_NAME for g in spec.geoms):
+        floor = spec.worldbody.add_geom()
+        floor.name = FLOOR_NAME
+        floor.type = mujoco.mjtGeom.mjGEOM_PLANE
+        floor.size = [0.0, 0.0, 0.05]
+    for geom in spec.geoms:
+        if geom.name == FLOOR_NAME:
+            geom.contype, geom.conaffinity = 1, 1
+            geom.friction = [floor_friction, 0.005, 0.0001]
+
+
+def _disable_self_collision(spec: mujoco.MjSpec) -> None:
+    """Robot geoms collide with the floor only (contype 1, conaffinity 0): fewer contacts, faster steps."""
+    for geom in spec.geoms:
+        if geom.name != FLOOR_NAME and not _is_visual_only(geom):
+            geom.contype, geom.conaffinity = 1, 0
+
+
+def apply_pd_servos(model: mujoco.MjModel, gains: PdGains) -> None:
+    """Turn every joint actuator into a force-limited PD position servo: ctrl is the target position."""
+    if gains.kp.shape != (model.nu,):
+        raise ValueError(f"PdGains has {gains.kp.shape[0]} entries, model has nu={model.nu}")
+    model.actuator_gaintype[:] = mujoco.mjtGain.mjGAIN_FIXED
+    model.actuator_biastype[:] = mujoco.mjtBias.mjBIAS_AFFINE
+    model.actuator_gainprm[:] = 0.0
+    model.actuator_biasprm[:] = 0.0
+    model.actuator_gainprm[:, 0] = gains.kp
+    model.actuator_biasprm[:, 1] = -gains.kp
+    model.actuator_biasprm[:, 2] = -gains.kd
+    model.actuator_forcelimited[:] = 1
+    model.actuator_forcerange[:, 0] = -gains.effort_limit
+    model.actuator_forcerange[:, 1] = gains.effort_limit
+    model.actuator_ctrllimited[:] = 0
+
+
+def load_model(
+    mjcf_path: str | Path,
+    *,
+    headless: bool = True,
+    timestep: float = 0.005,
+    solver_iterations: int = 10,
+    ls_iterations: int = 20,
+    pd: PdGains | None = None,
+    pd_from_armature: bool = False,
+    add_floor: bool = True,
+    floor_friction: float = 0.4,
+    self_collision: bool = False,
+) -> mujoco.MjModel:
+    """Load an MJCF file into a physics-ready MjModel.
+
+    Args:
+        mjcf_path: path of the MJCF file.
+        headless: drop visual-only geoms and unused meshes, so mesh files are never read.
+        timestep: physics timestep in seconds.
+        solver_iterations: constraint solver iterations (``opt.iterations``).
+        ls_iterations: line-search iterations (``opt.ls_iterations``).
+        pd: explicit PD servo gains, one entry per actuator.
+        pd_from_armature: derive PD gains from joint armature (see ``pd_gains_from_armature``).
+        add_floor: add a ground plane named ``floor`` (replacing explicit floor contact pairs).
+        floor_friction: sliding friction of the floor, the lower bound of every floor contact.
+        self_collision: keep robot-robot collisions (off by default: fewer contacts).
+    """
+    path = Path(mjcf_path)
+    if not path.is_file():
+        raise FileNotFoundError(f"MJCF file not found: {path}")
+    if timestep <= 0 or not math.isfinite(timestep):
+        raise ValueError(f"timestep must be a positive finite number, got {timestep}")
+    if solver_iterations < 1 or ls_iterations < 1:
+        raise ValueError(f"solver/ls iterations must be >= 1, got {solver_iterations}, {ls_iterations}")
+    if pd is not None and pd_from_armature:
+        raise ValueError("pass either pd or pd_from_armature, not both")
+    spec = mujoco.MjSpec.from_file(str(path))
+    if headless:
+        _strip_visuals(spec)
+    if add_floor:
+        _add_floor(spec, floor_friction)
+    if not self_collision:
+        _disable_self_collision(spec)
+    try:
+        model = spec.compile()
+    except ValueError as err:
+        raise ValueError(f"could not compile {path}: {err}") from err
+    model.opt.timestep = timestep
+    model.opt.iterations = solver_iterations
+    model.opt.ls_iterations = ls_iterations
+    model.opt.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+    gains = pd_gains_from_armature(model) if pd_from_armature else pd
+    if gains is not None:
+        apply_pd_servos(model, gains)
+    return model

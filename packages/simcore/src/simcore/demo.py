@@ -1,0 +1,52 @@
+"""Load the G1, step it on the best available backend and print env steps per second.
+
+Usage: ``python -m simcore.demo [num_envs] [control_steps]``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import torch
+
+import simcore
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the demo; returns a process exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    on_gpu = torch.cuda.is_available()
+    num_envs = int(argv[0]) if argv else (2048 if on_gpu else 8)
+    steps = int(argv[1]) if len(argv) > 1 else (200 if on_gpu else 20)
+    model = simcore.load_g1()
+    backend = simcore.make_backend("mjwarp", model, simcore.SimConfig(num_envs=num_envs, decimation=4))
+    default = torch.as_tensor(simcore.g1_default_qpos(model), dtype=backend.qpos.dtype, device=backend.device)
+    mask = torch.ones(num_envs, dtype=torch.bool, device=backend.device)
+    spec = backend.reset_spec(("qpos", "qvel", "ctrl"))
+    payload = spec.new_payload()
+    payload["qpos"].copy_(default.expand_as(payload["qpos"]))
+    payload["qvel"].zero_()
+    payload["ctrl"].copy_(default[7:].expand_as(payload["ctrl"]))
+    backend.reset(mask, payload, spec)
+    work = simcore.CapturedWork(backend.step, backend=backend, name="physics")
+    work.capture()
+    work.replay()
+    if on_gpu:
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(steps):
+        work.replay()
+    if on_gpu:
+        torch.cuda.synchronize()
+    elapsed = time.perf_counter() - start
+    diag = work.diagnostics()
+    print(f"backend={backend.name} device={backend.device} num_envs={num_envs} control_steps={steps}")
+    print(f"graph_enabled={diag['graph_enabled']} eager_fallback_reason={diag['eager_fallback_reason']!r}")
+    print(f"env steps/s: {num_envs * steps / elapsed:,.0f} ({elapsed / steps * 1e3:.2f} ms per control step)")
+    print(f"mean pelvis height after {steps * backend.control_dt:.1f} s: {backend.qpos[:, 2].mean().item():.3f} m")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
