@@ -1,0 +1,360 @@
+"""The manager-based RL env: fixed-shape, device-resident, sync-free step over a simcore backend.
+
+One control step (``step``):
+
+1. action manager processes the action and writes ``ctrl`` once; ``backend.step()`` runs the decimation
+   substeps with those targets held;
+2. rows whose ``qpos``/``qvel`` went non-finite are detected on the device;
+3. terminations (failures kept apart from time-outs), rewards (weighted, times ``step_dt``), metrics;
+4. the observation of every row is computed before any reset (the final observation of done rows);
+5. finished episodes are added to the device statistics;
+6. done rows (including non-finite ones) are reset: curriculum, default payload, command resample, reset
+   events filling the payload, ONE ``backend.reset(mask, payload, spec)``, then the managers' per-row resets;
+7. commands advance and interval events fire;
+8. observations of all rows (reset rows observe their new state).
+
+Every result lives in a buffer allocated at construction and written in place, so a CUDA graph of ``step``
+leaves its results in the same tensors. Non-finite rows report ``valid=False``, ``reward=0``,
+``terminated=False`` and ``truncated=True`` (a reset that is not the policy's failure), and their
+``final_obs`` is the sane post-reset observation; they are counted in ``nonfinite_resets``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+import simcore
+from trainrt.envs.env_cfg import EnvCfg
+from trainrt.envs.robot_view import RobotView
+from trainrt.hotpath import cold_path
+from trainrt.managers import (
+    ActionManager,
+    CommandManager,
+    CurriculumManager,
+    EventManager,
+    MetricsManager,
+    NullCommandManager,
+    NullCurriculumManager,
+    NullEventManager,
+    NullMetricsManager,
+    ObservationManager,
+    RewardManager,
+    TerminationManager,
+)
+
+# Channels every reset writes, and optional ones taken when the backend serves them (zeroed by default).
+REQUIRED_RESET_CHANNELS = ("qpos", "qvel")
+OPTIONAL_RESET_CHANNELS = ("time", "ctrl", "act", "qacc_warmstart")
+
+Observations = dict[str, Any]
+"""Observation groups: ``{group: (num_envs, D) float32}`` (a dict of terms for non-concatenated groups)."""
+
+
+@dataclass
+class StepResult:
+    """Results of one env step; every tensor is a persistent buffer owned by the env (same storage each step).
+
+    Attributes:
+        obs: observation groups after auto-reset, ``{group: (num_envs, D)}``.
+        reward: total reward (num_envs,) float32; 0 for non-finite rows.
+        terminated: failure terminations (num_envs,) bool.
+        truncated: time-outs and non-finite resets (num_envs,) bool.
+        final_obs: the observation before reset for done rows, equal to ``obs`` for other rows.
+        valid: False for rows whose physics went non-finite this step (num_envs,) bool.
+    """
+
+    obs: Observations
+    reward: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+    final_obs: Observations
+    valid: torch.Tensor
+
+
+def _flat_tensors(obs: Observations) -> list[torch.Tensor]:
+    """The tensors of an observation dict in a fixed order (groups, then terms of non-concatenated groups)."""
+    out = []
+    for value in obs.values():
+        out.extend(value.values() if isinstance(value, dict) else [value])
+    return out
+
+
+def _clone_obs(obs: Observations) -> Observations:
+    return {
+        k: {t: v.clone() for t, v in value.items()} if isinstance(value, dict) else value.clone()
+        for k, value in obs.items()
+    }
+
+
+class ManagerBasedRlEnv:
+    """Vectorized RL env over a simcore backend, driven by managers built from an ``EnvCfg``."""
+
+    @cold_path
+    def __init__(
+        self, cfg: EnvCfg, *, sim: str, num_envs: int, device: str | None = None, seed: int = 0
+    ) -> None:
+        """Build the backend, read plan, robot view, reset transaction and managers; run startup events.
+
+        Args:
+            cfg: the env config (scene and term dicts).
+            sim: backend name, ``"mujoco"`` or ``"mjwarp"``.
+            num_envs: number of parallel worlds.
+            device: torch device; ``None`` lets the backend choose.
+            seed: seed of ``env.rng``, the one generator every random draw uses.
+        """
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        self.cfg = cfg
+        self.seed = int(seed)
+        self.num_envs = int(num_envs)
+        scene = cfg.scene
+        model = scene.model_factory()
+        sim_config = simcore.SimConfig(
+            num_envs=self.num_envs,
+            decimation=cfg.decimation,
+            device=None if device is None else str(device),
+            nconmax=scene.nconmax,
+            njmax=scene.njmax,
+        )
+        self.backend = simcore.make_backend(sim, model, sim_config)
+        self.device = torch.device(self.backend.device)
+        self.rng = torch.Generator(device=self.device)
+        """The env's only random generator (on ``device``), seeded with ``seed``."""
+        self.rng.manual_seed(self.seed)
+        self.physics_dt = float(self.backend.physics_dt)
+        self.step_dt = float(self.backend.control_dt)
+        # The tolerance keeps e.g. 0.14 s / 0.02 s = 7.000000000000001 from becoming 8 steps.
+        self.max_episode_length = max(1, math.ceil(cfg.episode_length_s / self.step_dt - 1e-9))
+        """Episode length limit in control steps (time-out terms compare ``episode_length_buf`` to it)."""
+        self.episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
+        """Control steps since each row's last reset (num_envs,) long."""
+        self.common_step_counter = torch.zeros((), dtype=torch.long, device=self.device)
+        """Control steps taken since construction: a device scalar, so graph replays advance it too."""
+
+        self.plan = self.backend.read_plan(
+            bodies=scene.plan_bodies, sensors=scene.sensors, contact_bodies=scene.contact_bodies
+        )
+        self.robot = RobotView(
+            self.backend,
+            self.plan,
+            default_joint_pos=scene.default_joint_pos,
+            init_root_height=scene.init_root_height,
+        )
+        self.backend.forward()
+
+        self.reset_spec = self.backend.reset_spec(self._supported_reset_channels())
+        self.reset_payload: dict[str, torch.Tensor] = self.reset_spec.new_payload()
+        """Full-width reset payload (one ``(num_envs, ...)`` tensor per channel); reset events write it."""
+        self._default_qpos = self.robot.default_qpos.to(self.reset_payload["qpos"].dtype).expand(
+            self.num_envs, -1
+        )
+        self._zeroed_channels = [
+            self.reset_payload[c]
+            for c in ("qvel", "time", "act", "qacc_warmstart")
+            if c in self.reset_payload
+        ]
+        self._ctrl_payload = self.reset_payload.get("ctrl")
+
+        self.event_manager = EventManager(cfg.events, self) if cfg.events else NullEventManager(self)
+        self.command_manager = (
+            CommandManager(cfg.commands, self) if cfg.commands else NullCommandManager(self)
+        )
+        self.action_manager = ActionManager(cfg.actions, self)
+        self.reward_manager = RewardManager(cfg.rewards, self)
+        self.termination_manager = TerminationManager(cfg.terminations, self)
+        self.metrics_manager = MetricsManager(cfg.metrics, self) if cfg.metrics else NullMetricsManager(self)
+        self.curriculum_manager = (
+            CurriculumManager(cfg.curriculum, self) if cfg.curriculum else NullCurriculumManager(self)
+        )
+        self.observation_manager = ObservationManager(cfg.observations, self)
+        self.num_actions = self.action_manager.total_action_dim
+        self.obs_dims: dict[str, int] = self.observation_manager.group_obs_dim
+
+        n, dev = self.num_envs, self.device
+        self._all_rows = torch.ones(n, dtype=torch.bool, device=dev)
+        self._done = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._finished = torch.zeros(n, dtype=torch.bool, device=dev)
+        self._obs = self.observation_manager.buffers
+        self._final_obs = _clone_obs(self._obs)
+        self._obs_pairs = list(zip(_flat_tensors(self._final_obs), _flat_tensors(self._obs)))
+        self._result = StepResult(
+            obs=self._obs,
+            reward=torch.zeros(n, device=dev),
+            terminated=torch.zeros(n, dtype=torch.bool, device=dev),
+            truncated=torch.zeros(n, dtype=torch.bool, device=dev),
+            final_obs=self._final_obs,
+            valid=torch.ones(n, dtype=torch.bool, device=dev),
+        )
+        self.nonfinite_resets = torch.zeros((), dtype=torch.long, device=dev)
+        """Rows reset because their physics state went non-finite, since construction (device scalar)."""
+        self._finished_episodes = torch.zeros((), dtype=torch.long, device=dev)
+        self._finished_length_sum = torch.zeros((), dtype=torch.long, device=dev)
+
+        self.event_manager.apply_startup()
+
+    @cold_path
+    def _supported_reset_channels(self) -> list[str]:
+        channels = list(REQUIRED_RESET_CHANNELS)
+        for channel in OPTIONAL_RESET_CHANNELS:
+            if channel == "act" and self.backend.mj_model.na == 0:
+                continue
+            try:
+                self.backend.reset_spec([*REQUIRED_RESET_CHANNELS, channel])
+            except (ValueError, NotImplementedError):
+                continue
+            channels.append(channel)
+        return channels
+
+    # --- hot path ----------------------------------------------------------------------------------------
+
+    def reset(self) -> Observations:
+        """Reset every row through the same path as the auto-reset; return the observation buffers."""
+        self._reset_rows(self._all_rows)
+        self.observation_manager.compute(update_history=True)
+        for final, obs in self._obs_pairs:
+            final.copy_(obs)
+        return self._obs
+
+    def step(self, action: torch.Tensor) -> StepResult:
+        """Advance one control step with ``action`` (num_envs, num_actions); auto-reset done rows."""
+        result = self._result
+        valid = result.valid
+        self.action_manager.process_action(action)
+        self.action_manager.apply_action()
+        self.backend.step()
+        self.episode_length_buf.add_(1)
+        self.common_step_counter.add_(1)
+
+        torch.logical_and(
+            torch.isfinite(self.backend.qpos).all(dim=1),
+            torch.isfinite(self.backend.qvel).all(dim=1),
+            out=valid,
+        )
+        self.termination_manager.compute()
+        reward = self.reward_manager.compute(self.step_dt)
+        self.metrics_manager.compute()
+
+        torch.logical_and(self.termination_manager.terminated, valid, out=result.terminated)
+        torch.logical_or(self.termination_manager.time_outs, ~valid, out=result.truncated)
+        torch.logical_or(result.terminated, result.truncated, out=self._done)
+        result.reward.copy_(torch.where(valid, reward, 0.0))
+
+        # Final observation: every row, before any reset (fixed shapes); kept below for finite done rows only.
+        self.observation_manager.compute(update_history=False)
+        for final, obs in self._obs_pairs:
+            final.copy_(obs)
+
+        torch.logical_and(self._done, valid, out=self._finished)
+        self._record_episode_end(self._finished)
+        self.nonfinite_resets.add_((~valid).sum())
+        self._reset_rows(self._done)
+
+        self.command_manager.compute(self.step_dt)
+        self.event_manager.apply_interval(self.step_dt)
+        self.observation_manager.compute(update_history=True)
+        keep = self._finished.unsqueeze(1)
+        for final, obs in self._obs_pairs:
+            final.copy_(torch.where(keep, final, obs))
+        return result
+
+    def _reset_rows(self, env_mask: torch.Tensor) -> None:
+        """Start new episodes in rows where ``env_mask`` (num_envs,) is True, with one reset transaction."""
+        self.curriculum_manager.compute(env_mask)
+        self._fill_default_payload()
+        self.command_manager.reset(env_mask)
+        self.event_manager.apply_reset(env_mask)
+        self.backend.reset(env_mask, self.reset_payload, self.reset_spec)
+        self.action_manager.reset(env_mask)
+        self.observation_manager.reset(env_mask)
+        self.reward_manager.reset(env_mask)
+        self.termination_manager.reset(env_mask)
+        self.metrics_manager.reset(env_mask)
+        self.event_manager.reset(env_mask)
+        self.episode_length_buf.masked_fill_(env_mask, 0)
+
+    def _fill_default_payload(self) -> None:
+        """Safe defaults for all rows before reset events run: default pose, zero velocity, zero-action ctrl."""
+        self.reset_payload["qpos"].copy_(self._default_qpos)
+        for tensor in self._zeroed_channels:
+            tensor.zero_()
+        if self._ctrl_payload is not None:
+            self._ctrl_payload.zero_()
+            self.action_manager.write_reset_ctrl(self._ctrl_payload)
+
+    def _record_episode_end(self, env_mask: torch.Tensor) -> None:
+        """Add the episodes ending in rows where ``env_mask`` (num_envs,) is True to the device statistics."""
+        self._finished_episodes.add_(env_mask.sum())
+        self._finished_length_sum.add_(torch.where(env_mask, self.episode_length_buf, 0).sum())
+        self.reward_manager.record_episode_end(env_mask)
+        self.termination_manager.record_episode_end(env_mask)
+        self.metrics_manager.record_episode_end(env_mask, self.episode_length_buf)
+
+    # --- cold path -------------------------------------------------------------------------------------------
+
+    @cold_path
+    def episode_stats(self) -> dict[str, float]:
+        """Publish the statistics of episodes finished since the last call, and zero the accumulators.
+
+        Keys: ``Episode/num_finished``, ``Episode/length`` (mean, control steps), ``Episode/rew_<term>`` (mean
+        per-term return), ``Episode/term_<name>`` (fraction of episodes the term ended), ``Metrics/<name>``,
+        ``Curriculum/<name>`` and ``Diagnostics/nonfinite_resets`` (cumulative). Means appear only when at least
+        one episode finished. Episodes ended by non-finite physics are counted only in the diagnostic.
+        """
+        finished = float(self._finished_episodes.cpu())
+        length_sum = float(self._finished_length_sum.cpu())
+        self._finished_episodes.zero_()
+        self._finished_length_sum.zero_()
+        stats: dict[str, float] = {"Episode/num_finished": finished}
+        if finished > 0:
+            stats["Episode/length"] = length_sum / finished
+        stats.update(self.reward_manager.publish_episode_stats(finished))
+        stats.update(self.termination_manager.publish_episode_stats(finished))
+        stats.update(self.metrics_manager.publish_episode_stats(finished))
+        stats.update(self.curriculum_manager.publish_state())
+        stats["Diagnostics/nonfinite_resets"] = float(self.nonfinite_resets.cpu())
+        return stats
+
+    @cold_path
+    def action_meta(self) -> dict[str, Any]:
+        """Action layout for export and deployment: joint names, default pose, gains, action scale, timing.
+
+        List-valued keys concatenate the action terms in order; ``terms`` keeps each term's own description.
+        """
+        terms = self.action_manager.meta()
+        meta: dict[str, Any] = {
+            "num_actions": self.num_actions,
+            "step_dt": self.step_dt,
+            "physics_dt": self.physics_dt,
+            "decimation": self.cfg.decimation,
+            "terms": terms,
+        }
+        for key in ("joint_names", "default_joint_pos", "action_scale", "kp", "kd", "effort_limit"):
+            if terms and all(key in t for t in terms.values()):
+                meta[key] = [v for t in terms.values() for v in t[key]]
+        return meta
+
+    @cold_path
+    def close(self) -> None:
+        """Release nothing yet (kept for runner symmetry); the backend frees its memory with the env."""
+
+    @cold_path
+    def __str__(self) -> str:
+        managers = (
+            self.action_manager,
+            self.observation_manager,
+            self.reward_manager,
+            self.termination_manager,
+            self.event_manager,
+            self.command_manager,
+            self.curriculum_manager,
+            self.metrics_manager,
+        )
+        header = (
+            f"ManagerBasedRlEnv: {self.num_envs} envs on {self.backend.name} ({self.device}), "
+            f"step_dt {self.step_dt:g} s, max_episode_length {self.max_episode_length}"
+        )
+        return "\n".join([header, *(str(m) for m in managers)])

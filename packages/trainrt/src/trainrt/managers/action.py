@@ -1,0 +1,256 @@
+"""Action manager: splits the policy action across action terms, which write actuator controls.
+
+The env processes the action once per control step and applies it once before ``backend.step()``; the
+backend holds ``ctrl`` over its ``decimation`` substeps (PD targets stay fixed within a control step).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import mujoco
+import torch
+
+from trainrt.hotpath import cold_path
+from trainrt.managers.base import ManagerBase, assign_columns_, callable_name, index_or_slice
+
+if TYPE_CHECKING:
+    from trainrt.envs.manager_based_rl_env import ManagerBasedRlEnv
+
+
+@dataclass
+class ActionTermCfg:
+    """One action term: an ``ActionTerm`` subclass built as ``cls(cfg, env)``; it reads ``params``."""
+
+    cls: type[ActionTerm]
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+class ActionTerm:
+    """Base of action terms: owns a slice of the policy action and turns it into backend controls."""
+
+    def __init__(self, cfg: ActionTermCfg, env: ManagerBasedRlEnv) -> None:
+        self.cfg = cfg
+        self.env = env
+        self.num_envs = env.num_envs
+        self.device = env.device
+
+    @property
+    def action_dim(self) -> int:
+        """Number of action columns this term consumes."""
+        raise NotImplementedError(f"{type(self).__name__} must implement action_dim")
+
+    def process_actions(self, actions: torch.Tensor) -> None:
+        """Take this term's slice of the policy action (num_envs, action_dim) and compute the targets."""
+        raise NotImplementedError(f"{type(self).__name__} must implement process_actions")
+
+    def apply_actions(self) -> None:
+        """Write the processed targets into the backend (``backend.ctrl``)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement apply_actions")
+
+    def reset(self, env_mask: torch.Tensor) -> None:
+        """Reset per-row state for rows where ``env_mask`` (num_envs,) is True (default: nothing)."""
+
+    def write_reset_ctrl(self, ctrl: torch.Tensor) -> None:
+        """Write the controls of a zero action into the reset payload's ``ctrl`` (num_envs, nu), all rows."""
+
+    @cold_path
+    def meta(self) -> dict[str, Any]:
+        """Describe the term for export and deployment (joint names, offsets, scales, gains)."""
+        return {}
+
+
+class JointPositionAction(ActionTerm):
+    """PD position targets: ``ctrl = offset + scale * action`` for the selected joints' actuators.
+
+    Params: ``joint_names`` (regex patterns, default all actuated joints, in actuator order), ``scale`` (float,
+    or dict pattern -> float covering every selected joint), ``use_default_offset`` (offset = the env's default
+    joint positions, else 0), ``clip_to_joint_range`` (clamp targets to the joint limits).
+    """
+
+    _PARAMS = ("joint_names", "scale", "use_default_offset", "clip_to_joint_range")
+
+    @cold_path
+    def __init__(self, cfg: ActionTermCfg, env: ManagerBasedRlEnv) -> None:
+        super().__init__(cfg, env)
+        unknown = sorted(set(cfg.params) - set(self._PARAMS))
+        if unknown:
+            raise ValueError(f"JointPositionAction: unknown params {unknown}; valid: {list(self._PARAMS)}")
+        patterns = cfg.params.get("joint_names")
+        scale = cfg.params.get("scale", 1.0)
+        self.use_default_offset = bool(cfg.params.get("use_default_offset", True))
+        self.clip_to_joint_range = bool(cfg.params.get("clip_to_joint_range", False))
+
+        model = env.backend.mj_model
+        robot = env.robot
+        actuated: list[tuple[int, str]] = []  # (actuator id, joint name) in actuator order
+        for a in range(model.nu):
+            if int(model.actuator_trntype[a]) == mujoco.mjtTrn.mjTRN_JOINT.value:
+                name = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, int(model.actuator_trnid[a, 0]))
+                if name in robot.joint_names:
+                    actuated.append((a, name))
+        if patterns is None:
+            selected = actuated
+        else:
+            patterns = [patterns] if isinstance(patterns, str) else list(patterns)
+            selected = [(a, n) for a, n in actuated if any(re.fullmatch(p, n) for p in patterns)]
+            for p in patterns:
+                if not any(re.fullmatch(p, n) for _, n in actuated):
+                    raise ValueError(f"JointPositionAction: pattern {p!r} matches no actuated joint")
+        if not selected:
+            raise ValueError("JointPositionAction: no actuated joints selected")
+        self.joint_names = [n for _, n in selected]
+        self.actuator_ids = [a for a, _ in selected]
+        self.joint_ids = [robot.joint_names.index(n) for n in self.joint_names]
+        self._ctrl_cols = index_or_slice(self.actuator_ids, self.device)
+        self._joint_cols = index_or_slice(self.joint_ids, self.device)
+
+        scales = []
+        for n in self.joint_names:
+            if isinstance(scale, dict):
+                matches = [v for p, v in scale.items() if re.fullmatch(p, n)]
+                if not matches:
+                    raise ValueError(
+                        f"JointPositionAction: scale dict {sorted(scale)} does not cover joint {n!r}"
+                    )
+                scales.append(float(matches[0]))
+            else:
+                scales.append(float(scale))
+        self.scale = torch.tensor(scales, dtype=torch.float32, device=self.device)
+        """Action scale per joint (action_dim,)."""
+        limits = robot.joint_pos_limits[self.joint_ids]
+        self._lower, self._upper = limits[:, 0].clone(), limits[:, 1].clone()
+
+        d = len(self.joint_names)
+        self.raw_action = torch.zeros(self.num_envs, d, device=self.device)
+        """The latest action slice (num_envs, action_dim)."""
+        self.processed_action = torch.zeros(self.num_envs, d, device=self.device)
+        """The latest joint position targets (num_envs, action_dim)."""
+
+    @property
+    def action_dim(self) -> int:
+        """Number of controlled joints."""
+        return len(self.joint_names)
+
+    def _offset(self) -> torch.Tensor:
+        return self.env.robot.default_joint_pos[:, self._joint_cols]
+
+    def process_actions(self, actions: torch.Tensor) -> None:
+        """Compute targets (num_envs, action_dim) = offset + scale * action."""
+        self.raw_action.copy_(actions)
+        torch.mul(self.raw_action, self.scale, out=self.processed_action)
+        if self.use_default_offset:
+            self.processed_action.add_(self._offset())
+        if self.clip_to_joint_range:
+            torch.clamp(self.processed_action, self._lower, self._upper, out=self.processed_action)
+
+    def apply_actions(self) -> None:
+        """Write the targets into the actuators' ``backend.ctrl`` columns."""
+        assign_columns_(self.env.backend.ctrl, self._ctrl_cols, self.processed_action)
+
+    def reset(self, env_mask: torch.Tensor) -> None:
+        """Zero the raw action of reset rows."""
+        self.raw_action.masked_fill_(env_mask.unsqueeze(1), 0.0)
+
+    def write_reset_ctrl(self, ctrl: torch.Tensor) -> None:
+        """Controls of a zero action: the offset (default pose); without offset the zeroed payload already is."""
+        if self.use_default_offset:
+            assign_columns_(ctrl, self._ctrl_cols, self._offset())
+
+    @cold_path
+    def meta(self) -> dict[str, Any]:
+        """Joint names, default offsets (row 0), scales, PD gains and effort limits of the controlled joints."""
+        model = self.env.backend.mj_model
+        ids = self.actuator_ids
+        effort = [
+            float(model.actuator_forcerange[a, 1]) if model.actuator_forcelimited[a] else math.inf
+            for a in ids
+        ]
+        offset = self._offset()[0] if self.use_default_offset else torch.zeros(self.action_dim)
+        return {
+            "joint_names": list(self.joint_names),
+            "actuator_ids": list(ids),
+            "default_joint_pos": [float(v) for v in offset.cpu()],
+            "action_scale": [float(v) for v in self.scale.cpu()],
+            "kp": [float(model.actuator_gainprm[a, 0]) for a in ids],
+            "kd": [float(-model.actuator_biasprm[a, 2]) for a in ids],
+            "effort_limit": effort,
+        }
+
+
+class ActionManager(ManagerBase):
+    """Concatenation of the action terms; keeps the current and previous action (num_envs, num_actions)."""
+
+    kind = "action"
+
+    @cold_path
+    def __init__(self, cfg: dict[str, ActionTermCfg], env: ManagerBasedRlEnv) -> None:
+        super().__init__(env)
+        if not cfg:
+            raise ValueError("actions: at least one action term is required")
+        self._cfgs: dict[str, ActionTermCfg] = dict(cfg)
+        self._terms: dict[str, ActionTerm] = {}
+        for name, term_cfg in cfg.items():
+            if not isinstance(term_cfg, ActionTermCfg):
+                raise ValueError(f"action term {name!r} must be an ActionTermCfg, got {term_cfg!r}")
+            if not (isinstance(term_cfg.cls, type) and issubclass(term_cfg.cls, ActionTerm)):
+                raise ValueError(f"action term {name!r}: cls must subclass ActionTerm, got {term_cfg.cls!r}")
+            self._terms[name] = term_cfg.cls(term_cfg, env)
+        self._term_names = list(cfg)
+        self._slices: list[tuple[ActionTerm, slice]] = []
+        start = 0
+        for term in self._terms.values():
+            self._slices.append((term, slice(start, start + term.action_dim)))
+            start += term.action_dim
+        self.total_action_dim = start
+        self.action = torch.zeros(env.num_envs, start, device=env.device)
+        """The current action (num_envs, num_actions)."""
+        self.prev_action = torch.zeros(env.num_envs, start, device=env.device)
+        """The action of the previous control step (num_envs, num_actions); zero right after a reset."""
+
+    def get_term(self, name: str) -> ActionTerm:
+        """Return the action term object ``name``."""
+        return self._terms[name]
+
+    def process_action(self, action: torch.Tensor) -> None:
+        """Store ``action`` (num_envs, num_actions), shift the previous one, and let each term process its slice."""
+        self.prev_action.copy_(self.action)
+        self.action.copy_(action)
+        for term, cols in self._slices:
+            term.process_actions(self.action[:, cols])
+
+    def apply_action(self) -> None:
+        """Write every term's targets into the backend."""
+        for term, _ in self._slices:
+            term.apply_actions()
+
+    def reset(self, env_mask: torch.Tensor) -> None:
+        """Zero current and previous action of rows where ``env_mask`` (num_envs,) is True; reset terms."""
+        self.action.masked_fill_(env_mask.unsqueeze(1), 0.0)
+        self.prev_action.masked_fill_(env_mask.unsqueeze(1), 0.0)
+        for term in self._terms.values():
+            term.reset(env_mask)
+
+    def write_reset_ctrl(self, ctrl: torch.Tensor) -> None:
+        """Fill the reset payload's ``ctrl`` (num_envs, nu) with the controls of a zero action."""
+        for term in self._terms.values():
+            term.write_reset_ctrl(ctrl)
+
+    @cold_path
+    def meta(self) -> dict[str, Any]:
+        """Per-term descriptions (see ``ActionTerm.meta``), keyed by term name."""
+        return {name: term.meta() for name, term in self._terms.items()}
+
+    @cold_path
+    def _table_header(self) -> list[str]:
+        return ["index", "name", "class", "dim"]
+
+    @cold_path
+    def _table_rows(self) -> list[list[Any]]:
+        return [
+            [i, n, callable_name(c.cls), self._terms[n].action_dim]
+            for i, (n, c) in enumerate(self._cfgs.items())
+        ]

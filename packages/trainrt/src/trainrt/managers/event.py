@@ -1,0 +1,144 @@
+"""Event manager: ``startup`` (once, all rows), ``reset`` (rows starting an episode), ``interval`` (timers).
+
+Event functions have the signature ``func(env, env_mask, **params)`` with ``env_mask`` a ``(num_envs,)`` bool
+tensor, and must change only the rows where the mask is True. Reset events write the env's reset payload
+(``env.reset_payload``); the env applies one reset transaction per step afterwards. Interval events run every
+step with the mask of rows whose timer expired (possibly none: shapes never change); each row's timer is
+drawn from ``interval_range_s`` with the env's generator, and redrawn when it fires or the row resets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from trainrt.hotpath import cold_path
+from trainrt.managers.base import ManagerBase, callable_name, resolve_term, stateful_terms
+
+if TYPE_CHECKING:
+    from trainrt.envs.manager_based_rl_env import ManagerBasedRlEnv
+
+EVENT_MODES = ("startup", "reset", "interval")
+
+
+@dataclass
+class EventTermCfg:
+    """One event: ``func(env, env_mask, **params)``, run in ``mode``; interval events need a time range."""
+
+    func: Callable[..., Any] | type
+    mode: str
+    params: dict[str, Any] = field(default_factory=dict)
+    interval_range_s: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in EVENT_MODES:
+            raise ValueError(f"EventTermCfg.mode must be one of {EVENT_MODES}, got {self.mode!r}")
+        if self.mode == "interval":
+            rng = self.interval_range_s
+            if rng is None or len(rng) != 2 or not 0.0 < rng[0] <= rng[1]:
+                raise ValueError(
+                    f"interval events need interval_range_s=(low, high) with 0 < low <= high, got {rng}"
+                )
+        elif self.interval_range_s is not None:
+            raise ValueError(f"interval_range_s is only valid for mode 'interval', not {self.mode!r}")
+
+
+class _IntervalTimer:
+    """Per-row countdown of one interval event (num_envs,) seconds."""
+
+    def __init__(self, low: float, high: float, env: ManagerBasedRlEnv) -> None:
+        self.low, self.span = float(low), float(high - low)
+        self.time_left = torch.zeros(env.num_envs, device=env.device)
+        self._draw = torch.zeros(env.num_envs, device=env.device)
+        self.fired = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
+
+    def redraw(self, env_mask: torch.Tensor, generator: torch.Generator) -> None:
+        """Draw a new interval for rows where ``env_mask`` is True."""
+        self._draw.uniform_(self.low, self.low + self.span, generator=generator)
+        self.time_left.copy_(torch.where(env_mask, self._draw, self.time_left))
+
+
+class EventManager(ManagerBase):
+    """Runs startup, reset and interval events with fixed-shape row masks."""
+
+    kind = "event"
+
+    @cold_path
+    def __init__(self, cfg: dict[str, EventTermCfg], env: ManagerBasedRlEnv) -> None:
+        super().__init__(env)
+        self._cfgs: dict[str, EventTermCfg] = dict(cfg)
+        self._term_names = list(cfg)
+        self._by_mode: dict[str, list[tuple[str, Callable, dict[str, Any]]]] = {m: [] for m in EVENT_MODES}
+        self._timers: list[_IntervalTimer] = []
+        fns = []
+        for name, term_cfg in cfg.items():
+            if not isinstance(term_cfg, EventTermCfg):
+                raise ValueError(f"event term {name!r} must be an EventTermCfg, got {term_cfg!r}")
+            fn = resolve_term("event", name, term_cfg, env, leading_args=2)
+            fns.append(fn)
+            self._by_mode[term_cfg.mode].append((name, fn, term_cfg.params))
+            if term_cfg.mode == "interval":
+                low, high = term_cfg.interval_range_s  # type: ignore[misc]
+                self._timers.append(_IntervalTimer(low, high, env))
+        self._stateful = stateful_terms(fns)
+        all_rows = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
+        for timer in self._timers:
+            timer.redraw(all_rows, env.rng)
+
+    def get_term(self, name: str) -> Callable:
+        """Return the event callable ``name`` (the instance, for class terms)."""
+        for terms in self._by_mode.values():
+            for term_name, fn, _ in terms:
+                if term_name == name:
+                    return fn
+        raise ValueError(f"no event term {name!r}; events: {self._term_names}")
+
+    def mode_terms(self, mode: str) -> list[str]:
+        """Names of the events of one mode."""
+        return [name for name, _, _ in self._by_mode[mode]]
+
+    @property
+    def interval_time_left(self) -> list[torch.Tensor]:
+        """Per-row seconds until each interval event fires, in config order: list of (num_envs,)."""
+        return [timer.time_left for timer in self._timers]
+
+    @cold_path
+    def apply_startup(self) -> None:
+        """Run the startup events once for all rows."""
+        all_rows = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+        for _, fn, params in self._by_mode["startup"]:
+            fn(self._env, all_rows, **params)
+
+    def apply_reset(self, env_mask: torch.Tensor) -> None:
+        """Run the reset events for rows where ``env_mask`` (num_envs,) is True (they fill the reset payload)."""
+        for _, fn, params in self._by_mode["reset"]:
+            fn(self._env, env_mask, **params)
+
+    def apply_interval(self, dt: float) -> None:
+        """Advance the interval timers by ``dt`` seconds and run each event for the rows whose timer expired."""
+        env = self._env
+        for timer, (_, fn, params) in zip(self._timers, self._by_mode["interval"]):
+            timer.time_left.sub_(dt)
+            torch.le(timer.time_left, 1e-6, out=timer.fired)
+            fn(env, timer.fired, **params)
+            timer.redraw(timer.fired, env.rng)
+
+    def reset(self, env_mask: torch.Tensor) -> None:
+        """Redraw the interval timers of rows where ``env_mask`` (num_envs,) is True; reset stateful terms."""
+        for timer in self._timers:
+            timer.redraw(env_mask, self._env.rng)
+        super().reset(env_mask)
+
+    @cold_path
+    def _table_header(self) -> list[str]:
+        return ["index", "name", "func", "mode", "interval_s"]
+
+    @cold_path
+    def _table_rows(self) -> list[list[Any]]:
+        return [
+            [i, n, callable_name(c.func), c.mode, c.interval_range_s or "-"]
+            for i, (n, c) in enumerate(self._cfgs.items())
+        ]

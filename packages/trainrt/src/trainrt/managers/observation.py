@@ -1,0 +1,231 @@
+"""Observation manager: groups of terms with per-term noise, clip, scale and optional history.
+
+Per term and step: value -> noise (if the group enables corruption) -> clip -> scale -> history stack.
+A term with ``history_length = H > 0`` contributes its last ``H`` processed frames, oldest first, flattened
+to ``H * D`` columns; right after a reset the history of that row is filled with the first new frame.
+Every group writes into buffers allocated once, so the returned tensors are the same objects every step.
+
+The env computes observations twice per step (once before auto-reset for the final observation, once after),
+so observation terms must be pure functions of the current state: per-step state (a gait clock, a motion
+time) belongs in a command term's ``_update``, which runs once per step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from trainrt.hotpath import cold_path
+from trainrt.managers.base import ManagerBase, callable_name, format_table, resolve_term, stateful_terms
+from trainrt.managers.noise import NoiseCfg
+
+if TYPE_CHECKING:
+    from trainrt.envs.manager_based_rl_env import ManagerBasedRlEnv
+
+
+@dataclass
+class ObsTermCfg:
+    """One observation term: ``func(env, **params) -> (num_envs, D)`` plus its processing."""
+
+    func: Callable[..., torch.Tensor] | type
+    params: dict[str, Any] = field(default_factory=dict)
+    noise: NoiseCfg | None = None
+    clip: tuple[float, float] | None = None
+    scale: float | Sequence[float] | torch.Tensor | None = None
+    history_length: int = 0
+
+    def __post_init__(self) -> None:
+        if self.history_length < 0:
+            raise ValueError(f"ObsTermCfg.history_length must be >= 0, got {self.history_length}")
+        if self.clip is not None and (len(self.clip) != 2 or not self.clip[0] <= self.clip[1]):
+            raise ValueError(f"ObsTermCfg.clip must be (low, high) with low <= high, got {self.clip}")
+        if self.noise is not None and not isinstance(self.noise, NoiseCfg):
+            raise ValueError(f"ObsTermCfg.noise must be a NoiseCfg or None, got {self.noise!r}")
+
+
+@dataclass
+class ObsGroupCfg:
+    """A named group of observation terms, concatenated into one ``(num_envs, D)`` tensor by default."""
+
+    terms: dict[str, ObsTermCfg]
+    enable_corruption: bool = True
+    concatenate: bool = True
+
+
+class _ObsTerm:
+    """A resolved observation term with its preallocated buffers."""
+
+    def __init__(
+        self, name: str, cfg: ObsTermCfg, fn: Callable, frame_dim: int, env: ManagerBasedRlEnv
+    ) -> None:
+        n, device = env.num_envs, env.device
+        self.name = name
+        self.cfg = cfg
+        self.fn = fn
+        self.params = cfg.params
+        self.frame_dim = frame_dim
+        self.history_length = cfg.history_length
+        self.out_dim = frame_dim * max(cfg.history_length, 1)
+        self.noise = cfg.noise
+        self.noise_scratch = torch.zeros(n, frame_dim, device=device) if cfg.noise is not None else None
+        self.clip = cfg.clip
+        self.scale: torch.Tensor | None = None
+        if cfg.scale is not None:
+            scale = torch.as_tensor(cfg.scale, dtype=torch.float32, device=device)
+            if scale.ndim > 1 or (scale.ndim == 1 and scale.shape[0] != frame_dim):
+                raise ValueError(
+                    f"observation term {name!r}: scale shape {tuple(scale.shape)} != ({frame_dim},)"
+                )
+            self.scale = scale
+        self.history = (
+            torch.zeros(n, cfg.history_length, frame_dim, device=device) if cfg.history_length > 0 else None
+        )
+        # Set per group once the output buffers exist: `out` is the term's slice of the group output, `frame`
+        # its current processed frame (the output slice itself when there is no history).
+        self.out: torch.Tensor = torch.empty(0)
+        self.frame: torch.Tensor = torch.empty(0)
+
+
+class _ObsGroup:
+    """A resolved group: its terms and output buffer(s)."""
+
+    def __init__(self, name: str, cfg: ObsGroupCfg, terms: list[_ObsTerm], env: ManagerBasedRlEnv) -> None:
+        n, device = env.num_envs, env.device
+        self.name = name
+        self.cfg = cfg
+        self.terms = terms
+        self.corrupt = cfg.enable_corruption
+        self.dim = sum(t.out_dim for t in terms)
+        self.buffer: torch.Tensor | dict[str, torch.Tensor]
+        if cfg.concatenate:
+            self.buffer = torch.zeros(n, self.dim, device=device)
+            start = 0
+            for term in terms:
+                term.out = self.buffer[:, start : start + term.out_dim]
+                start += term.out_dim
+        else:
+            self.buffer = {t.name: torch.zeros(n, t.out_dim, device=device) for t in terms}
+            for term in terms:
+                term.out = self.buffer[term.name]
+        for term in terms:
+            term.frame = term.out if term.history is None else torch.zeros(n, term.frame_dim, device=device)
+
+
+class ObservationManager(ManagerBase):
+    """Computes the observation groups (e.g. ``policy``, ``critic``) into persistent float32 buffers."""
+
+    kind = "observation"
+
+    @cold_path
+    def __init__(self, cfg: dict[str, ObsGroupCfg], env: ManagerBasedRlEnv) -> None:
+        super().__init__(env)
+        if not cfg:
+            raise ValueError("observations: at least one observation group (e.g. 'policy') is required")
+        self._groups: dict[str, _ObsGroup] = {}
+        fns: list[Callable] = []
+        for group_name, group_cfg in cfg.items():
+            if not isinstance(group_cfg, ObsGroupCfg):
+                raise ValueError(
+                    f"observation group {group_name!r} must be an ObsGroupCfg, got {group_cfg!r}"
+                )
+            if not group_cfg.terms:
+                raise ValueError(f"observation group {group_name!r} has no terms")
+            terms = []
+            for term_name, term_cfg in group_cfg.terms.items():
+                fn = resolve_term("observation", f"{group_name}/{term_name}", term_cfg, env)
+                value = fn(env, **term_cfg.params)
+                if not isinstance(value, torch.Tensor) or value.ndim == 0 or value.shape[0] != env.num_envs:
+                    shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+                    raise ValueError(
+                        f"observation term {group_name}/{term_name} must return (num_envs, D), got {shape}"
+                    )
+                frame_dim = int(value.reshape(env.num_envs, -1).shape[1])
+                terms.append(_ObsTerm(term_name, term_cfg, fn, frame_dim, env))
+                fns.append(fn)
+            self._groups[group_name] = _ObsGroup(group_name, group_cfg, terms, env)
+        self._term_names = [f"{g}/{t.name}" for g, grp in self._groups.items() for t in grp.terms]
+        self._stateful = stateful_terms(fns)
+        # Rows whose history must be refilled with the next frame (all rows before the first compute).
+        self._fresh = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
+        self._has_history = any(t.history is not None for g in self._groups.values() for t in g.terms)
+        self._obs: dict[str, torch.Tensor | dict[str, torch.Tensor]] = {
+            name: group.buffer for name, group in self._groups.items()
+        }
+
+    @property
+    def group_obs_dim(self) -> dict[str, int]:
+        """Flattened width of each group: ``{group: D}``."""
+        return {name: group.dim for name, group in self._groups.items()}
+
+    @property
+    def group_obs_term_dim(self) -> dict[str, dict[str, int]]:
+        """Width of each term's contribution (including history): ``{group: {term: D}}``."""
+        return {name: {t.name: t.out_dim for t in g.terms} for name, g in self._groups.items()}
+
+    @property
+    def buffers(self) -> dict[str, torch.Tensor | dict[str, torch.Tensor]]:
+        """The persistent output buffers, as returned by :meth:`compute`."""
+        return self._obs
+
+    def compute(self, update_history: bool = True) -> dict[str, torch.Tensor | dict[str, torch.Tensor]]:
+        """Compute every group for all rows into the persistent buffers and return them.
+
+        With ``update_history=False`` the outputs include the current frame in each history stack but the
+        stored history is left untouched (used for the pre-reset final observation).
+        """
+        env = self._env
+        rng = env.rng
+        fresh = self._fresh.view(-1, 1, 1)
+        for group in self._groups.values():
+            for term in group.terms:
+                term.frame.copy_(term.fn(env, **term.params).reshape(self.num_envs, -1))
+                if group.corrupt and term.noise is not None:
+                    term.noise.add_(term.frame, term.noise_scratch, rng)
+                if term.clip is not None:
+                    term.frame.clamp_(term.clip[0], term.clip[1])
+                if term.scale is not None:
+                    term.frame.mul_(term.scale)
+                if term.history is not None:
+                    newest = term.frame.unsqueeze(1)
+                    stacked = torch.cat((term.history[:, 1:], newest), dim=1)
+                    stacked = torch.where(fresh, newest.expand_as(stacked), stacked)
+                    if update_history:
+                        term.history.copy_(stacked)
+                    term.out.copy_(stacked.reshape(self.num_envs, -1))
+        if update_history and self._has_history:
+            self._fresh.zero_()
+        return self._obs
+
+    def reset(self, env_mask: torch.Tensor) -> None:
+        """Mark the history of rows where ``env_mask`` (num_envs,) is True for refill; reset stateful terms."""
+        if self._has_history:
+            self._fresh.logical_or_(env_mask)
+        super().reset(env_mask)
+
+    @property
+    def active_terms(self) -> dict[str, list[str]]:  # type: ignore[override]
+        """Active term names per group."""
+        return {name: [t.name for t in g.terms] for name, g in self._groups.items()}
+
+    @cold_path
+    def __str__(self) -> str:
+        tables = []
+        for name, group in self._groups.items():
+            rows = []
+            for i, t in enumerate(group.terms):
+                noise = type(t.noise).__name__ if (t.noise is not None and group.corrupt) else "-"
+                scale = "-" if t.cfg.scale is None else t.cfg.scale
+                func = callable_name(t.cfg.func)
+                rows.append(
+                    [i, t.name, func, t.frame_dim, t.history_length or "-", noise, t.clip or "-", scale]
+                )
+            title = (
+                f"ObservationManager group {name!r}: {len(group.terms)} terms, dim {group.dim}"
+                f"{'' if group.cfg.concatenate else ' (not concatenated)'}"
+            )
+            header = ["index", "name", "func", "dim", "history", "noise", "clip", "scale"]
+            tables.append(format_table(title, header, rows))
+        return "\n".join(tables)

@@ -1,0 +1,89 @@
+"""Termination manager: failure terms -> ``terminated``; ``time_out`` terms -> ``truncated``, kept apart.
+
+Learners bootstrap through a truncation but not through a failure, so the two never mix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from trainrt.hotpath import cold_path
+from trainrt.managers.base import ManagerBase, callable_name, resolve_term, stateful_terms
+
+if TYPE_CHECKING:
+    from trainrt.envs.manager_based_rl_env import ManagerBasedRlEnv
+
+
+@dataclass
+class TerminationTermCfg:
+    """One termination term: ``func(env, **params) -> (num_envs,)`` bool; ``time_out`` marks truncations."""
+
+    func: Callable[..., torch.Tensor] | type
+    params: dict[str, Any] = field(default_factory=dict)
+    time_out: bool = False
+
+
+class TerminationManager(ManagerBase):
+    """Evaluates the termination terms into persistent bool buffers and counts causes of finished episodes."""
+
+    kind = "termination"
+
+    @cold_path
+    def __init__(self, cfg: dict[str, TerminationTermCfg], env: ManagerBasedRlEnv) -> None:
+        super().__init__(env)
+        self._cfgs: dict[str, TerminationTermCfg] = dict(cfg)
+        self._term_names = list(cfg)
+        self._terms: list[tuple[int, Callable, dict[str, Any]]] = []
+        for i, (name, term_cfg) in enumerate(cfg.items()):
+            if not isinstance(term_cfg, TerminationTermCfg):
+                raise ValueError(f"termination term {name!r} must be a TerminationTermCfg, got {term_cfg!r}")
+            self._terms.append((i, resolve_term("termination", name, term_cfg, env), term_cfg.params))
+        self._stateful = stateful_terms([fn for _, fn, _ in self._terms])
+        n, t, device = env.num_envs, len(self._term_names), env.device
+        self._time_out_columns = torch.tensor(
+            [c.time_out for c in cfg.values()], dtype=torch.bool, device=device
+        )
+        self.term_dones = torch.zeros(n, t, dtype=torch.bool, device=device)
+        """Which term fired for each row in the last step (num_envs, num_terms)."""
+        self.terminated = torch.zeros(n, dtype=torch.bool, device=device)
+        """Failure (non-time-out) terminations of the last step (num_envs,)."""
+        self.time_outs = torch.zeros(n, dtype=torch.bool, device=device)
+        """Time-out truncations of the last step (num_envs,)."""
+        self.dones = torch.zeros(n, dtype=torch.bool, device=device)
+        """``terminated | time_outs`` (num_envs,)."""
+        self._cause_counts = torch.zeros(t, device=device)
+
+    def compute(self) -> torch.Tensor:
+        """Evaluate all terms; return ``dones`` (num_envs,) bool (a persistent buffer)."""
+        env = self._env
+        for i, fn, params in self._terms:
+            self.term_dones[:, i] = fn(env, **params).to(torch.bool)
+        torch.any(self.term_dones & self._time_out_columns, dim=1, out=self.time_outs)
+        torch.any(self.term_dones & ~self._time_out_columns, dim=1, out=self.terminated)
+        torch.logical_or(self.terminated, self.time_outs, out=self.dones)
+        return self.dones
+
+    def record_episode_end(self, env_mask: torch.Tensor) -> None:
+        """Count, per term, the rows where ``env_mask`` (num_envs,) is True and the term fired."""
+        self._cause_counts.add_((self.term_dones & env_mask.unsqueeze(1)).sum(dim=0))
+
+    @cold_path
+    def publish_episode_stats(self, finished_episodes: float) -> dict[str, float]:
+        """Return ``Episode/term_<name>`` (fraction of finished episodes the term ended) and zero the counts."""
+        counts = self._cause_counts.cpu().tolist()
+        self._cause_counts.zero_()
+        if finished_episodes <= 0:
+            return {}
+        return {f"Episode/term_{name}": c / finished_episodes for name, c in zip(self._term_names, counts)}
+
+    @cold_path
+    def _table_header(self) -> list[str]:
+        return ["index", "name", "func", "time_out"]
+
+    @cold_path
+    def _table_rows(self) -> list[list[Any]]:
+        return [[i, n, callable_name(c.func), c.time_out] for i, (n, c) in enumerate(self._cfgs.items())]

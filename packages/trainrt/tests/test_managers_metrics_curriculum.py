@@ -1,0 +1,63 @@
+"""Metrics averaged per episode, curriculum state publication, null managers for empty groups."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from managers_toy_scene import episode_step, make_env, row_index, toy_cfg
+
+from trainrt.managers import (
+    CurriculumTermCfg,
+    MetricTermCfg,
+    NullCurriculumManager,
+    NullMetricsManager,
+)
+
+
+def _episode_step_flat(env):
+    return episode_step(env)[:, 0]
+
+
+def test_metrics_are_episode_means_averaged_over_finished_episodes():
+    metrics = {"rows": MetricTermCfg(row_index), "t": MetricTermCfg(_episode_step_flat)}
+    env = make_env(toy_cfg(metrics=metrics))
+    env.reset()
+    for _ in range(env.max_episode_length):
+        env.step(torch.zeros(env.num_envs, env.num_actions))
+    stats = env.episode_stats()
+    assert stats["Metrics/rows"] == pytest.approx(sum(range(env.num_envs)) / env.num_envs)
+    # the metric sees episode lengths 1..T within an episode: mean (T + 1) / 2
+    assert stats["Metrics/t"] == pytest.approx((env.max_episode_length + 1) / 2)
+    assert torch.all(env.metrics_manager.episode_sums == 0)
+    assert "rows" in str(env.metrics_manager)
+
+
+class _CountResets:
+    def __init__(self, cfg, env):
+        self.total = torch.zeros((), device=env.device)
+
+    def __call__(self, env, env_mask, step: float = 1.0):
+        self.total += env_mask.sum() * step
+        return {"resets": self.total, "level": self.total / 4}
+
+
+def test_curriculum_runs_in_the_reset_path_and_publishes_state():
+    env = make_env(toy_cfg(curriculum={"count": CurriculumTermCfg(_CountResets, params={"step": 1.0})}))
+    env.reset()  # 4 rows reset
+    for _ in range(env.max_episode_length):
+        env.step(torch.zeros(env.num_envs, env.num_actions))  # 4 more at the time-out
+    stats = env.episode_stats()
+    assert stats["Curriculum/count/resets"] == 8.0
+    assert stats["Curriculum/count/level"] == 2.0
+
+
+def test_empty_groups_get_null_managers():
+    env = make_env(toy_cfg(metrics={}, curriculum={}))
+    assert isinstance(env.metrics_manager, NullMetricsManager)
+    assert isinstance(env.curriculum_manager, NullCurriculumManager)
+    env.reset()
+    env.step(torch.zeros(env.num_envs, env.num_actions))
+    stats = env.episode_stats()
+    assert not any(k.startswith(("Metrics/", "Curriculum/")) for k in stats)
+    text = str(env)
+    assert "NullMetricsManager" in text and "NullCurriculumManager" in text
