@@ -46,7 +46,8 @@ def pd_gains_from_armature(
 ) -> PdGains:
     """Derive PD gains from each actuated joint's armature: kp = I w^2, kd = 2 zeta I w.
 
-    The effort limit is the motor's control range (``|ctrlrange|``) or the joint's actuator force range.
+    The effort limit is the joint's actuator force range (the motor's rated peak torque) or, where the joint has
+    none, the motor's control range.
     """
     if model.nu == 0:
         raise ValueError("model has no actuators; PD gains need one actuator per joint")
@@ -61,10 +62,10 @@ def pd_gains_from_armature(
             raise ValueError(f"joint {model.joint(joint).name!r} has no armature; pass explicit PdGains")
         kp[i] = armature * omega**2
         kd[i] = 2.0 * damping_ratio * armature * omega
-        if model.actuator_ctrllimited[i]:
-            limit[i] = float(np.max(np.abs(model.actuator_ctrlrange[i])))
-        elif model.jnt_actfrclimited[joint]:
+        if model.jnt_actfrclimited[joint]:
             limit[i] = float(np.max(np.abs(model.jnt_actfrcrange[joint])))
+        elif model.actuator_ctrllimited[i]:
+            limit[i] = float(np.max(np.abs(model.actuator_ctrlrange[i])))
         else:
             raise ValueError(f"actuator {i} has no effort limit (no ctrlrange, no actuatorfrcrange)")
     return PdGains(kp=kp, kd=kd, effort_limit=limit)

@@ -1,0 +1,274 @@
+"""The ``mjwarp`` backend: MuJoCo Warp with ``nworld = num_envs``, state exposed as zero-copy torch views.
+
+Design:
+- Every carrier (qpos, qvel, ctrl, act, time, warm start, mocap, derived state, per-world model fields) is a
+  ``wp.to_torch`` view of a MuJoCo Warp array: no copies per step, and torch writes are seen by the next kernel.
+- Per-world model fields are created batched once, at construction (``put_model(batch_sizes=...)``: leading
+  dimension ``num_envs`` instead of 1), then only written in place, so captured graphs stay valid. When a mass
+  or inertia field is per-world, the constants MuJoCo derives from it (subtree mass, inverse weights,
+  actuator_acc0) are batched too and recomputed with ``set_const`` at construction and inside resets.
+- Warp work runs on the caller's current torch CUDA stream, inside ``wp.ScopedDevice``, so it orders with the
+  caller's torch ops and can join a ``torch.cuda.graph`` capture.
+- Overflow: MuJoCo Warp's per-world overflow bitmask ``d.overflow`` is sticky; we switch its kernel printf off
+  (``opt.warn_overflow = 0``) and report the counters in ``diagnostics()`` instead (with a RuntimeWarning).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+import mujoco
+import mujoco_warp as mjw
+import numpy as np
+import torch
+import warp as wp
+
+from simcore._src.backend import SimBackend
+from simcore._src.capability import Capability
+from simcore._src.config import CONSTANT_SOURCE_FIELDS, SimConfig
+from simcore._src.read_plan import DerivedState
+
+_DERIVED_CONSTANT_FIELDS = (
+    "body_subtreemass",
+    "body_invweight0",
+    "dof_invweight0",
+    "tendon_invweight0",
+    "actuator_acc0",
+)
+"""Model constants set_const derives from mass/inertia; batched per world when those sources are."""
+
+_CONSTANT_GROUPS = mjw.SetConstGroup.FIXED | mjw.SetConstGroup.INERT0
+
+_CONTACT_OVERFLOWS = ("BROADPHASE", "NARROWPHASE", "CCD", "HFIELD", "EPA_HORIZON", "CONTACT_MATCH", "TACTILE")
+_CONSTRAINT_OVERFLOWS = ("NEFC", "NJMAX_NNZ", "NVMAX")
+_SOLVER_LIMITS = ("ITERATIONS", "LS_ITERATIONS")
+
+
+def resolve_device(device: str | None) -> torch.device:
+    """The torch device for mjwarp: the given one, else CUDA (current index) when available, else CPU."""
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    resolved = torch.device(device)
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} requested but torch sees no CUDA device")
+        if resolved.index is None:
+            resolved = torch.device("cuda", torch.cuda.current_device())
+    elif resolved.type != "cpu":
+        raise ValueError(f"mjwarp runs on 'cpu' or 'cuda[:i]', got device {device!r}")
+    return resolved
+
+
+def _torch_view(array: wp.array | None, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """Zero-copy torch view of a Warp array; an empty placeholder for zero-size arrays."""
+    if array is None or array.size == 0:
+        return torch.zeros(shape, dtype=torch.float32, device=device)
+    view = wp.to_torch(array, requires_grad=False)
+    if tuple(view.shape) != shape:
+        raise RuntimeError(f"unexpected MuJoCo Warp array shape {tuple(view.shape)}, expected {shape}")
+    return view
+
+
+class MjwarpBackend(SimBackend):
+    """MuJoCo Warp on CUDA (or Warp's CPU device); float32 carriers that alias the simulator's arrays."""
+
+    name: ClassVar[str] = "mjwarp"
+    capabilities: ClassVar[frozenset[Capability]] = frozenset(
+        {
+            Capability.DEVICE_RESIDENT,
+            Capability.BATCHED_STEP,
+            Capability.READ_PLAN,
+            Capability.CONTACT_FORCES,
+            Capability.PER_WORLD_MODEL_FIELDS,
+            Capability.RESET_TRANSACTION,
+            Capability.GRAPH_CAPTURE,
+            Capability.EXTERNAL_GRAPH_CAPTURE,
+            Capability.MULTI_STEP_GRAPH,
+        }
+    )
+
+    def __init__(self, model: mujoco.MjModel, config: SimConfig, require=()) -> None:
+        super().__init__(model, config, require)
+        self.device = resolve_device(config.device)
+        self._wp_device = wp.get_device("cpu" if self.device.type == "cpu" else f"cuda:{self.device.index}")
+        self._model = self._host_model_copy(model, config)
+        model = self._model
+        self.physics_dt = float(model.opt.timestep)
+        self._warp_streams: dict[int, wp.Stream] = {}
+        n = self.num_envs
+        fields = tuple(config.randomized_fields)
+        self._has_constant_sources = any(f in CONSTANT_SOURCE_FIELDS for f in fields)
+        batch_sizes = {f: n for f in fields}
+        if self._has_constant_sources:
+            batch_sizes.update({f: n for f in _DERIVED_CONSTANT_FIELDS})
+
+        data = mujoco.MjData(self._model)
+        mujoco.mj_forward(self._model, data)
+        with wp.ScopedDevice(self._wp_device):
+            self._m = mjw.put_model(self._model, batch_sizes=batch_sizes)
+            self._m.opt.warn_overflow = 0
+            if self._wp_device.is_cuda and not wp.is_conditional_graph_supported():
+                # drivers before CUDA 12.4 lack conditional nodes: graphs then run every solver iteration
+                self._m.opt.graph_conditional = False
+            self._d = mjw.put_data(self._model, data, nworld=n, nconmax=self.nconmax, njmax=self.njmax)
+            if self._has_constant_sources:
+                # recompute once here, so later recomputations reproduce unselected rows bit for bit
+                mjw.set_const(self._m, self._d, groups=_CONSTANT_GROUPS, restore=False)
+            wp.synchronize_device(self._wp_device)
+
+        m, d, dev = self._model, self._d, self.device
+        self.time = _torch_view(d.time, (n,), dev)
+        self.qpos = _torch_view(d.qpos, (n, m.nq), dev)
+        self.qvel = _torch_view(d.qvel, (n, m.nv), dev)
+        self.act = _torch_view(d.act, (n, m.na), dev)
+        self.ctrl = _torch_view(d.ctrl, (n, m.nu), dev)
+        self.qacc_warmstart = _torch_view(d.qacc_warmstart, (n, m.nv), dev)
+        self.mocap_pos = _torch_view(d.mocap_pos, (n, m.nmocap, 3), dev)
+        self.mocap_quat = _torch_view(d.mocap_quat, (n, m.nmocap, 4), dev)
+        self._derived = DerivedState(
+            xpos=_torch_view(d.xpos, (n, m.nbody, 3), dev),
+            xquat=_torch_view(d.xquat, (n, m.nbody, 4), dev),
+            cvel=_torch_view(d.cvel, (n, m.nbody, 6), dev),
+            subtree_com=_torch_view(d.subtree_com, (n, m.nbody, 3), dev),
+            sensordata=_torch_view(d.sensordata, (n, m.nsensordata), dev),
+            cfrc_ext=_torch_view(d.cfrc_ext, (n, m.nbody, 6), dev),
+        )
+        self.model_fields = {
+            f: _torch_view(getattr(self._m, f), (n, *getattr(m, f).shape), dev) for f in fields
+        }
+        self._acc_sensor_columns = self._acc_columns(m, dev)
+        sensors_on = not (m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_SENSOR)
+        self._step_computes_cfrc_ext = bool(
+            self._m.opt.run_rne_postconstraint or (sensors_on and self._m.sensor_rne_postconstraint)
+        )
+        self.forward()
+
+    @property
+    def mj_model(self) -> mujoco.MjModel:
+        """The host MjModel the device model was built from (options kept in sync by ``set_option``)."""
+        return self._model
+
+    @property
+    def uses_conditional_nodes(self) -> bool:
+        """Whether a CUDA graph of this backend's step contains conditional (while) nodes for the solver."""
+        return bool(
+            self._wp_device.is_cuda
+            and self._m.opt.graph_conditional
+            and self._m.opt.iterations > 0
+            and wp.is_conditional_graph_supported()
+        )
+
+    # ----------------------------------------------------------------------------------------- streams
+    def _warp_stream(self, torch_stream: torch.cuda.Stream) -> wp.Stream:
+        """The Warp stream wrapping ``torch_stream`` (cached per stream handle, so capture sees one object)."""
+        key = torch_stream.cuda_stream
+        stream = self._warp_streams.get(key)
+        if stream is None:
+            stream = wp.stream_from_torch(torch_stream)
+            self._warp_streams[key] = stream
+        return stream
+
+    @contextlib.contextmanager
+    def _warp_scope(self) -> Iterator[None]:
+        """Run Warp work on this backend's device and on the caller's current torch stream."""
+        with wp.ScopedDevice(self._wp_device):
+            if self._wp_device.is_cuda:
+                stream = self._warp_stream(torch.cuda.current_stream(self.device))
+                with wp.ScopedStream(stream, sync_enter=False):
+                    yield
+            else:
+                yield
+
+    def _capture_scope(self, stream: torch.cuda.Stream) -> contextlib.AbstractContextManager:
+        return self._external_warp_capture(stream)
+
+    @contextlib.contextmanager
+    def _external_warp_capture(self, stream: torch.cuda.Stream) -> Iterator[None]:
+        """Tell Warp that torch is capturing ``stream``, so Warp allocations and loops become graph nodes."""
+        warp_stream = self._warp_stream(stream)
+        wp.capture_begin(device=self._wp_device, stream=warp_stream, external=True, force_module_load=False)
+        try:
+            yield
+        except BaseException:
+            with contextlib.suppress(Exception):  # keep the original error, not the aborted capture's
+                wp.capture_end(device=self._wp_device, stream=warp_stream)
+            raise
+        wp.capture_end(device=self._wp_device, stream=warp_stream)
+
+    def _graph_blocker(self) -> str | None:
+        if self._wp_device.is_cuda and not wp.is_mempool_enabled(self._wp_device):
+            return "warp mempool disabled"
+        return None
+
+    # ----------------------------------------------------------------------------------------- physics
+    def _advance(self) -> None:
+        with self._warp_scope():
+            for _ in range(self.decimation):
+                mjw.step(self._m, self._d)
+            if self._uses_contacts and not self._step_computes_cfrc_ext:
+                mjw.rne_postconstraint(self._m, self._d)
+            self._derived_kernels()
+
+    def _refresh_derived(self) -> None:
+        with self._warp_scope():
+            self._derived_kernels()
+
+    def _derived_kernels(self) -> None:
+        mjw.kinematics(self._m, self._d)
+        mjw.com_pos(self._m, self._d)
+        mjw.com_vel(self._m, self._d)
+        mjw.sensor_pos(self._m, self._d)
+        mjw.sensor_vel(self._m, self._d)
+
+    def _recompute_constants(self, mask: torch.Tensor) -> None:
+        # set_const runs over all worlds; unselected worlds recompute identical constants from identical fields
+        with self._warp_scope():
+            mjw.set_const(self._m, self._d, groups=_CONSTANT_GROUPS, restore=False)
+
+    # ----------------------------------------------------------------------------------------- cold path
+    def _buffer_diagnostics(self) -> dict[str, Any]:
+        with self._warp_scope():
+            wp.synchronize_device(self._wp_device)
+            flags = self._d.overflow.numpy()
+            nacon = int(self._d.nacon.numpy()[0])
+            nefc = self._d.nefc.numpy()
+
+        def worlds(*names: str) -> int:
+            mask = 0
+            for name in names:
+                mask |= int(mjw.OverflowType[name])
+            return int(np.count_nonzero(flags & mask))
+
+        overflow = {
+            "contacts": worlds(*_CONTACT_OVERFLOWS),
+            "constraints": worlds(*_CONSTRAINT_OVERFLOWS),
+        }
+        overflow.update(
+            {name.lower(): worlds(name) for name in (*_CONTACT_OVERFLOWS, *_CONSTRAINT_OVERFLOWS)}
+        )
+        return {
+            "overflow": overflow,
+            "solver_limits": {name.lower(): worlds(name) for name in _SOLVER_LIMITS},
+            "contacts": nacon,
+            "max_constraints": int(nefc.max()) if nefc.size else 0,
+        }
+
+    def _set_option(self, name: str, value: Any) -> None:
+        if not hasattr(self._m.opt, name):
+            raise ValueError(f"option {name!r} has no MuJoCo Warp counterpart; it cannot change on mjwarp")
+        current = getattr(self._model.opt, name)
+        if isinstance(current, np.ndarray):
+            current[...] = value
+        else:
+            setattr(self._model.opt, name, value)
+        device_value = getattr(self._m.opt, name)
+        if isinstance(device_value, wp.array):
+            host = np.broadcast_to(
+                np.asarray(value, dtype=np.float32), (device_value.shape[0], *np.shape(value))
+            )
+            with self._warp_scope():
+                device_value.assign(np.ascontiguousarray(host))
+        else:
+            setattr(self._m.opt, name, type(device_value)(value))

@@ -1,0 +1,197 @@
+"""The packed reset transaction: masked rows take the payload, the others keep every bit, derived state follows."""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+import warp as wp
+from simcore_scenes import BACKENDS, cpu_config, reference_data
+
+import simcore
+from simcore._src.reset import STATE_CHANNELS
+
+ALL_CHANNELS = (*STATE_CHANNELS, *simcore.SimConfig(1).randomized_fields)
+NUM_ENVS = 4
+
+
+def make(name: str, model: mujoco.MjModel) -> tuple[simcore.SimBackend, simcore.ReadPlan]:
+    backend = simcore.make_backend(name, model, cpu_config(num_envs=NUM_ENVS, decimation=2))
+    plan = backend.read_plan(
+        bodies=("box", "arm", "forearm"), sensors=("tip_pos", "box_gyro", "box_acc"), contact_bodies=("box",)
+    )
+    # a settled box on the floor and a swinging arm: contact forces and acceleration sensors are non-zero
+    spec = backend.reset_spec(("qpos",))
+    payload = spec.new_payload()
+    payload["qpos"][:, 2] = 0.1
+    backend.reset(torch.ones(NUM_ENVS, dtype=torch.bool), payload, spec)
+    backend.ctrl[:, 0] = 0.7
+    for _ in range(3):
+        backend.step()
+    assert plan.contact_found.all()
+    return backend, plan
+
+
+def derived_constants(backend: simcore.SimBackend) -> dict[str, torch.Tensor]:
+    """Per-world constants MuJoCo derives from mass and inertia, ``(num_envs, ...)``."""
+    names = ("body_subtreemass", "body_invweight0", "dof_invweight0")
+    if backend.name == "mjwarp":
+        return {n: wp.to_torch(getattr(backend._m, n)).clone() for n in names}
+    return {n: torch.from_numpy(np.stack([getattr(m, n) for m in backend._world_models])) for n in names}
+
+
+def snapshot(backend: simcore.SimBackend, plan: simcore.ReadPlan) -> dict[str, torch.Tensor]:
+    """Everything a row owns: state, per-world fields, derived state, plan outputs and derived constants."""
+    out = {f"state.{c}": getattr(backend, c).clone() for c in STATE_CHANNELS}
+    out.update({f"field.{k}": v.clone() for k, v in backend.model_fields.items()})
+    out.update({f"derived.{k}": v.clone() for k, v in backend._derived._asdict().items()})
+    for name in (
+        "body_pos_w",
+        "body_quat_w",
+        "body_lin_vel_w",
+        "body_ang_vel_w",
+        "contact_force",
+        "contact_found",
+    ):
+        out[f"plan.{name}"] = getattr(plan, name).clone()
+    for name in plan.sensor_names:
+        out[f"plan.sensor.{name}"] = plan.sensor(name).clone()
+    out.update({f"const.{k}": v for k, v in derived_constants(backend).items()})
+    return out
+
+
+def random_payload(
+    backend: simcore.SimBackend, spec: simcore.ResetSpec, seed: int
+) -> dict[str, torch.Tensor]:
+    """A payload in which every element of every channel differs from the live values."""
+    gen = torch.Generator().manual_seed(seed)
+    payload = spec.new_payload()
+    for name, buf in payload.items():
+        noise = torch.rand(buf.shape, generator=gen, dtype=torch.float64).to(buf.dtype)
+        if name in backend.model_fields:
+            buf.mul_(1.5 + noise).add_(0.01)  # scaled physical parameters, all positive and changed
+        else:
+            buf.add_(noise * 0.2 + 0.05)
+    quat = payload["qpos"][:, 3:7]
+    quat.div_(quat.norm(dim=1, keepdim=True))
+    payload["qpos"][:, 2] = 0.6  # box in the air
+    payload["mocap_quat"].div_(payload["mocap_quat"].norm(dim=-1, keepdim=True))
+    return payload
+
+
+def assert_rows(before: dict, after: dict, rows: torch.Tensor) -> None:
+    """Rows ``rows`` are bit-identical in every snapshot entry."""
+    for key in before:
+        assert torch.equal(before[key][rows], after[key][rows]), key
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_all_false_mask_changes_nothing(small_model, name):
+    backend, plan = make(name, small_model)
+    spec = backend.reset_spec(ALL_CHANNELS)
+    payload = random_payload(backend, spec, seed=0)
+    before = snapshot(backend, plan)
+    backend.reset(torch.zeros(NUM_ENVS, dtype=torch.bool), payload, spec)
+    assert_rows(before, snapshot(backend, plan), torch.ones(NUM_ENVS, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+@pytest.mark.parametrize("mask_kind", ["all_true", "random"])
+def test_selected_rows_take_payload_and_others_keep_every_bit(small_model, name, mask_kind):
+    backend, plan = make(name, small_model)
+    spec = backend.reset_spec(ALL_CHANNELS)
+    assert spec.recompute_constants
+    payload = random_payload(backend, spec, seed=1)
+    if mask_kind == "all_true":
+        mask = torch.ones(NUM_ENVS, dtype=torch.bool)
+    else:
+        mask = torch.rand(NUM_ENVS, generator=torch.Generator().manual_seed(3)) < 0.5
+        mask[0], mask[1] = True, False  # both kinds present whatever the draw
+    before = snapshot(backend, plan)
+    backend.reset(mask, payload, spec)
+    after = snapshot(backend, plan)
+    assert_rows(before, after, ~mask)
+    for channel in ALL_CHANNELS:
+        assert torch.equal(
+            getattr(backend, channel, None) if channel in STATE_CHANNELS else backend.model_fields[channel],
+            torch.where(
+                mask.view(-1, *[1] * (payload[channel].dim() - 1)),
+                payload[channel],
+                before[("state." if channel in STATE_CHANNELS else "field.") + channel],
+            ),
+        ), channel
+    # step products are unknown until the next step: zero in reset rows
+    assert not plan.contact_found[mask].any()
+    assert torch.all(plan.sensor("box_acc")[mask] == 0)
+    # derived state of reset rows equals a fresh forward pass of the payload state (CPU MuJoCo reference)
+    tol = 1e-10 if name == "mujoco" else 5e-5
+    box = small_model.body("box").id
+    for world in torch.arange(NUM_ENVS)[mask].tolist():
+        ref = reference_data(backend, world)
+        for b, body in enumerate(plan.body_names):
+            bid = small_model.body(body).id
+            np.testing.assert_allclose(plan.body_pos_w[world, b].double().numpy(), ref.xpos[bid], atol=tol)
+            np.testing.assert_allclose(plan.body_quat_w[world, b].double().numpy(), ref.xquat[bid], atol=tol)
+        np.testing.assert_allclose(
+            plan.sensor("tip_pos")[world].double().numpy(), ref.sensor("tip_pos").data, atol=tol
+        )
+        np.testing.assert_allclose(
+            plan.sensor("box_gyro")[world].double().numpy(), ref.sensor("box_gyro").data, atol=10 * tol
+        )
+        # derived mass constants follow the new per-world masses
+        subtree = after["const.body_subtreemass"][world].double().numpy()
+        np.testing.assert_allclose(subtree, ref.model.body_subtreemass, rtol=1e-6)
+        np.testing.assert_allclose(
+            subtree[box], backend.model_fields["body_mass"][world, box].double(), rtol=1e-6
+        )
+        assert subtree[box] != before["const.body_subtreemass"][world, box]
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_heavier_box_presses_harder_only_in_reset_rows(small_model, name):
+    backend, plan = make(name, small_model)
+    spec = backend.reset_spec(("body_mass",))
+    payload = spec.new_payload()
+    box = small_model.body("box").id
+    payload["body_mass"][:, box] *= 2.0
+    mask = torch.tensor([True, False, True, False])
+    backend.reset(mask, payload, spec)
+    for _ in range(20):
+        backend.step()
+    weight = small_model.body_mass[box] * 9.81
+    expected = torch.where(mask, 2 * weight, weight).double()
+    torch.testing.assert_close(plan.contact_force[:, 0, 2].double(), expected, rtol=2e-3, atol=0)
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_spec_errors_are_raised_at_spec_time(small_model, name):
+    backend = simcore.make_backend(name, small_model, cpu_config(num_envs=2))
+    with pytest.raises(
+        ValueError, match=r"unknown reset channels \['qfrc'\] for backend .*valid: \['time', 'qpos'"
+    ):
+        backend.reset_spec(("qpos", "qfrc"))
+    with pytest.raises(ValueError, match=r"\['geom_solref'\] are not per-world on this backend"):
+        backend.reset_spec(("geom_solref",))
+    with pytest.raises(ValueError, match="duplicate reset channels"):
+        backend.reset_spec(("qpos", "qpos"))
+    with pytest.raises(ValueError, match="sequence of names"):
+        backend.reset_spec("qpos")
+    spec = backend.reset_spec(("qpos", "ctrl"))
+    assert spec.channels == ("qpos", "ctrl") and not spec.recompute_constants
+    payload = spec.new_payload()
+    assert (
+        torch.equal(payload["qpos"], backend.qpos) and payload["qpos"].data_ptr() != backend.qpos.data_ptr()
+    )
+    mask = torch.ones(2, dtype=torch.bool)
+    with pytest.raises(ValueError, match=r"payload lacks channels \['ctrl'\]"):
+        backend.reset(mask, {"qpos": payload["qpos"]}, spec)
+    with pytest.raises(ValueError, match="mask must be a"):
+        backend.reset(mask.float(), payload, spec)
+    with pytest.raises(ValueError, match=r"mask must be \(2,\)"):
+        backend.reset(torch.ones(3, dtype=torch.bool), payload, spec)
+    with pytest.raises(ValueError, match=r"payload\['ctrl'\] must be"):
+        backend.reset(mask, {**payload, "ctrl": payload["ctrl"][:, :1]}, spec)
+    other = simcore.make_backend(name, small_model, cpu_config(num_envs=2))
+    with pytest.raises(ValueError, match="another backend"):
+        other.reset(mask, payload, spec)
