@@ -1,0 +1,577 @@
+"""FlashSAC: SAC with norm-bounded networks, a categorical critic and held exploration noise.
+
+Reference: D. Kim, Y. Lee, M. Park, et al., "FlashSAC: Fast and Stable Off-Policy Reinforcement
+Learning for High-Dimensional Robot Control", arXiv:2604.04539, 2026. This module is our own
+implementation of the method as described there; it shares no code with the authors' release.
+
+What makes it FlashSAC rather than plain SAC, in the order the code meets it:
+- Networks bound weight, feature and gradient norms. Observations (and actions, for the critic)
+  enter through BatchNorm and a linear embedding; the trunk is a stack of inverted-residual blocks
+  (expand 4x -> BatchNorm -> ReLU -> project back -> BatchNorm -> ReLU, plus the skip) and ends in an
+  RMSNorm. BatchNorm runs in training mode inside updates and in eval mode (running statistics) for
+  acting and export.
+- After every optimizer step each weight vector of a linear layer is re-projected to unit norm, and
+  each normalization layer's scale (with its shift, for BatchNorm) to norm sqrt(width).
+- The critic is a twin categorical (C51) critic whose target uses the member with the lower
+  expected value. Rewards are divided by an adaptive scale, max(std of the discounted return,
+  max |return| / G_max), so normalized returns fit the fixed support [-G_max, G_max].
+- The temperature's target entropy is that of a Gaussian with a fixed per-dimension std.
+- Exploration noise is held: each env keeps one Gaussian draw for a Zeta-distributed number of steps
+  (P(n) proportional to n^-s, n <= n_max), giving temporally correlated exploration. The draw and its
+  remaining hold live in persistent per-env buffers (`held_noise`, `hold_steps_left`) so `act` stays
+  graph-capturable.
+- The actor and temperature are updated every `actor_update_period` critic updates, before the critic
+  step, and the actor sees current and next observations together so its BatchNorm statistics match
+  the critic's batch.
+"""
+
+import copy
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from torch import nn
+
+from trainrt.algos.agent import Agent, clone_state, load_optimizer_state_inplace
+from trainrt.algos.distributional import categorical_projection, categorical_support, expected_value
+from trainrt.algos.networks import bounded_log_std, tanh_gaussian_sample
+from trainrt.algos.normalizer import RunningObsNormalizer
+from trainrt.hotpath import cold_path
+from trainrt.replay import Batch
+
+
+class FlashSacConfig(BaseModel):
+    """FlashSAC hyperparameters; defaults follow the paper's massively-parallel humanoid setting at 2048 envs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # Networks (paper sizes for parallel-sim humanoids; blocks expand the width 4x internally).
+    actor_hidden_dim: int = Field(128, ge=4)
+    actor_num_blocks: int = Field(2, ge=0)
+    critic_hidden_dim: int = Field(256, ge=4)
+    critic_num_blocks: int = Field(2, ge=0)
+    block_expansion: int = Field(4, ge=1)
+    batch_norm_momentum: float = Field(0.01, gt=0.0, le=1.0)
+    log_std_min: float = -5.0
+    log_std_max: float = 0.0
+
+    # Categorical critic over the normalized-return range [-G_max, G_max].
+    num_atoms: int = Field(101, ge=2)
+    v_min: float = -5.0
+    v_max: float = 5.0
+    # Adaptive reward scaling: rewards / max(std(G), max|G| / normalized_return_max). Keep
+    # normalized_return_max equal to v_max so the largest return seen lands on the support's edge.
+    reward_scaling: bool = True
+    normalized_return_max: float = Field(5.0, gt=0.0)
+
+    # Temporal difference: 3-step returns, slow target (paper).
+    gamma: float = Field(0.99, gt=0.0, le=1.0)
+    n_step: int = Field(3, ge=1)
+    tau: float = Field(0.01, gt=0.0, le=1.0)
+
+    # Optimization. Weight decay is 0: the unit-norm projection already fixes every weight's scale.
+    actor_lr: float = Field(3e-4, gt=0.0)
+    critic_lr: float = Field(3e-4, gt=0.0)
+    alpha_lr: float = Field(3e-4, gt=0.0)
+    weight_decay: float = Field(0.0, ge=0.0)
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    # Large batch, few updates: 8192 per update and one update per 2048-env step replays each
+    # transition ~4 times, the paper's ratio (2 x 2048 per 1024-env step).
+    batch_size: int = Field(8192, ge=1)
+    updates_per_iteration: int = Field(1, ge=1)
+    # Delayed actor/temperature (paper: every 2nd critic update).
+    actor_update_period: int = Field(2, ge=1)
+
+    # Replay: a large buffer (paper: ~10M transitions); 4096 rows x 2048 envs = 8.4M.
+    buffer_size_per_env: int = Field(4096, ge=1)
+    # Vector env steps before the first update (~100k transitions at 2048 envs, as the paper).
+    learning_starts: int = Field(50, ge=1)
+
+    # Temperature: target entropy of a Gaussian with std 0.15 per action dimension (paper), unless
+    # target_entropy is given explicitly.
+    alpha_init: float = Field(0.01, gt=0.0)
+    target_action_std: float = Field(0.15, gt=0.0)
+    target_entropy: float | None = None
+
+    # Held exploration noise: hold length n ~ Zeta(s) truncated to n <= noise_hold_max_steps.
+    noise_hold_zeta_exponent: float = Field(2.0, gt=0.0)
+    noise_hold_max_steps: int = Field(16, ge=1)
+
+    # Numerics and inputs. The input BatchNorm already standardizes observations, so the separate
+    # running normalizer is off by default.
+    bf16_autocast: bool = True
+    obs_normalization: bool = False
+    actor_obs_group: str = "policy"
+    critic_obs_group: str = "critic"
+
+    @model_validator(mode="after")
+    def _check_ranges(self) -> "FlashSacConfig":
+        if not self.v_min < self.v_max:
+            raise ValueError(f"v_min must be below v_max, got v_min={self.v_min}, v_max={self.v_max}")
+        if not self.log_std_min < self.log_std_max:
+            raise ValueError(
+                f"log_std_min must be below log_std_max, got {self.log_std_min}, {self.log_std_max}"
+            )
+        return self
+
+
+# --------------------------------------------------------------------------------------------------
+# norm-bounded layers, (B, D) activations; the twin critic is two independent networks
+# --------------------------------------------------------------------------------------------------
+class _UnitLinear(nn.Linear):
+    """Linear layer whose weight rows (one per output unit) are kept at unit norm."""
+
+    def __init__(self, in_features: int, out_features: int, *, bias: bool = False):
+        super().__init__(in_features, out_features, bias=bias)
+        nn.init.orthogonal_(self.weight)
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
+
+    @torch.no_grad()
+    def project_(self) -> None:
+        """Rescale every output unit's weight vector to unit L2 norm."""
+        self.weight.div_(self.weight.norm(dim=-1, keepdim=True).clamp(min=1e-8))
+
+
+class _BatchNorm(nn.Module):
+    """BatchNorm over the batch axis, (B, D) -> (B, D); the mode is an explicit argument.
+
+    `F.batch_norm` keeps bf16 activations in bf16 with float32 statistics and fuses the statistics,
+    the running-average update and the affine map, which is what makes wide blocks affordable.
+    """
+
+    def __init__(self, dim: int, momentum: float, eps: float = 1e-5):
+        super().__init__()
+        self.momentum = momentum
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.bias = nn.Parameter(torch.zeros(dim))
+        self.register_buffer("running_mean", torch.zeros(dim))
+        self.register_buffer("running_var", torch.ones(dim))
+
+    def forward(self, x: torch.Tensor, training: bool) -> torch.Tensor:
+        """Batch statistics (and a running-statistics update) when training, running statistics otherwise."""
+        return F.batch_norm(
+            x, self.running_mean, self.running_var, self.weight, self.bias, training, self.momentum, self.eps
+        )
+
+    @torch.no_grad()
+    def project_(self) -> None:
+        """Rescale the (scale, shift) pair jointly to norm sqrt(dim)."""
+        norm = (self.weight.square().sum() + self.bias.square().sum()).sqrt().clamp(min=1e-8)
+        factor = math.sqrt(self.weight.shape[0]) / norm
+        self.weight.mul_(factor)
+        self.bias.mul_(factor)
+
+
+class _RmsNorm(nn.Module):
+    """RMSNorm, (B, D) -> (B, D) float32: bounds each row's feature norm."""
+
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Divide each row by its root mean square, then scale."""
+        x = x.float()
+        return x * torch.rsqrt(x.square().mean(-1, keepdim=True) + self.eps) * self.weight
+
+    @torch.no_grad()
+    def project_(self) -> None:
+        """Rescale the scale vector to norm sqrt(dim)."""
+        self.weight.mul_(math.sqrt(self.weight.shape[0]) / self.weight.norm().clamp(min=1e-8))
+
+
+_PROJECTED_LAYERS = (_UnitLinear, _BatchNorm, _RmsNorm)
+
+
+@torch.no_grad()
+def project_to_unit_norm(module: nn.Module) -> None:
+    """Re-project every norm-bounded layer in `module` (called after each optimizer step)."""
+    for layer in module.modules():
+        if isinstance(layer, _PROJECTED_LAYERS):
+            layer.project_()
+
+
+class _InvertedResidualBlock(nn.Module):
+    """x + ReLU(BN(W2 ReLU(BN(W1 x)))) with W1 expanding the width `expansion` times."""
+
+    def __init__(self, dim: int, expansion: int, momentum: float):
+        super().__init__()
+        self.expand = _UnitLinear(dim, dim * expansion)
+        self.expand_norm = _BatchNorm(dim * expansion, momentum)
+        self.project = _UnitLinear(dim * expansion, dim)
+        self.project_norm = _BatchNorm(dim, momentum)
+
+    def forward(self, x: torch.Tensor, training: bool) -> torch.Tensor:
+        """(B, dim) -> (B, dim)."""
+        hidden = F.relu(self.expand_norm(self.expand(x), training))
+        return x + F.relu(self.project_norm(self.project(hidden), training))
+
+
+class _FlashTrunk(nn.Module):
+    """BatchNorm -> unit linear embedding -> inverted-residual blocks -> RMSNorm: (B, in) -> (B, hidden)."""
+
+    def __init__(self, in_dim: int, hidden_dim: int, num_blocks: int, expansion: int, momentum: float):
+        super().__init__()
+        self.input_norm = _BatchNorm(in_dim, momentum)
+        self.embed = _UnitLinear(in_dim, hidden_dim)
+        self.blocks = nn.ModuleList(
+            _InvertedResidualBlock(hidden_dim, expansion, momentum) for _ in range(num_blocks)
+        )
+        self.output_norm = _RmsNorm(hidden_dim)
+
+    def forward(self, x: torch.Tensor, training: bool) -> torch.Tensor:
+        """Inputs (B, in) -> features (B, hidden)."""
+        x = self.embed(self.input_norm(x, training))
+        for block in self.blocks:
+            x = block(x, training)
+        return self.output_norm(x)
+
+
+class FlashSacActor(nn.Module):
+    """Tanh-Gaussian policy: policy obs (B, Dp) -> pre-tanh mean and log-std (B, A)."""
+
+    def __init__(self, obs_dim: int, num_actions: int, cfg: FlashSacConfig):
+        super().__init__()
+        self.log_std_min = cfg.log_std_min
+        self.log_std_max = cfg.log_std_max
+        self.trunk = _FlashTrunk(
+            obs_dim, cfg.actor_hidden_dim, cfg.actor_num_blocks, cfg.block_expansion, cfg.batch_norm_momentum
+        )
+        # The head is not norm-bounded: it sets the action scale. Near-zero mean, mid-range std at start.
+        self.head = nn.Linear(cfg.actor_hidden_dim, 2 * num_actions)
+        nn.init.normal_(self.head.weight[:num_actions], std=1e-3)
+        nn.init.zeros_(self.head.weight[num_actions:])
+        nn.init.zeros_(self.head.bias)
+
+    def forward(self, obs: torch.Tensor, training: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pre-squash mean (B, A) and bounded log-std (B, A)."""
+        mean, raw_log_std = self.head(self.trunk(obs, training)).chunk(2, dim=-1)
+        return mean, bounded_log_std(raw_log_std, self.log_std_min, self.log_std_max)
+
+
+class _CriticMember(nn.Module):
+    """One categorical critic: (B, Dc + A) -> logits (B, num_atoms)."""
+
+    def __init__(self, in_dim: int, cfg: FlashSacConfig):
+        super().__init__()
+        self.trunk = _FlashTrunk(
+            in_dim, cfg.critic_hidden_dim, cfg.critic_num_blocks, cfg.block_expansion, cfg.batch_norm_momentum
+        )
+        self.head = _UnitLinear(cfg.critic_hidden_dim, cfg.num_atoms, bias=True)
+
+    def forward(self, x: torch.Tensor, training: bool) -> torch.Tensor:
+        """Return-distribution logits (B, num_atoms)."""
+        return self.head(self.trunk(x, training))
+
+
+class FlashSacCritic(nn.Module):
+    """Twin categorical critic: (critic obs (B, Dc), action (B, A)) -> logits (2, B, num_atoms)."""
+
+    def __init__(self, obs_dim: int, num_actions: int, cfg: FlashSacConfig):
+        super().__init__()
+        self.members = nn.ModuleList(_CriticMember(obs_dim + num_actions, cfg) for _ in range(2))
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor, training: bool) -> torch.Tensor:
+        """Return-distribution logits of both members (2, B, num_atoms)."""
+        x = torch.cat([obs, action.to(obs.dtype)], dim=-1)
+        return torch.stack([member(x, training) for member in self.members])
+
+
+class _ExportedFlashSacPolicy(nn.Module):
+    """Raw policy observations (N, Dp) -> deterministic actions (N, A); BatchNorm in eval mode."""
+
+    def __init__(self, normalizer: RunningObsNormalizer, actor: FlashSacActor):
+        super().__init__()
+        self.normalizer = normalizer
+        self.actor = actor
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Deterministic actions in [-1, 1]."""
+        mean, _ = self.actor(self.normalizer(obs), training=False)
+        return torch.tanh(mean)
+
+
+# --------------------------------------------------------------------------------------------------
+# held exploration noise
+# --------------------------------------------------------------------------------------------------
+def zeta_hold_cdf(exponent: float, max_steps: int) -> torch.Tensor:
+    """CDF (max_steps,) of the truncated Zeta law P(n) = n^-exponent / sum_k k^-exponent, n = 1..max_steps."""
+    steps = torch.arange(1, max_steps + 1, dtype=torch.float64)
+    pmf = steps.pow(-exponent)
+    return (pmf / pmf.sum()).cumsum(0).float()
+
+
+def sample_hold_steps(uniform: torch.Tensor, cdf: torch.Tensor) -> torch.Tensor:
+    """Inverse-CDF draw of hold lengths: uniform (N,) in [0, 1) -> steps (N,) long in 1..len(cdf)."""
+    below = (uniform.unsqueeze(-1) >= cdf).sum(-1)
+    return below.clamp(max=cdf.shape[0] - 1) + 1
+
+
+# --------------------------------------------------------------------------------------------------
+# agent
+# --------------------------------------------------------------------------------------------------
+class FlashSacAgent(Agent):
+    """FlashSAC agent. Construct through `trainrt.algos.make_agent("flashsac", ...)`.
+
+    Attributes:
+        held_noise: (N, A) exploration noise each env currently holds (allocated by the first
+            stochastic `act`; None before).
+        hold_steps_left: (N,) long, steps the held noise still applies; 0 means draw a new one.
+    """
+
+    algo = "flashsac"
+
+    def __init__(
+        self,
+        cfg: FlashSacConfig,
+        obs_dims: dict[str, int],
+        num_actions: int,
+        device: torch.device | str,
+        seed: int = 0,
+    ):
+        super().__init__(device, seed, cfg.actor_update_period, cfg.bf16_autocast)
+        self.cfg = cfg
+        self.num_actions = num_actions
+        actor_dim, critic_dim = obs_dims[cfg.actor_obs_group], obs_dims[cfg.critic_obs_group]
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)  # parameter init depends on the seed alone, not on the device
+            self.actor = FlashSacActor(actor_dim, num_actions, cfg)
+            self.critic = FlashSacCritic(critic_dim, num_actions, cfg)
+        self.actor.to(self.device)
+        self.critic.to(self.device)
+        project_to_unit_norm(self.actor)
+        project_to_unit_norm(self.critic)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.actor_obs_normalizer = RunningObsNormalizer(actor_dim, enabled=cfg.obs_normalization).to(
+            self.device
+        )
+        self.shared_obs_group = cfg.actor_obs_group == cfg.critic_obs_group
+        self.critic_obs_normalizer = (
+            self.actor_obs_normalizer
+            if self.shared_obs_group
+            else RunningObsNormalizer(critic_dim, enabled=cfg.obs_normalization).to(self.device)
+        )
+        self.support = categorical_support(cfg.v_min, cfg.v_max, cfg.num_atoms, self.device)
+        self.log_alpha = torch.tensor(math.log(cfg.alpha_init), device=self.device, requires_grad=True)
+        if cfg.target_entropy is None:
+            # Differential entropy of N(0, std^2) per dimension: 0.5 * log(2 pi e std^2).
+            per_dim = 0.5 * math.log(2.0 * math.pi * math.e * cfg.target_action_std**2)
+            self.target_entropy = per_dim * num_actions
+        else:
+            self.target_entropy = cfg.target_entropy
+        self.zeta_cdf = zeta_hold_cdf(cfg.noise_hold_zeta_exponent, cfg.noise_hold_max_steps).to(self.device)
+        self.held_noise: torch.Tensor | None = None
+        self.hold_steps_left: torch.Tensor | None = None
+
+        self._actor_params = list(self.actor.parameters())
+        self._critic_params = list(self.critic.parameters())
+        self._target_params = list(self.critic_target.parameters())
+        self.actor_optimizer = self._adamw(self._actor_params, cfg.actor_lr, cfg.adam_betas, cfg.weight_decay)
+        self.critic_optimizer = self._adamw(
+            self._critic_params, cfg.critic_lr, cfg.adam_betas, cfg.weight_decay
+        )
+        self.alpha_optimizer = self._adamw([self.log_alpha], cfg.alpha_lr, cfg.adam_betas, 0.0)
+        self._declare_losses(
+            "critic_loss",
+            "actor_loss",
+            "alpha_loss",
+            "alpha",
+            "entropy",
+            "q_mean",
+            "target_q_mean",
+            "reward_scale",
+        )
+
+    # ----------------------------------------------------------------------------------------------
+    # acting
+    # ----------------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def act(self, obs: dict[str, torch.Tensor], deterministic: bool = False) -> torch.Tensor:
+        """Actions (N, A) in [-1, 1]: tanh(mean), or the mean plus each env's held noise.
+
+        Every stochastic call draws a fresh noise vector and hold length per env from `self.rng`
+        (fixed consumption, so replays stay in step) and keeps them only where the hold expired.
+        """
+        normalized = self.actor_obs_normalizer(obs[self.cfg.actor_obs_group].float())
+        with self._autocast():
+            mean, log_std = self.actor(normalized, training=False)
+        mean = mean.float()
+        if deterministic:
+            return torch.tanh(mean)
+        held_noise, hold_steps_left = self._noise_state(mean.shape[0])
+        fresh_noise = torch.randn(mean.shape, device=self.device, generator=self.rng)
+        fresh_hold = sample_hold_steps(
+            torch.rand(mean.shape[0], device=self.device, generator=self.rng), self.zeta_cdf
+        )
+        expired = hold_steps_left <= 0
+        held_noise.copy_(torch.where(expired.unsqueeze(-1), fresh_noise, held_noise))
+        hold_steps_left.copy_(torch.where(expired, fresh_hold, hold_steps_left) - 1)
+        return torch.tanh(mean + log_std.float().exp() * held_noise)
+
+    def _noise_state(self, num_envs: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The persistent per-env noise buffers, created (expired) on first use or when N changes."""
+        if self.held_noise is None or self.hold_steps_left is None or self.held_noise.shape[0] != num_envs:
+            if self.device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+                raise RuntimeError(
+                    "FlashSAC's held-noise buffers are created by the first stochastic act(); "
+                    "call act() once eagerly before capturing it"
+                )
+            self.held_noise = torch.zeros(num_envs, self.num_actions, device=self.device)
+            self.hold_steps_left = torch.zeros(num_envs, device=self.device, dtype=torch.long)
+        return self.held_noise, self.hold_steps_left
+
+    # ----------------------------------------------------------------------------------------------
+    # learning
+    # ----------------------------------------------------------------------------------------------
+    def _normalized_groups(
+        self, batch: Batch
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Update the running statistics (when enabled), then normalize actor/critic obs and next obs."""
+        cfg = self.cfg
+        self.actor_obs_normalizer.update(batch.obs[cfg.actor_obs_group])
+        if not self.shared_obs_group:
+            self.critic_obs_normalizer.update(batch.obs[cfg.critic_obs_group])
+        return (
+            self.actor_obs_normalizer(batch.obs[cfg.actor_obs_group]),
+            self.actor_obs_normalizer(batch.next_obs[cfg.actor_obs_group]),
+            self.critic_obs_normalizer(batch.obs[cfg.critic_obs_group]),
+            self.critic_obs_normalizer(batch.next_obs[cfg.critic_obs_group]),
+        )
+
+    def _reward_scale(self, batch: Batch) -> torch.Tensor:
+        """max(std of the discounted return, max |return| / G_max) as a device scalar (1 when disabled)."""
+        if not self.cfg.reward_scaling or batch.return_var is None or batch.return_abs_max is None:
+            return torch.ones((), device=self.device)
+        return torch.maximum(
+            torch.sqrt(batch.return_var + 1e-8), batch.return_abs_max / self.cfg.normalized_return_max
+        )
+
+    def _sample_policy(self, mean: torch.Tensor, log_std: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reparameterised action (B, A) and log-prob (B,) with noise from `update_rng`."""
+        noise = torch.randn(mean.shape, device=self.device, generator=self.update_rng)
+        return tanh_gaussian_sample(mean.float(), log_std.float(), noise)
+
+    def _update_step(self, batch: Batch, update_actor: bool) -> None:
+        """Actor and temperature (when due), then critic, then target update; losses land in `losses()`."""
+        cfg = self.cfg
+        batch_size = batch.batch_size
+        actor_obs, next_actor_obs, critic_obs, next_critic_obs = self._normalized_groups(batch)
+        reward_scale = self._reward_scale(batch)
+        reward = batch.reward / reward_scale
+        losses: dict[str, torch.Tensor] = {"reward_scale": reward_scale}
+
+        if update_actor:
+            # Actor: current and next observations share one BatchNorm batch; only the current half
+            # enters the loss. The critic scores actions with its running statistics (eval mode).
+            with self._autocast():
+                mean, log_std = self.actor(torch.cat([actor_obs, next_actor_obs]), training=True)
+                action, log_prob = self._sample_policy(mean[:batch_size], log_std[:batch_size])
+                q_logits = self.critic(critic_obs, action, training=False)
+            q_value = expected_value(F.softmax(q_logits.float(), dim=-1), self.support).min(0).values
+            actor_loss = (self.log_alpha.exp().detach() * log_prob - q_value).mean()
+            self.actor_optimizer.zero_grad(set_to_none=False)
+            actor_loss.backward(inputs=self._actor_params)
+            self.actor_optimizer.step()
+            project_to_unit_norm(self.actor)
+            # Temperature: alpha * (entropy - target) shrinks alpha while entropy exceeds the target.
+            entropy = -log_prob.detach().mean()
+            alpha_loss = self.log_alpha.exp() * (entropy - self.target_entropy)
+            self.alpha_optimizer.zero_grad(set_to_none=False)
+            alpha_loss.backward()
+            self.alpha_optimizer.step()
+            losses |= {"actor_loss": actor_loss, "alpha_loss": alpha_loss, "entropy": entropy}
+
+        # Critic: target from the pessimistic target member, observations and next observations in
+        # one BatchNorm batch for both the target and the online critic.
+        alpha = self.log_alpha.exp().detach()
+        with torch.no_grad(), self._autocast():
+            next_mean, next_log_std = self.actor(next_actor_obs, training=False)
+            next_action, next_log_prob = self._sample_policy(next_mean, next_log_std)
+            both_obs = torch.cat([critic_obs, next_critic_obs])
+            both_actions = torch.cat([batch.action, next_action])
+            target_logits = self.critic_target(both_obs, both_actions, training=True)[:, batch_size:]
+            target_probs = F.softmax(target_logits.float(), dim=-1)
+            first_is_lower = expected_value(target_probs, self.support).argmin(0) == 0
+            chosen = torch.where(first_is_lower.unsqueeze(-1), target_probs[0], target_probs[1])
+            continuation = (batch.discount * batch.bootstrap).unsqueeze(-1)
+            target_atoms = reward.unsqueeze(-1) + continuation * (
+                self.support - alpha * next_log_prob.unsqueeze(-1)
+            )
+            target = categorical_projection(chosen, target_atoms, cfg.v_min, cfg.v_max)
+        with self._autocast():
+            logits = self.critic(both_obs, both_actions, training=True)[:, :batch_size]
+        log_probs = F.log_softmax(logits.float(), dim=-1)
+        critic_loss = -(target.unsqueeze(0) * log_probs).sum(-1).mean()
+        self.critic_optimizer.zero_grad(set_to_none=False)
+        critic_loss.backward()
+        self.critic_optimizer.step()
+        project_to_unit_norm(self.critic)
+
+        with torch.no_grad():
+            torch._foreach_lerp_(self._target_params, self._critic_params, cfg.tau)
+        losses |= {
+            "critic_loss": critic_loss,
+            "alpha": self.log_alpha.exp(),
+            "q_mean": expected_value(log_probs.detach().exp(), self.support).mean(),
+            "target_q_mean": expected_value(target, self.support).mean(),
+        }
+        self._record_losses(losses)
+
+    # ----------------------------------------------------------------------------------------------
+    # checkpoint and export
+    # ----------------------------------------------------------------------------------------------
+    @cold_path
+    def state_dict(self) -> dict[str, Any]:
+        """Snapshot of networks (BatchNorm statistics included), target, normalizers, temperature,
+        optimizers, RNGs, held noise and update count."""
+        return clone_state(
+            {
+                "algo": self.algo,
+                "actor": self.actor.state_dict(),
+                "critic": self.critic.state_dict(),
+                "critic_target": self.critic_target.state_dict(),
+                "actor_obs_normalizer": self.actor_obs_normalizer.state_dict(),
+                "critic_obs_normalizer": self.critic_obs_normalizer.state_dict(),
+                "log_alpha": self.log_alpha,
+                "actor_optimizer": self.actor_optimizer.state_dict(),
+                "critic_optimizer": self.critic_optimizer.state_dict(),
+                "alpha_optimizer": self.alpha_optimizer.state_dict(),
+                "rng_state": self._rng_state(),
+                "num_updates": self.num_updates,
+                "held_noise": self.held_noise,
+                "hold_steps_left": self.hold_steps_left,
+            }
+        )
+
+    @cold_path
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a `state_dict()` in place."""
+        if state.get("algo") != self.algo:
+            raise ValueError(f"checkpoint is for algo {state.get('algo')!r}, this agent is {self.algo!r}")
+        self.actor.load_state_dict(state["actor"])
+        self.critic.load_state_dict(state["critic"])
+        self.critic_target.load_state_dict(state["critic_target"])
+        self.actor_obs_normalizer.load_state_dict(state["actor_obs_normalizer"])
+        self.critic_obs_normalizer.load_state_dict(state["critic_obs_normalizer"])
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        load_optimizer_state_inplace(self.actor_optimizer, state["actor_optimizer"])
+        load_optimizer_state_inplace(self.critic_optimizer, state["critic_optimizer"])
+        load_optimizer_state_inplace(self.alpha_optimizer, state["alpha_optimizer"])
+        self._load_rng_state(state["rng_state"])
+        self.num_updates = int(state["num_updates"])
+        if state.get("held_noise") is not None:
+            held_noise, hold_steps_left = self._noise_state(state["held_noise"].shape[0])
+            held_noise.copy_(state["held_noise"])
+            hold_steps_left.copy_(state["hold_steps_left"])
+
+    @cold_path
+    def actor_for_export(self) -> nn.Module:
+        """Copy of normalizer + actor in fp32, BatchNorm on running statistics: raw obs (N, Dp) -> actions (N, A)."""
+        policy = _ExportedFlashSacPolicy(copy.deepcopy(self.actor_obs_normalizer), copy.deepcopy(self.actor))
+        return policy.eval().requires_grad_(False)

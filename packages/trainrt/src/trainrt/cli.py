@@ -1,0 +1,273 @@
+"""The ``trainrt`` command line: ``train``, ``play``, ``export``, ``bench``.
+
+    trainrt train --algo sac --task g1_walk_flat --sim mjwarp algo.max_iterations=160 training.no_play=true
+    trainrt play runs/<run>            # deterministic evaluation of the last checkpoint
+    trainrt export runs/<run>          # ONNX export of the last checkpoint's actor
+    trainrt bench collector            # diagnostic timings (not the acceptance number)
+
+Also runs as ``python -m trainrt ...``. Exit codes: 0 success, 1 a failed run, 2 a bad command line or
+config (the message lists the valid choices), 130 interrupted (Ctrl-C; a checkpoint and summary are saved).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from trainrt.config import TrainConfig
+
+# Heavy imports (torch, the env, the backends) happen inside the commands, so `trainrt --help` is quick.
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="trainrt: off-policy RL (SAC, FlashSAC) for the Unitree G1 on simcore (MuJoCo / MuJoCo Warp).",
+)
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class Algo(enum.StrEnum):
+    """``--algo`` choices."""
+
+    sac = "sac"
+    flashsac = "flashsac"
+
+
+class Task(enum.StrEnum):
+    """``--task`` choices."""
+
+    g1_walk_flat = "g1_walk_flat"
+    g1_motion_tracking = "g1_motion_tracking"
+
+
+class Sim(enum.StrEnum):
+    """``--sim`` choices."""
+
+    mjwarp = "mjwarp"
+    mujoco = "mujoco"
+
+
+class PresetChoice(enum.StrEnum):
+    """``--preset`` choices: canonical (GPU settings), cpu-demo (small), auto (canonical iff CUDA)."""
+
+    auto = "auto"
+    canonical = "canonical"
+    cpu_demo = "cpu-demo"
+
+
+class BenchTarget(enum.StrEnum):
+    """``trainrt bench`` targets."""
+
+    physics = "physics"
+    collector = "collector"
+    learner = "learner"
+    all = "all"
+
+
+OverridesArg = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="dotted key=value overrides, e.g. algo.num_envs=2048 training.no_play=true", show_default=False
+    ),
+]
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
+    """Print ``message`` to stderr and return the exit to raise."""
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def resolve_train_config(
+    algo: str,
+    task: str,
+    sim: str | None,
+    overrides: list[str],
+    preset_choice: str = "auto",
+    *,
+    cuda_available: bool | None = None,
+) -> tuple[TrainConfig, dict[str, object]]:
+    """The validated ``TrainConfig`` of a ``train`` command line, and how it was resolved (for the manifest).
+
+    The base is the ``(algo, task)`` preset (canonical with CUDA, the CPU demo without, unless ``--preset``
+    says otherwise), or the resumed run's ``config.json`` when ``training.resume`` is overridden; the
+    overrides apply on top. Raises ``OverrideError``/``ValueError`` with the valid choices.
+    """
+    import torch
+
+    from trainrt.config import apply_overrides, cpu_demo_preset, parse_override, preset
+    from trainrt.runner.manifest import load_resolved_config
+
+    parsed = [parse_override(text) for text in overrides]
+    resume = next((o.value_text for o in reversed(parsed) if o.key == "training.resume"), None)
+    if cuda_available is None:
+        cuda_available = torch.cuda.is_available()
+    reserved = {
+        "algo.name": "set it with --algo",
+        "task.name": "set it with --task",
+        "sim.backend": "use --sim",
+    }
+    if resume is not None and resume.lower() not in {"null", "none", "~", ""}:
+        base = load_resolved_config(resume)
+        if (base.algo.name, base.task.name) != (algo, task):
+            raise ValueError(
+                f"training.resume={resume} trained --algo {base.algo.name} --task {base.task.name}; "
+                f"this command says --algo {algo} --task {task}"
+            )
+        chosen = "resumed run config"
+        base = base.model_copy(
+            update={"sim": base.sim.model_copy(update={"backend": sim or base.sim.backend})}
+        )
+    else:
+        use_canonical = preset_choice == "canonical" or (preset_choice == "auto" and cuda_available)
+        if use_canonical:
+            base = preset(algo, task)
+            base = base.model_copy(update={"sim": base.sim.model_copy(update={"backend": sim or "mjwarp"})})
+            chosen = "canonical"
+        else:
+            # Without CUDA, CPU MuJoCo steps the G1 several times faster than MuJoCo Warp on Warp's CPU device.
+            base = cpu_demo_preset(algo, task, sim or "mujoco")
+            chosen = "cpu-demo"
+    cfg = apply_overrides(base, parsed, reserved=reserved)
+    return cfg, {"preset": chosen, "overrides": list(overrides), "cuda_available": cuda_available}
+
+
+@app.command()
+def train(
+    algo: Annotated[Algo, typer.Option(help="learner")] = Algo.sac,
+    task: Annotated[Task, typer.Option(help="task")] = Task.g1_walk_flat,
+    sim: Annotated[
+        Sim | None,
+        typer.Option(
+            help="physics backend; mjwarp uses CUDA when present, else Warp's CPU device "
+            "(default: mjwarp, or mujoco for the CPU demo)"
+        ),
+    ] = None,
+    preset_choice: Annotated[
+        PresetChoice,
+        typer.Option(
+            "--preset", help="base settings: auto = canonical with CUDA, the small CPU demo without"
+        ),
+    ] = PresetChoice.auto,
+    overrides: OverridesArg = None,
+) -> None:
+    """Train ALGO on TASK; writes the run directory (config, checkpoints, run_summary.json, TensorBoard)."""
+    from trainrt.config import OverrideError
+
+    try:
+        cfg, resolution = resolve_train_config(
+            algo.value, task.value, sim.value if sim else None, list(overrides or []), preset_choice.value
+        )
+    except (OverrideError, ValueError, FileNotFoundError) as err:
+        raise _fail(str(err)) from None
+    if resolution["preset"] == "cpu-demo":
+        typer.echo(
+            "=" * 78 + "\n"
+            f"No CUDA device: using the small CPU demo configuration ({cfg.algo.num_envs} envs, small networks,\n"
+            f"{cfg.sim.backend} on the CPU). It shows training progress; it is not the canonical workload and\n"
+            "not a throughput measurement. Pass --preset canonical for the 2048-env settings.\n" + "=" * 78
+        )
+    from trainrt.runner import OffPolicyRunner
+
+    try:
+        runner = OffPolicyRunner(cfg, manifest=resolution)
+    except (ValueError, FileNotFoundError) as err:  # e.g. a training.resume that cannot continue
+        raise _fail(str(err)) from None
+    try:
+        runner.run()
+    except KeyboardInterrupt:
+        typer.echo(f"interrupted; summary: {runner.summary_path}", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except Exception as err:
+        traceback.print_exc()
+        typer.echo(f"training failed: {type(err).__name__}: {err}\nsummary: {runner.summary_path}", err=True)
+        raise typer.Exit(EXIT_FAILED) from None
+
+
+@app.command()
+def play(
+    run_dir: Annotated[Path, typer.Argument(help="a run directory written by `trainrt train`")],
+    num_envs: Annotated[int, typer.Option(min=1, help="parallel envs of the evaluation")] = 16,
+    steps: Annotated[
+        int | None, typer.Option(min=1, help="rollout length (default: training.play_steps)")
+    ] = None,
+    sim: Annotated[Sim | None, typer.Option(help="backend (default: the run's)")] = None,
+    checkpoint: Annotated[Path | None, typer.Option(help="a checkpoint file instead of the latest")] = None,
+) -> None:
+    """Evaluate a run's last checkpoint with a deterministic rollout; prints mean return and episode length."""
+    from trainrt.runner import play_run
+
+    try:
+        result = play_run(
+            run_dir, num_envs=num_envs, num_steps=steps, sim=sim.value if sim else None, checkpoint=checkpoint
+        )
+    except (FileNotFoundError, ValueError) as err:
+        raise _fail(str(err)) from None
+    typer.echo(json.dumps(result, indent=2))
+
+
+@app.command()
+def export(
+    run_dir: Annotated[Path, typer.Argument(help="a run directory written by `trainrt train`")],
+    output: Annotated[Path | None, typer.Option(help="ONNX file (default: <run_dir>/policy.onnx)")] = None,
+    checkpoint: Annotated[Path | None, typer.Option(help="a checkpoint file instead of the latest")] = None,
+) -> None:
+    """Export a run's actor (with its observation normalizer) to ONNX: input `obs`, output `actions`."""
+    from trainrt.runner import export_run
+
+    try:
+        result = export_run(run_dir, output=output, checkpoint=checkpoint)
+    except (FileNotFoundError, ValueError) as err:
+        raise _fail(str(err)) from None
+    typer.echo(json.dumps(result, indent=2))
+
+
+@app.command()
+def bench(
+    target: Annotated[BenchTarget, typer.Argument(help="what to time")] = BenchTarget.all,
+    algo: Annotated[Algo, typer.Option(help="learner (collector/learner benches)")] = Algo.sac,
+    task: Annotated[Task, typer.Option(help="task (collector/learner benches)")] = Task.g1_walk_flat,
+    sim: Annotated[Sim, typer.Option(help="physics backend")] = Sim.mjwarp,
+    num_envs: Annotated[int | None, typer.Option(min=1, help="envs (default: the preset's)")] = None,
+    steps: Annotated[int, typer.Option(min=1, help="timed repetitions")] = 50,
+    preset_choice: Annotated[
+        PresetChoice, typer.Option("--preset", help="base settings")
+    ] = PresetChoice.auto,
+    output: Annotated[Path | None, typer.Option(help="also write the results as JSON here")] = None,
+    overrides: OverridesArg = None,
+) -> None:
+    """DIAGNOSTIC benchmarks (physics eager vs graph, collector-only, learner-only); not the acceptance number."""
+    from trainrt.config import OverrideError
+    from trainrt.runner.bench import run_benchmarks
+
+    extra = list(overrides or [])
+    if num_envs is not None:
+        extra.append(f"algo.num_envs={num_envs}")
+    try:
+        cfg, _ = resolve_train_config(algo.value, task.value, sim.value, extra, preset_choice.value)
+    except (OverrideError, ValueError, FileNotFoundError) as err:
+        raise _fail(str(err)) from None
+    results = run_benchmarks(cfg, target.value, steps=steps, log=typer.echo)
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(results, indent=2) + "\n")
+        typer.echo(f"wrote {output}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point (``trainrt``)."""
+    app(args=argv if argv is not None else sys.argv[1:], prog_name="trainrt")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+"""Training configuration: the pydantic schema, the presets, and dotted command-line overrides."""
+
+from trainrt.config.overrides import OverrideError, apply_overrides, parse_override, parse_scalar
+from trainrt.config.presets import PRESETS, cpu_demo_preset, preset
+from trainrt.config.schema import (
+    ALGO_NAMES,
+    SIM_BACKEND_NAMES,
+    TASK_NAMES,
+    AlgoSection,
+    FlashSacAlgoSection,
+    SacAlgoSection,
+    SimSection,
+    TaskSection,
+    TrainConfig,
+    TrainingSection,
+)
+
+__all__ = [
+    "ALGO_NAMES",
+    "PRESETS",
+    "SIM_BACKEND_NAMES",
+    "TASK_NAMES",
+    "AlgoSection",
+    "FlashSacAlgoSection",
+    "OverrideError",
+    "SacAlgoSection",
+    "SimSection",
+    "TaskSection",
+    "TrainConfig",
+    "TrainingSection",
+    "apply_overrides",
+    "cpu_demo_preset",
+    "parse_override",
+    "parse_scalar",
+    "preset",
+]

@@ -1,0 +1,239 @@
+"""Presets: one factory per (algo, task) with every hyperparameter written out, plus a small CPU demo.
+
+The canonical workloads (DESIGN.md) are ``sac_g1_walk_flat`` and ``flashsac_g1_motion_tracking`` at 2048
+envs on mjwarp; their throughput runs use these presets unchanged except for ``algo.max_iterations=160``,
+``training.no_play=true`` and ``training.export_onnx=false``.
+
+How an iteration is cut (all GPU presets): 8 vector env steps (16,384 env steps at 2048 envs) then 8
+gradient updates of 8192 transitions, i.e. one update per vector step: each stored transition is replayed
+about 4 times, the ratio FastSAC and FlashSAC use for massively parallel simulation, and one update
+(~4.5 ms graph-replayed on an H200) stays below one collector step. Eight steps per iteration amortize the
+iteration-boundary synchronization and logging; the collector replays K=4 steps per graph launch.
+
+``cpu_demo_preset`` shrinks everything so a machine without a GPU shows training progress in minutes; the
+CLI announces when it is used. It is a demonstration, not a measurement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from trainrt.algos import FlashSacConfig, SacConfig
+from trainrt.config.schema import (
+    FlashSacAlgoSection,
+    SacAlgoSection,
+    SimSection,
+    TaskSection,
+    TrainConfig,
+    TrainingSection,
+)
+
+CANONICAL_NUM_ENVS = 2048
+_STEPS_PER_ITERATION = 8
+_COLLECTOR_STEPS_PER_REPLAY = 4
+
+
+def _training(**changes: object) -> TrainingSection:
+    """The training section shared by the GPU presets (``changes`` override single fields)."""
+    fields: dict[str, object] = {
+        "seed": 0,
+        "run_dir": None,
+        "no_play": False,
+        "play_steps": 250,
+        "export_onnx": True,
+        "cuda_graph": True,
+        "collector_steps_per_replay": _COLLECTOR_STEPS_PER_REPLAY,
+        "checkpoint_every": 500,
+        "resume": None,
+        "tail_window": 100,
+        "log_every": 10,
+        "tensorboard": True,
+    }
+    fields.update(changes)
+    return TrainingSection.model_validate(fields)
+
+
+def _sac_params(**changes: object) -> SacConfig:
+    """FastSAC-style SAC for the 29-DoF G1 at 2048 envs (``changes`` override single fields)."""
+    fields: dict[str, object] = {
+        "actor_hidden_dim": 512,
+        "critic_hidden_dim": 768,
+        "num_atoms": 101,
+        "v_min": -20.0,
+        "v_max": 20.0,
+        "log_std_min": -5.0,
+        "log_std_max": 0.0,
+        "gamma": 0.97,
+        "n_step": 1,
+        "tau": 0.1,
+        "actor_lr": 3e-4,
+        "critic_lr": 3e-4,
+        "alpha_lr": 3e-4,
+        "weight_decay": 1e-3,
+        "adam_betas": (0.9, 0.95),
+        "batch_size": 8192,
+        "updates_per_iteration": _STEPS_PER_ITERATION,
+        "actor_update_period": 1,
+        "buffer_size_per_env": 1024,
+        "learning_starts": 10,
+        "alpha_init": 1e-3,
+        "autotune_alpha": True,
+        "target_entropy_per_action": 0.0,
+        "bf16_autocast": True,
+        "obs_normalization": True,
+        "actor_obs_group": "policy",
+        "critic_obs_group": "critic",
+    }
+    fields.update(changes)
+    return SacConfig.model_validate(fields)
+
+
+def _flashsac_params(**changes: object) -> FlashSacConfig:
+    """FlashSAC (arXiv 2604.04539) for the 29-DoF G1 at 2048 envs (``changes`` override single fields)."""
+    fields: dict[str, object] = {
+        "actor_hidden_dim": 128,
+        "actor_num_blocks": 2,
+        "critic_hidden_dim": 256,
+        "critic_num_blocks": 2,
+        "block_expansion": 4,
+        "batch_norm_momentum": 0.01,
+        "log_std_min": -5.0,
+        "log_std_max": 0.0,
+        "num_atoms": 101,
+        "v_min": -5.0,
+        "v_max": 5.0,
+        "reward_scaling": True,
+        "normalized_return_max": 5.0,
+        "gamma": 0.99,
+        "n_step": 3,
+        "tau": 0.01,
+        "actor_lr": 3e-4,
+        "critic_lr": 3e-4,
+        "alpha_lr": 3e-4,
+        "weight_decay": 0.0,
+        "adam_betas": (0.9, 0.999),
+        "batch_size": 8192,
+        "updates_per_iteration": _STEPS_PER_ITERATION,
+        "actor_update_period": 2,
+        "buffer_size_per_env": 4096,
+        "learning_starts": 50,
+        "alpha_init": 0.01,
+        "target_action_std": 0.15,
+        "target_entropy": None,
+        "noise_hold_zeta_exponent": 2.0,
+        "noise_hold_max_steps": 16,
+        "bf16_autocast": True,
+        "obs_normalization": False,
+        "actor_obs_group": "policy",
+        "critic_obs_group": "critic",
+    }
+    fields.update(changes)
+    return FlashSacConfig.model_validate(fields)
+
+
+def sac_g1_walk_flat() -> TrainConfig:
+    """Canonical workload 1: SAC on G1 velocity tracking, 2048 envs on mjwarp."""
+    return TrainConfig(
+        algo=SacAlgoSection(
+            num_envs=CANONICAL_NUM_ENVS,
+            max_iterations=3000,  # ~49M env steps; minutes on an H200
+            steps_per_iteration=_STEPS_PER_ITERATION,
+            params=_sac_params(),
+        ),
+        task=TaskSection(name="g1_walk_flat"),
+        sim=SimSection(backend="mjwarp", device=None, nconmax=None, njmax=None),
+        training=_training(),
+    )
+
+
+def sac_g1_motion_tracking() -> TrainConfig:
+    """SAC on G1 whole-body motion tracking, 2048 envs on mjwarp (tracking returns are larger: wider support)."""
+    return TrainConfig(
+        algo=SacAlgoSection(
+            num_envs=CANONICAL_NUM_ENVS,
+            max_iterations=3000,
+            steps_per_iteration=_STEPS_PER_ITERATION,
+            params=_sac_params(gamma=0.99, v_min=-50.0, v_max=50.0),
+        ),
+        task=TaskSection(name="g1_motion_tracking"),
+        sim=SimSection(backend="mjwarp", device=None, nconmax=None, njmax=None),
+        training=_training(),
+    )
+
+
+def flashsac_g1_walk_flat() -> TrainConfig:
+    """FlashSAC on G1 velocity tracking, 2048 envs on mjwarp."""
+    return TrainConfig(
+        algo=FlashSacAlgoSection(
+            num_envs=CANONICAL_NUM_ENVS,
+            max_iterations=3000,
+            steps_per_iteration=_STEPS_PER_ITERATION,
+            params=_flashsac_params(gamma=0.97),
+        ),
+        task=TaskSection(name="g1_walk_flat"),
+        sim=SimSection(backend="mjwarp", device=None, nconmax=None, njmax=None),
+        training=_training(),
+    )
+
+
+def flashsac_g1_motion_tracking() -> TrainConfig:
+    """Canonical workload 2: FlashSAC on G1 whole-body motion tracking, 2048 envs on mjwarp."""
+    return TrainConfig(
+        algo=FlashSacAlgoSection(
+            num_envs=CANONICAL_NUM_ENVS,
+            max_iterations=3000,
+            steps_per_iteration=_STEPS_PER_ITERATION,
+            params=_flashsac_params(),
+        ),
+        task=TaskSection(name="g1_motion_tracking"),
+        sim=SimSection(backend="mjwarp", device=None, nconmax=None, njmax=None),
+        training=_training(),
+    )
+
+
+PRESETS: dict[tuple[str, str], Callable[[], TrainConfig]] = {
+    ("sac", "g1_walk_flat"): sac_g1_walk_flat,
+    ("sac", "g1_motion_tracking"): sac_g1_motion_tracking,
+    ("flashsac", "g1_walk_flat"): flashsac_g1_walk_flat,
+    ("flashsac", "g1_motion_tracking"): flashsac_g1_motion_tracking,
+}
+
+
+def preset(algo: str, task: str) -> TrainConfig:
+    """The canonical preset of ``(algo, task)``; ``ValueError`` naming the valid pairs otherwise."""
+    try:
+        factory = PRESETS[(algo, task)]
+    except KeyError:
+        valid = ", ".join(f"{a}/{t}" for a, t in PRESETS)
+        raise ValueError(f"no preset for algo {algo!r} and task {task!r}; valid: {valid}") from None
+    return factory()
+
+
+CPU_DEMO_NUM_ENVS = 32
+
+
+def cpu_demo_preset(algo: str, task: str, sim: str = "mujoco") -> TrainConfig:
+    """A small configuration for machines without a GPU: 32 envs, small networks, short iterations.
+
+    Derived from the canonical preset of ``(algo, task)``: same algorithm, task and rewards, shrunk so
+    that an iteration takes a fraction of a second on a few CPU cores. The CLI announces it; it is a
+    demonstration of training progress, not a measurement.
+    """
+    data = preset(algo, task).model_dump()
+    data["algo"].update(num_envs=CPU_DEMO_NUM_ENVS, max_iterations=500, steps_per_iteration=8)
+    data["algo"]["params"].update(
+        batch_size=256,
+        updates_per_iteration=4,
+        buffer_size_per_env=2000,
+        learning_starts=8,
+        bf16_autocast=False,
+    )
+    if algo == "sac":
+        data["algo"]["params"].update(actor_hidden_dim=128, critic_hidden_dim=256)
+    else:
+        data["algo"]["params"].update(
+            actor_hidden_dim=64, critic_hidden_dim=128, actor_num_blocks=1, critic_num_blocks=1
+        )
+    data["sim"] = {"backend": sim, "device": "cpu", "nconmax": None, "njmax": None}
+    data["training"].update(collector_steps_per_replay=1, checkpoint_every=100, log_every=1, play_steps=100)
+    return TrainConfig.model_validate(data)

@@ -1,0 +1,124 @@
+"""The training config: pydantic v2 models with ``extra="forbid"``, one section per concern.
+
+``TrainConfig`` = ``algo`` (which learner, how many envs and iterations, the learner's hyperparameters in
+``algo.params``) + ``task`` + ``sim`` (backend and contact buffers) + ``training`` (seed, run directory,
+graphs, checkpoints, logging, measurement window). Presets (``trainrt.config.presets``) fill every field;
+command-line overrides (``trainrt.config.overrides``) change single fields and go through the same
+validation. The resolved config is written to ``<run_dir>/config.json``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from trainrt.algos import FlashSacConfig, SacConfig
+
+AlgoName = Literal["sac", "flashsac"]
+TaskName = Literal["g1_walk_flat", "g1_motion_tracking"]
+SimBackendName = Literal["mujoco", "mjwarp"]
+ALGO_NAMES: tuple[str, ...] = ("sac", "flashsac")
+TASK_NAMES: tuple[str, ...] = ("g1_walk_flat", "g1_motion_tracking")
+SIM_BACKEND_NAMES: tuple[str, ...] = ("mujoco", "mjwarp")
+
+_STRICT = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class _AlgoSectionBase(BaseModel):
+    """Fields every algorithm section has: how big the run is and how an iteration is cut."""
+
+    model_config = _STRICT
+
+    name: str = Field(description="the algorithm: sac or flashsac (selects the params model)")
+    num_envs: int = Field(ge=1, description="parallel envs (worlds)")
+    max_iterations: int = Field(ge=1, description="training iterations (a resumed run continues up to this)")
+    steps_per_iteration: int = Field(
+        ge=1,
+        description="vector env steps per iteration (each is num_envs env steps); updates per iteration "
+        "are algo.params.updates_per_iteration",
+    )
+
+
+class SacAlgoSection(_AlgoSectionBase):
+    """``algo`` for FastSAC-style SAC; ``params`` are ``trainrt.algos.SacConfig``."""
+
+    name: Literal["sac"] = "sac"
+    params: SacConfig = Field(default_factory=SacConfig)
+
+
+class FlashSacAlgoSection(_AlgoSectionBase):
+    """``algo`` for FlashSAC; ``params`` are ``trainrt.algos.FlashSacConfig``."""
+
+    name: Literal["flashsac"] = "flashsac"
+    params: FlashSacConfig = Field(default_factory=FlashSacConfig)
+
+
+AlgoSection = Annotated[SacAlgoSection | FlashSacAlgoSection, Field(discriminator="name")]
+"""The ``algo`` section; ``name`` selects which hyperparameter model ``params`` is."""
+
+
+class TaskSection(BaseModel):
+    """``task``: which task config factory builds the env (``trainrt.tasks.make_task_cfg(name)``)."""
+
+    model_config = _STRICT
+
+    name: TaskName
+
+
+class SimSection(BaseModel):
+    """``sim``: the simcore backend and its device and contact-buffer sizes."""
+
+    model_config = _STRICT
+
+    backend: SimBackendName = Field(description="mjwarp (MuJoCo Warp; CUDA when present) or mujoco (CPU)")
+    device: str | None = Field(None, description="torch device; None: cuda for mjwarp when present, else cpu")
+    nconmax: int | None = Field(None, ge=1, description="contacts per world buffer (None: the task's value)")
+    njmax: int | None = Field(None, ge=1, description="constraint rows per world (None: the task's value)")
+
+
+class TrainingSection(BaseModel):
+    """``training``: everything about running, measuring and saving that is not the learner's math."""
+
+    model_config = _STRICT
+
+    seed: int = Field(0, ge=0, description="seeds the env generator, the agent and torch")
+    run_dir: str | None = Field(None, description="run directory (None: runs/<algo>_<task>_<sim>_<time>)")
+    no_play: bool = Field(False, description="skip the deterministic evaluation rollout at the end")
+    play_steps: int = Field(250, ge=1, description="control steps of the evaluation rollout")
+    export_onnx: bool = Field(
+        True, description="export the actor (with its normalizer) to <run_dir>/policy.onnx"
+    )
+    cuda_graph: bool = Field(
+        True, description="replay collector and learner as CUDA graphs (false: eager A/B)"
+    )
+    collector_steps_per_replay: int = Field(
+        1, ge=1, description="K: control steps per collector graph replay; divides algo.steps_per_iteration"
+    )
+    checkpoint_every: int = Field(50, ge=0, description="iterations between checkpoints (0: only at the end)")
+    resume: str | None = Field(None, description="run directory whose last checkpoint to continue from")
+    tail_window: int = Field(100, ge=1, description="W: iterations in the tail_env_steps_per_sec window")
+    log_every: int = Field(1, ge=1, description="iterations between console blocks / TensorBoard scalars")
+    tensorboard: bool = Field(True, description="write TensorBoard scalars to <run_dir>/tensorboard")
+
+
+class TrainConfig(BaseModel):
+    """The whole resolved config of a training run."""
+
+    model_config = _STRICT
+
+    algo: AlgoSection
+    task: TaskSection
+    sim: SimSection
+    training: TrainingSection = Field(default_factory=TrainingSection)
+
+    @model_validator(mode="after")
+    def _iteration_is_whole_replays(self) -> TrainConfig:
+        """An iteration must be a whole number of collector replays."""
+        k = self.training.collector_steps_per_replay
+        if self.algo.steps_per_iteration % k:
+            raise ValueError(
+                f"algo.steps_per_iteration={self.algo.steps_per_iteration} is not a multiple of "
+                f"training.collector_steps_per_replay={k}"
+            )
+        return self

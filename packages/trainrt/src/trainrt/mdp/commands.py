@@ -1,0 +1,163 @@
+"""Command terms: a uniform base-velocity command with heading control and standing rows, and a gait clock.
+
+Both draw every random number from ``env.rng`` for all rows and keep the draws of the rows being resampled
+(``torch.where`` on the row mask), so shapes never depend on how many rows resample.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+
+from trainrt.hotpath import cold_path
+from trainrt.managers import CommandTerm, CommandTermCfg
+from trainrt.mdp.math import wrap_to_pi
+
+if TYPE_CHECKING:
+    from trainrt.envs import ManagerBasedRlEnv
+
+
+@cold_path
+def _check_params(owner: str, params: dict[str, Any], valid: dict[str, Any]) -> dict[str, Any]:
+    """Merge ``params`` over the defaults ``valid``; ValueError naming unknown keys and the valid set."""
+    unknown = sorted(set(params) - set(valid))
+    if unknown:
+        raise ValueError(f"{owner}: unknown params {unknown}; valid: {sorted(valid)}")
+    return {**valid, **params}
+
+
+@cold_path
+def _check_range(owner: str, name: str, value: Any) -> tuple[float, float]:
+    low, high = (float(v) for v in value)
+    if not (math.isfinite(low) and math.isfinite(high) and low <= high):
+        raise ValueError(f"{owner}: {name} must be a finite (low, high) with low <= high, got {value!r}")
+    return low, high
+
+
+class UniformVelocityCommand(CommandTerm):
+    """Base-velocity targets ``(vx, vy, wz)`` in the root frame (num_envs, 3), resampled on a per-row timer.
+
+    Params:
+        lin_vel_x, lin_vel_y: ranges (m/s) of the forward and lateral velocity.
+        ang_vel_z: range (rad/s) of the yaw rate, also the clamp of the heading controller.
+        heading: range (rad) of the target heading of heading-controlled rows.
+        rel_heading_envs: fraction of resampled rows whose yaw rate follows a target heading,
+            ``wz = clamp(heading_stiffness * wrap(heading_target - heading))``, recomputed every step.
+        rel_standing_envs: fraction of resampled rows commanded to stand still (all zero).
+        heading_stiffness: gain of the heading controller (1/s).
+    """
+
+    DEFAULTS: ClassVar[dict[str, Any]] = {
+        "lin_vel_x": (-1.0, 1.0),
+        "lin_vel_y": (-0.5, 0.5),
+        "ang_vel_z": (-1.0, 1.0),
+        "heading": (-math.pi, math.pi),
+        "rel_heading_envs": 0.25,
+        "rel_standing_envs": 0.1,
+        "heading_stiffness": 0.5,
+    }
+
+    @cold_path
+    def __init__(self, cfg: CommandTermCfg, env: ManagerBasedRlEnv) -> None:
+        super().__init__(cfg, env)
+        owner = type(self).__name__
+        p = _check_params(owner, cfg.params, self.DEFAULTS)
+        ranges = [_check_range(owner, k, p[k]) for k in ("lin_vel_x", "lin_vel_y", "ang_vel_z", "heading")]
+        for key in ("rel_heading_envs", "rel_standing_envs"):
+            if not 0.0 <= float(p[key]) <= 1.0:
+                raise ValueError(f"{owner}: {key} must lie in [0, 1], got {p[key]!r}")
+        self.params = p
+        dev = env.device
+        self._low = torch.tensor([r[0] for r in ranges], device=dev)
+        self._span = torch.tensor([r[1] - r[0] for r in ranges], device=dev)
+        self._wz_low, self._wz_high = ranges[2]
+        self._rel_heading = float(p["rel_heading_envs"])
+        self._rel_standing = float(p["rel_standing_envs"])
+        self._stiffness = float(p["heading_stiffness"])
+        n = env.num_envs
+        self.vel_command_b = torch.zeros(n, 3, device=dev)
+        """Commanded ``(vx, vy, wz)`` in the root frame (num_envs, 3)."""
+        self.heading_target = torch.zeros(n, device=dev)
+        """Target heading of heading-controlled rows (num_envs,) rad."""
+        self.is_heading_env = torch.zeros(n, dtype=torch.bool, device=dev)
+        """Rows whose yaw rate follows ``heading_target`` (num_envs,)."""
+        self.is_standing_env = torch.zeros(n, dtype=torch.bool, device=dev)
+        """Rows commanded to stand still (num_envs,)."""
+        self._draw = torch.zeros(n, 6, device=dev)
+
+    @property
+    def command(self) -> torch.Tensor:
+        """The commanded ``(vx, vy, wz)`` (num_envs, 3)."""
+        return self.vel_command_b
+
+    def _resample(self, env_mask: torch.Tensor) -> None:
+        """Draw velocities, heading target and row kind for rows where ``env_mask`` (num_envs,) is True."""
+        self._draw.uniform_(0.0, 1.0, generator=self.env.rng)
+        values = self._low + self._span * self._draw[:, :4]
+        rows = env_mask.unsqueeze(1)
+        self.vel_command_b.copy_(torch.where(rows, values[:, :3], self.vel_command_b))
+        self.heading_target.copy_(torch.where(env_mask, values[:, 3], self.heading_target))
+        self.is_heading_env.copy_(
+            torch.where(env_mask, self._draw[:, 4] < self._rel_heading, self.is_heading_env)
+        )
+        self.is_standing_env.copy_(
+            torch.where(env_mask, self._draw[:, 5] < self._rel_standing, self.is_standing_env)
+        )
+
+    def _update(self) -> None:
+        """Heading rows: yaw rate from the heading error; standing rows: zero command."""
+        heading_error = wrap_to_pi(self.heading_target - self.env.robot.heading_w)
+        wz = torch.clamp(self._stiffness * heading_error, self._wz_low, self._wz_high)
+        self.vel_command_b[:, 2] = torch.where(self.is_heading_env, wz, self.vel_command_b[:, 2])
+        self.vel_command_b.masked_fill_(self.is_standing_env.unsqueeze(1), 0.0)
+
+
+class GaitPhaseCommand(CommandTerm):
+    """A per-row gait clock: phase in [0, 1) advancing by ``step_dt / period_s`` each step.
+
+    The command is ``(sin 2 pi phase, cos 2 pi phase)`` (num_envs, 2). The left foot's phase is ``phase``, the
+    right foot's ``phase + 0.5`` (alternating gait). The phase is drawn uniformly when a row resets (use a
+    resampling time beyond the episode length so it is never redrawn mid-episode).
+
+    Params:
+        period_s: duration of one gait cycle (s).
+    """
+
+    DEFAULTS: ClassVar[dict[str, Any]] = {"period_s": 0.8}
+
+    @cold_path
+    def __init__(self, cfg: CommandTermCfg, env: ManagerBasedRlEnv) -> None:
+        super().__init__(cfg, env)
+        p = _check_params(type(self).__name__, cfg.params, self.DEFAULTS)
+        period = float(p["period_s"])
+        if not (math.isfinite(period) and period > 0.0):
+            raise ValueError(f"GaitPhaseCommand: period_s must be a positive number, got {p['period_s']!r}")
+        self.period_s = period
+        self._phase_step = env.step_dt / period
+        n = env.num_envs
+        self.phase = torch.zeros(n, device=env.device)
+        """Gait phase of the left foot (num_envs,) in [0, 1)."""
+        self._draw = torch.zeros(n, device=env.device)
+        self._foot_offsets = torch.tensor([0.0, 0.5], device=env.device)
+
+    @property
+    def command(self) -> torch.Tensor:
+        """``(sin, cos)`` of the phase angle (num_envs, 2)."""
+        angle = 2.0 * math.pi * self.phase
+        return torch.stack((torch.sin(angle), torch.cos(angle)), dim=1)
+
+    @property
+    def foot_phase(self) -> torch.Tensor:
+        """Phase of the left and right foot (num_envs, 2) in [0, 1)."""
+        return torch.remainder(self.phase.unsqueeze(1) + self._foot_offsets, 1.0)
+
+    def _resample(self, env_mask: torch.Tensor) -> None:
+        """Draw a uniform phase for rows where ``env_mask`` (num_envs,) is True."""
+        self._draw.uniform_(0.0, 1.0, generator=self.env.rng)
+        self.phase.copy_(torch.where(env_mask, self._draw, self.phase))
+
+    def _update(self) -> None:
+        """Advance every row's clock by one control step."""
+        self.phase.add_(self._phase_step).remainder_(1.0)

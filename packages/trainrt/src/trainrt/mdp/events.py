@@ -1,0 +1,214 @@
+"""Event terms: ``term(env, env_mask, **params)``, changing only rows where ``env_mask`` (num_envs,) is True.
+
+Reset events compose on the env's reset payload (``env.reset_payload``), which holds the default state (or
+what a command term wrote there) when they run; the env applies it in one reset transaction. Interval events
+write the live state (``backend.qvel``) with ``torch.where`` on the mask. Startup events write per-world
+model fields once. Every draw comes from ``env.rng``, for all rows, so shapes never depend on the mask.
+
+Range dicts use the keys ``x, y, z`` (linear, m or m/s) and ``roll, pitch, yaw`` (angular, rad or rad/s);
+missing keys mean ``(0, 0)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import mujoco
+import torch
+
+from trainrt.hotpath import cold_path
+from trainrt.managers import ManagerTermBase
+from trainrt.mdp.math import quat_apply_inverse, quat_from_euler_xyz, quat_mul, quat_normalize
+from trainrt.mdp.name_matching import match_names
+from trainrt.mdp.state_layout import robot_state_layout
+
+if TYPE_CHECKING:
+    from trainrt.envs import ManagerBasedRlEnv
+
+RANGE_KEYS = ("x", "y", "z", "roll", "pitch", "yaw")
+
+
+@cold_path
+def range_bounds(owner: str, ranges: Mapping[str, Sequence[float]], device: torch.device) -> torch.Tensor:
+    """Bounds ``(2, 6)`` (low row, high row) of a range dict over ``RANGE_KEYS``; ValueError for bad entries."""
+    unknown = sorted(set(ranges) - set(RANGE_KEYS))
+    if unknown:
+        raise ValueError(f"{owner}: unknown range keys {unknown}; valid: {list(RANGE_KEYS)}")
+    bounds = []
+    for key in RANGE_KEYS:
+        low, high = (float(v) for v in ranges.get(key, (0.0, 0.0)))
+        if not (math.isfinite(low) and math.isfinite(high) and low <= high):
+            raise ValueError(
+                f"{owner}: range {key!r} must be finite (low, high) with low <= high, got {ranges[key]}"
+            )
+        bounds.append((low, high))
+    return torch.tensor(bounds, device=device).T.contiguous()
+
+
+class ResetRootStateUniform(ManagerTermBase):
+    """Offset the root pose and set the root velocity of reset rows, uniformly within ranges.
+
+    Position offsets add to the payload's root position; the orientation becomes ``q(roll, pitch, yaw) * q``;
+    the root velocity becomes the sampled world-frame linear and angular velocity.
+
+    Params:
+        pose_range: ``{x, y, z, roll, pitch, yaw}`` offsets.
+        velocity_range: ``{x, y, z, roll, pitch, yaw}`` world-frame velocities.
+    """
+
+    @cold_path
+    def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
+        super().__init__(cfg, env)
+        self.layout = robot_state_layout(env)
+        name = type(self).__name__
+        self.pose_bounds = range_bounds(name, cfg.params.get("pose_range", {}), env.device)
+        self.velocity_bounds = range_bounds(name, cfg.params.get("velocity_range", {}), env.device)
+        self._draw = torch.zeros(env.num_envs, 12, device=env.device)
+
+    def __call__(
+        self,
+        env: ManagerBasedRlEnv,
+        env_mask: torch.Tensor,
+        pose_range: Mapping[str, Sequence[float]] | None = None,
+        velocity_range: Mapping[str, Sequence[float]] | None = None,
+    ) -> None:
+        """Write the payload's root pose and velocity for rows where ``env_mask`` is True."""
+        lay, qpos, qvel = self.layout, env.reset_payload["qpos"], env.reset_payload["qvel"]
+        self._draw.uniform_(0.0, 1.0, generator=env.rng)
+        pose = self.pose_bounds[0] + (self.pose_bounds[1] - self.pose_bounds[0]) * self._draw[:, :6]
+        vel = (
+            self.velocity_bounds[0] + (self.velocity_bounds[1] - self.velocity_bounds[0]) * self._draw[:, 6:]
+        )
+        pos = qpos[:, lay.root_pos].to(torch.float32) + pose[:, :3]
+        delta = quat_from_euler_xyz(pose[:, 3], pose[:, 4], pose[:, 5])
+        quat = quat_normalize(quat_mul(delta, qpos[:, lay.root_quat].to(torch.float32)))
+        ang_vel_b = quat_apply_inverse(quat, vel[:, 3:])
+        rows = env_mask.unsqueeze(1)
+        qpos[:, lay.root_pos] = torch.where(rows, pos.to(qpos.dtype), qpos[:, lay.root_pos])
+        qpos[:, lay.root_quat] = torch.where(rows, quat.to(qpos.dtype), qpos[:, lay.root_quat])
+        qvel[:, lay.root_lin_vel] = torch.where(rows, vel[:, :3].to(qvel.dtype), qvel[:, lay.root_lin_vel])
+        qvel[:, lay.root_ang_vel] = torch.where(rows, ang_vel_b.to(qvel.dtype), qvel[:, lay.root_ang_vel])
+
+
+class ResetJointsAroundDefault(ManagerTermBase):
+    """Offset the joint positions and set the joint velocities of reset rows, uniformly within ranges.
+
+    Positions add ``U(position_range)`` to the payload's joint positions (the default pose unless a command
+    wrote them) and are clamped to the joint limits; velocities become ``U(velocity_range)``.
+
+    Params:
+        position_range: ``(low, high)`` offset in rad.
+        velocity_range: ``(low, high)`` in rad/s.
+    """
+
+    @cold_path
+    def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
+        super().__init__(cfg, env)
+        self.layout = robot_state_layout(env)
+        for key in ("position_range", "velocity_range"):
+            low, high = (float(v) for v in cfg.params.get(key, (0.0, 0.0)))
+            if not low <= high:
+                raise ValueError(f"ResetJointsAroundDefault: {key} must be (low, high) with low <= high")
+        limits = env.robot.joint_pos_limits
+        self.lower, self.upper = limits[:, 0], limits[:, 1]
+        self._draw = torch.zeros(env.num_envs, 2, env.robot.num_joints, device=env.device)
+
+    def __call__(
+        self,
+        env: ManagerBasedRlEnv,
+        env_mask: torch.Tensor,
+        position_range: Sequence[float] = (0.0, 0.0),
+        velocity_range: Sequence[float] = (0.0, 0.0),
+    ) -> None:
+        """Write the payload's joint positions and velocities for rows where ``env_mask`` is True."""
+        lay, qpos, qvel = self.layout, env.reset_payload["qpos"], env.reset_payload["qvel"]
+        self._draw.uniform_(0.0, 1.0, generator=env.rng)
+        offset = position_range[0] + (position_range[1] - position_range[0]) * self._draw[:, 0]
+        velocity = velocity_range[0] + (velocity_range[1] - velocity_range[0]) * self._draw[:, 1]
+        q = torch.clamp(qpos[:, lay.joint_pos].to(torch.float32) + offset, self.lower, self.upper)
+        rows = env_mask.unsqueeze(1)
+        qpos[:, lay.joint_pos] = torch.where(rows, q.to(qpos.dtype), qpos[:, lay.joint_pos])
+        qvel[:, lay.joint_vel] = torch.where(rows, velocity.to(qvel.dtype), qvel[:, lay.joint_vel])
+
+
+class PushByVelocity(ManagerTermBase):
+    """Kick the root of the masked rows: add a uniform velocity change to the live ``backend.qvel``.
+
+    Linear components (``x, y, z``) are world frame; angular ones (``roll, pitch, yaw``) are root frame (the
+    free joint's convention). Body velocities in the read plan catch up at the next physics step.
+
+    Params:
+        velocity_range: ``{x, y, z, roll, pitch, yaw}`` velocity changes.
+    """
+
+    @cold_path
+    def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
+        super().__init__(cfg, env)
+        self.layout = robot_state_layout(env)
+        self.bounds = range_bounds(type(self).__name__, cfg.params.get("velocity_range", {}), env.device)
+        self._draw = torch.zeros(env.num_envs, 6, device=env.device)
+        self._root = slice(self.layout.root_lin_vel.start, self.layout.root_ang_vel.stop)
+
+    def __call__(
+        self,
+        env: ManagerBasedRlEnv,
+        env_mask: torch.Tensor,
+        velocity_range: Mapping[str, Sequence[float]] | None = None,
+    ) -> None:
+        """Add the kick to the root velocity of rows where ``env_mask`` is True."""
+        qvel = env.backend.qvel
+        self._draw.uniform_(0.0, 1.0, generator=env.rng)
+        kick = self.bounds[0] + (self.bounds[1] - self.bounds[0]) * self._draw
+        root = qvel[:, self._root]
+        qvel[:, self._root] = torch.where(env_mask.unsqueeze(1), root + kick.to(qvel.dtype), root)
+
+
+class RandomizeGeomFriction(ManagerTermBase):
+    """Startup: draw the sliding friction of ``geom_names`` per world (shared by those geoms in a world).
+
+    Writes ``backend.model_fields["geom_friction"][:, geoms, 0]`` for the masked worlds. MuJoCo combines two
+    geoms' friction by taking the larger, so the floor's friction is the lower bound of the result.
+
+    Params:
+        geom_names: geom patterns (exact names or regexes).
+        friction_range: ``(low, high)`` sliding friction coefficient.
+    """
+
+    @cold_path
+    def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
+        super().__init__(cfg, env)
+        if getattr(cfg, "mode", "startup") != "startup":
+            raise ValueError(
+                "RandomizeGeomFriction runs at startup only (model fields change outside resets)"
+            )
+        fields = env.backend.model_fields
+        if "geom_friction" not in fields:
+            raise ValueError(
+                f"RandomizeGeomFriction needs the per-world field 'geom_friction'; backend fields: {sorted(fields)}"
+            )
+        model = env.backend.mj_model
+        names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, g) or "" for g in range(model.ngeom)]
+        ids = match_names(cfg.params.get("geom_names", ()), names, "geom")
+        self.geom_ids = torch.tensor(ids, dtype=torch.long, device=env.device)
+        low, high = (float(v) for v in cfg.params.get("friction_range", (1.0, 1.0)))
+        if not 0.0 <= low <= high:
+            raise ValueError(
+                f"RandomizeGeomFriction: friction_range must be 0 <= low <= high, got {(low, high)}"
+            )
+        self._draw = torch.zeros(env.num_envs, 1, device=env.device)
+
+    def __call__(
+        self,
+        env: ManagerBasedRlEnv,
+        env_mask: torch.Tensor,
+        geom_names: Sequence[str] = (),
+        friction_range: Sequence[float] = (1.0, 1.0),
+    ) -> None:
+        """Draw and write the friction of the selected geoms in worlds where ``env_mask`` is True."""
+        friction = env.backend.model_fields["geom_friction"]
+        self._draw.uniform_(float(friction_range[0]), float(friction_range[1]), generator=env.rng)
+        current = friction[:, self.geom_ids, 0]
+        new = self._draw.to(friction.dtype).expand_as(current)
+        friction[:, self.geom_ids, 0] = torch.where(env_mask.unsqueeze(1), new, current)

@@ -1,0 +1,210 @@
+"""Reward terms: ``func(env, **params) -> (num_envs,)`` float32, unweighted (the manager applies weight and dt).
+
+Names end in their kernel: ``_exp`` terms lie in (0, 1] (1 is perfect), ``_l2``/``_l1`` terms are
+non-negative penalties (use a negative weight), counts and indicators say so in their docstring.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from trainrt.hotpath import cold_path
+from trainrt.managers import ManagerTermBase
+from trainrt.mdp.name_matching import values_by_pattern
+from trainrt.mdp.term_bases import ContactSubsetTerm, JointSubsetTerm, contact_mask
+
+if TYPE_CHECKING:
+    from trainrt.envs import ManagerBasedRlEnv
+
+# --- velocity tracking --------------------------------------------------------------------------------------
+
+
+def track_lin_vel_xy_exp(env: ManagerBasedRlEnv, command_name: str, std: float) -> torch.Tensor:
+    """``exp(-|v_cmd_xy - v_xy|^2 / std^2)`` with the root velocity in the root frame (num_envs,)."""
+    command = env.command_manager.command(command_name)
+    error = (command[:, :2] - env.robot.root_lin_vel_b[:, :2]).square().sum(dim=1)
+    return torch.exp(-error / std**2)
+
+
+def track_ang_vel_z_exp(env: ManagerBasedRlEnv, command_name: str, std: float) -> torch.Tensor:
+    """``exp(-(wz_cmd - wz)^2 / std^2)`` with the yaw rate in the root frame (num_envs,)."""
+    command = env.command_manager.command(command_name)
+    error = (command[:, 2] - env.robot.root_ang_vel_b[:, 2]).square()
+    return torch.exp(-error / std**2)
+
+
+# --- base motion and posture ---------------------------------------------------------------------------------
+
+
+def lin_vel_z_l2(env: ManagerBasedRlEnv) -> torch.Tensor:
+    """Squared vertical velocity of the root in the root frame (num_envs,)."""
+    return env.robot.root_lin_vel_b[:, 2].square()
+
+
+def ang_vel_xy_l2(env: ManagerBasedRlEnv) -> torch.Tensor:
+    """Squared roll and pitch rates of the root in the root frame, summed (num_envs,)."""
+    return env.robot.root_ang_vel_b[:, :2].square().sum(dim=1)
+
+
+def flat_orientation_l2(env: ManagerBasedRlEnv) -> torch.Tensor:
+    """Tilt: squared x/y components of gravity in the root frame, summed (num_envs,); 0 when upright."""
+    return env.robot.projected_gravity_b[:, :2].square().sum(dim=1)
+
+
+def base_height_l2(env: ManagerBasedRlEnv, target_height: float) -> torch.Tensor:
+    """Squared error of the root height against ``target_height`` m over flat ground (num_envs,)."""
+    return (env.robot.root_pos_w[:, 2] - target_height).square()
+
+
+def alive(env: ManagerBasedRlEnv) -> torch.Tensor:
+    """1 for every row: a per-step bonus for not having terminated (num_envs,)."""
+    return torch.ones(env.num_envs, device=env.device)
+
+
+# --- actions and joints ----------------------------------------------------------------------------------------
+
+
+def action_rate_l2(env: ManagerBasedRlEnv) -> torch.Tensor:
+    """Squared change of the action since the last step, summed over actions (num_envs,)."""
+    return (env.action_manager.action - env.action_manager.prev_action).square().sum(dim=1)
+
+
+def joint_torques_l2(env: ManagerBasedRlEnv) -> torch.Tensor:
+    """Squared actuator torques, summed over joints (num_envs,) in (N m)^2."""
+    return env.robot.applied_torque.square().sum(dim=1)
+
+
+class JointPosLimits(ManagerTermBase):
+    """Distance beyond the soft joint limits, summed over limited joints (num_envs,) in rad.
+
+    Params:
+        soft_ratio: the soft range is the hard range shrunk about its middle to this fraction.
+    """
+
+    @cold_path
+    def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
+        super().__init__(cfg, env)
+        ratio = float(cfg.params.get("soft_ratio", 1.0))
+        if not 0.0 < ratio <= 1.0:
+            raise ValueError(f"JointPosLimits: soft_ratio must lie in (0, 1], got {ratio}")
+        limits = env.robot.joint_pos_limits
+        limited = torch.isfinite(limits).all(dim=1)
+        middle = torch.where(limited, limits.mean(dim=1), 0.0)
+        half = torch.where(limited, 0.5 * (limits[:, 1] - limits[:, 0]) * ratio, math.inf)
+        self.lower, self.upper = middle - half, middle + half
+
+    def __call__(self, env: ManagerBasedRlEnv, soft_ratio: float = 1.0) -> torch.Tensor:
+        """Evaluate for all rows."""
+        q = env.robot.joint_pos
+        below = (self.lower - q).clamp_min(0.0)
+        above = (q - self.upper).clamp_min(0.0)
+        return (below + above).sum(dim=1)
+
+
+class JointDeviationL1(JointSubsetTerm):
+    """Weighted absolute deviation of ``joint_names`` from the default pose, summed (num_envs,) in rad.
+
+    Params:
+        joint_names: joint patterns (exact names or regexes).
+        joint_weights: one weight for all, or ``{pattern: weight}`` (unmatched selected joints weigh 1).
+    """
+
+    @cold_path
+    def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
+        super().__init__(cfg, env)
+        weights = cfg.params.get("joint_weights", 1.0)
+        values = values_by_pattern(weights, self.joint_names, "joint", default=1.0)
+        self.weights = torch.tensor(values, device=env.device)
+
+    def __call__(
+        self,
+        env: ManagerBasedRlEnv,
+        joint_names: tuple[str, ...] = (),
+        joint_weights: float | Mapping[str, float] = 1.0,
+    ) -> torch.Tensor:
+        """Evaluate for all rows."""
+        deviation = env.robot.joint_pos[:, self.joint_ids] - env.robot.default_joint_pos[:, self.joint_ids]
+        return (deviation.abs() * self.weights).sum(dim=1)
+
+
+# --- feet and contacts -----------------------------------------------------------------------------------------
+
+
+class FeetSlipL2(ManagerTermBase):
+    """Squared horizontal speed of feet in contact, summed over feet (num_envs,) in (m/s)^2.
+
+    Params:
+        body_names: foot bodies of the read plan (velocities).
+        contact_body_names: the same feet among the plan's contact bodies, same order.
+        force_threshold: contact force (N) above which a foot counts as in contact.
+    """
+
+    @cold_path
+    def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
+        super().__init__(cfg, env)
+        bodies, contacts = cfg.params.get("body_names"), cfg.params.get("contact_body_names")
+        if not bodies or not contacts or len(bodies) != len(contacts):
+            raise ValueError("FeetSlipL2 needs body_names and contact_body_names of equal, non-zero length")
+        self.body_ids = torch.tensor(env.robot.body_ids(bodies), dtype=torch.long, device=env.device)
+        self.contact_ids = torch.tensor(
+            [env.plan.contact_index(n) for n in contacts], dtype=torch.long, device=env.device
+        )
+
+    def __call__(
+        self,
+        env: ManagerBasedRlEnv,
+        body_names: tuple[str, ...] = (),
+        contact_body_names: tuple[str, ...] = (),
+        force_threshold: float = 1.0,
+    ) -> torch.Tensor:
+        """Evaluate for all rows."""
+        in_contact = contact_mask(env, self.contact_ids, force_threshold)
+        speed_sq = env.robot.body_lin_vel_w[:, self.body_ids, :2].square().sum(dim=-1)
+        return torch.where(in_contact, speed_sq, 0.0).sum(dim=1)
+
+
+class FeetContactPhase(ContactSubsetTerm):
+    """Fraction of feet whose contact state matches the gait clock (num_envs,) in [0, 1].
+
+    A foot is expected in stance while its phase (from a ``GaitPhaseCommand``) is below ``stance_fraction``;
+    rows whose velocity command is below ``standing_threshold`` expect every foot in stance.
+
+    Params:
+        contact_body_names: (left foot, right foot) among the plan's contact bodies, in the gait clock's order.
+        gait_command_name: the ``GaitPhaseCommand`` term.
+        velocity_command_name: the velocity command term (``(vx, vy, wz)``).
+        stance_fraction: share of the cycle each foot spends in stance.
+        force_threshold: contact force (N) above which a foot counts as in contact.
+        standing_threshold: command norm below which a row stands.
+    """
+
+    def __call__(
+        self,
+        env: ManagerBasedRlEnv,
+        contact_body_names: tuple[str, ...] = (),
+        gait_command_name: str = "gait",
+        velocity_command_name: str = "twist",
+        stance_fraction: float = 0.55,
+        force_threshold: float = 1.0,
+        standing_threshold: float = 0.1,
+    ) -> torch.Tensor:
+        """Evaluate for all rows."""
+        foot_phase = env.command_manager.get_term(gait_command_name).foot_phase
+        standing = env.command_manager.command(velocity_command_name).norm(dim=1) < standing_threshold
+        expect_stance = (foot_phase < stance_fraction) | standing.unsqueeze(1)
+        in_contact = contact_mask(env, self.contact_ids, force_threshold)
+        return (in_contact == expect_stance).to(torch.float32).mean(dim=1)
+
+
+class UndesiredContacts(ContactSubsetTerm):
+    """Number of listed contact bodies pushed by more than ``force_threshold`` newtons (num_envs,)."""
+
+    def __call__(
+        self, env: ManagerBasedRlEnv, contact_body_names: tuple[str, ...] = (), force_threshold: float = 1.0
+    ) -> torch.Tensor:
+        """Evaluate for all rows."""
+        return contact_mask(env, self.contact_ids, force_threshold).to(torch.float32).sum(dim=1)

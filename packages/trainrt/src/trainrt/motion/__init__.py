@@ -1,0 +1,23 @@
+"""Reference motions for tracking tasks: loading holosoma and BeyondMimic clips onto the training model."""
+
+from trainrt.motion.loader import (
+    BEYONDMIMIC_FIELDS,
+    HOLOSOMA_FIELDS,
+    MOTION_FORMATS,
+    MotionClip,
+    detect_motion_format,
+    holosoma_to_beyondmimic,
+    load_motion,
+    read_motion_arrays,
+)
+
+__all__ = [
+    "BEYONDMIMIC_FIELDS",
+    "HOLOSOMA_FIELDS",
+    "MOTION_FORMATS",
+    "MotionClip",
+    "detect_motion_format",
+    "holosoma_to_beyondmimic",
+    "load_motion",
+    "read_motion_arrays",
+]

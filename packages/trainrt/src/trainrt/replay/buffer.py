@@ -1,0 +1,280 @@
+"""Device-resident replay: one fixed-capacity ring per env, n-step returns assembled at sample time.
+
+Layout: every field is a `(capacity_per_env, num_envs, ...)` tensor on the env device and row `t`
+holds each env's transition from the same vector step, so an env's history is one column read in
+ring order. The write cursor is a device tensor: `add` indexes with it and advances it in place, so
+a CUDA graph that captured `add` keeps writing new rows on every replay (a Python int would be frozen
+into the graph at capture time).
+
+Invalid transitions (`valid` False: the env's physics went non-finite) are written like any other
+row, with their payload zeroed and their validity flag off. Sampling draws only rows whose flag is
+on by inverting the cumulative count of valid rows, which is fixed-shape and needs no host sync, so
+an invalid row can never be drawn and no loss needs masking. Unwritten rows start invalid, which
+also keeps sampling inside the filled part of the ring.
+
+n-step returns are built when sampling: from a drawn row the window walks forward along that env's
+column for up to `n_step` rows and stops after a terminated or truncated row, before an invalid row,
+and at the newest row (it never crosses the cursor into older data). It bootstraps from the stored
+`next_obs` of the last row it kept, unless that row terminated. Because `next_obs` is stored
+explicitly (the final observation before an auto-reset), truncated episodes bootstrap from their
+true last state.
+
+The buffer also tracks the running discounted return of each env and its variance and largest
+magnitude (`return_var`, `return_abs_max`); algorithms that scale rewards by the return scale
+(FlashSAC) read them from the sampled `Batch`.
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+from trainrt.hotpath import cold_path
+
+
+@dataclass
+class Batch:
+    """One sampled minibatch of n-step transitions (B = batch size).
+
+    Attributes:
+        obs: observation groups at the first step, e.g. {"policy": (B, Dp), "critic": (B, Dc)}.
+        action: action taken at the first step (B, A).
+        reward: discounted reward sum over the window, sum_k gamma^k r_k (B,).
+        next_obs: observation groups to bootstrap from, same keys and shapes as `obs`.
+        bootstrap: 1.0 where the target bootstraps from `next_obs`, 0.0 where the window ended in a
+            termination (B,).
+        discount: gamma ** (number of rewards in the window), to multiply the bootstrapped value (B,).
+        return_var: running variance of the per-env discounted return () or None.
+        return_abs_max: largest |discounted return| seen so far () or None.
+    """
+
+    obs: dict[str, torch.Tensor]
+    action: torch.Tensor
+    reward: torch.Tensor
+    next_obs: dict[str, torch.Tensor]
+    bootstrap: torch.Tensor
+    discount: torch.Tensor
+    return_var: torch.Tensor | None = None
+    return_abs_max: torch.Tensor | None = None
+
+    @property
+    def batch_size(self) -> int:
+        """Number of transitions B."""
+        return self.action.shape[0]
+
+
+class DeviceReplayBuffer:
+    """Fixed-capacity per-env replay rings on the device; `add` and `sample` are sync-free.
+
+    Args:
+        num_envs: N, transitions per `add`.
+        capacity_per_env: C, rows kept per env before the oldest is overwritten.
+        obs_dims: observation group sizes, e.g. {"policy": 98, "critic": 131}; each group is stored
+            separately so actor and critic may read different groups.
+        num_actions: A.
+        device: where the rings live (the env device).
+        n_step: longest window of rewards summed per sample.
+        gamma: discount of the n-step sum and of the tracked returns.
+
+    Attributes:
+        obs / next_obs: dict of (C, N, D_g) float32 rings.
+        action: (C, N, A); reward: (C, N); terminated / truncated / valid: (C, N) bool.
+        cursor: () long, the ring row the next `add` writes.
+        rows_written: () long, rows written so far, saturating at C.
+    """
+
+    def __init__(
+        self,
+        num_envs: int,
+        capacity_per_env: int,
+        obs_dims: dict[str, int],
+        num_actions: int,
+        device: torch.device | str,
+        n_step: int = 1,
+        gamma: float = 0.99,
+    ):
+        if num_envs < 1 or capacity_per_env < 1 or num_actions < 1:
+            raise ValueError(
+                f"num_envs, capacity_per_env and num_actions must be >= 1, got {num_envs}, "
+                f"{capacity_per_env}, {num_actions}"
+            )
+        if n_step < 1:
+            raise ValueError(f"n_step must be >= 1, got {n_step}")
+        if not 0.0 <= gamma <= 1.0:
+            raise ValueError(f"gamma must lie in [0, 1], got {gamma}")
+        if not obs_dims:
+            raise ValueError("obs_dims must name at least one observation group")
+        self.num_envs = num_envs
+        self.capacity_per_env = capacity_per_env
+        self.obs_dims = dict(obs_dims)
+        self.num_actions = num_actions
+        self.device = torch.device(device)
+        self.n_step = n_step
+        self.gamma = gamma
+
+        shape = (capacity_per_env, num_envs)
+        zeros = dict(device=self.device, dtype=torch.float32)
+        self.obs = {group: torch.zeros(*shape, dim, **zeros) for group, dim in self.obs_dims.items()}
+        self.next_obs = {group: torch.zeros(*shape, dim, **zeros) for group, dim in self.obs_dims.items()}
+        self.action = torch.zeros(*shape, num_actions, **zeros)
+        self.reward = torch.zeros(*shape, **zeros)
+        self.terminated = torch.zeros(shape, device=self.device, dtype=torch.bool)
+        self.truncated = torch.zeros(shape, device=self.device, dtype=torch.bool)
+        self.valid = torch.zeros(shape, device=self.device, dtype=torch.bool)
+        self.cursor = torch.zeros((), device=self.device, dtype=torch.long)
+        self.rows_written = torch.zeros((), device=self.device, dtype=torch.long)
+        self._cursor_index = self.cursor.view(1)
+        self._env_index = torch.arange(num_envs, device=self.device)
+        self._step_discounts = [gamma**k for k in range(n_step + 1)]
+
+        # Running discounted return per env and its statistics (FlashSAC's reward scale).
+        self.running_return = torch.zeros(num_envs, **zeros)
+        self.return_mean = torch.zeros((), **zeros)
+        self.return_var = torch.ones((), **zeros)
+        self.return_count = torch.zeros((), device=self.device, dtype=torch.float64)
+        self.return_abs_max = torch.zeros((), **zeros)
+
+    # ----------------------------------------------------------------------------------------------
+    # writing
+    # ----------------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def add(
+        self,
+        obs: dict[str, torch.Tensor],
+        action: torch.Tensor,
+        reward: torch.Tensor,
+        next_obs: dict[str, torch.Tensor],
+        terminated: torch.Tensor,
+        truncated: torch.Tensor,
+        valid: torch.Tensor,
+    ) -> None:
+        """Write one row: every env's transition from one vector step, at the cursor.
+
+        Args:
+            obs: observation groups before the action, (N, D_g) each; must hold every stored group.
+            action: action applied (N, A).
+            reward: reward received (N,).
+            next_obs: observation groups after the action and before any auto-reset, (N, D_g)
+                (the env's `final_obs`: for done rows the last state of the finished episode).
+            terminated: (N,) bool, episode ended by failure (no bootstrap).
+            truncated: (N,) bool, episode cut by a time limit (bootstrap from next_obs).
+            valid: (N,) bool, False where the transition must never be sampled.
+        """
+        valid = valid.to(torch.bool)
+        keep = valid.unsqueeze(-1)
+        row = self._cursor_index
+        for group in self.obs_dims:
+            clean_obs = torch.where(keep, obs[group].float(), 0.0)
+            clean_next = torch.where(keep, next_obs[group].float(), 0.0)
+            self.obs[group].index_copy_(0, row, clean_obs.unsqueeze(0))
+            self.next_obs[group].index_copy_(0, row, clean_next.unsqueeze(0))
+        clean_reward = torch.where(valid, reward.float(), 0.0)
+        self.action.index_copy_(0, row, torch.where(keep, action.float(), 0.0).unsqueeze(0))
+        self.reward.index_copy_(0, row, clean_reward.unsqueeze(0))
+        self.terminated.index_copy_(0, row, terminated.to(torch.bool).unsqueeze(0))
+        self.truncated.index_copy_(0, row, truncated.to(torch.bool).unsqueeze(0))
+        self.valid.index_copy_(0, row, valid.unsqueeze(0))
+        self.cursor.add_(1).remainder_(self.capacity_per_env)
+        self.rows_written.add_(1).clamp_(max=self.capacity_per_env)
+        done = terminated.to(torch.bool) | truncated.to(torch.bool)
+        self._track_returns(clean_reward, done, valid)
+
+    def _track_returns(self, reward: torch.Tensor, done: torch.Tensor, valid: torch.Tensor) -> None:
+        """Advance each env's discounted return and merge the valid ones into the statistics."""
+        returns = torch.where(valid, self.gamma * self.running_return + reward, 0.0)
+        weight = valid.float()
+        count = weight.sum()
+        batch_mean = (returns * weight).sum() / count.clamp(min=1.0)
+        batch_var = ((returns - batch_mean).square() * weight).sum() / count.clamp(min=1.0)
+        total = self.return_count + count
+        ratio = torch.where(total > 0, count / total.clamp(min=1.0), 0.0).float()
+        delta = batch_mean - self.return_mean
+        self.return_mean.add_(delta * ratio)
+        self.return_var.copy_(
+            (1.0 - ratio) * self.return_var + ratio * batch_var + delta.square() * ratio * (1.0 - ratio)
+        )
+        self.return_count.copy_(total)
+        self.return_abs_max.copy_(torch.maximum(self.return_abs_max, (returns.abs() * weight).max()))
+        # The next episode starts from zero; an invalid row also restarts (its env gets reset).
+        self.running_return.copy_(torch.where(done | ~valid, 0.0, returns))
+
+    # ----------------------------------------------------------------------------------------------
+    # sampling
+    # ----------------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
+        """Draw `batch_size` valid transitions uniformly (with replacement) as n-step samples.
+
+        Fixed shape and sync-free (capturable in a CUDA graph when `generator` is registered with it).
+        Sampling before any valid row exists returns zero rows; callers gate on `learning_starts`.
+        """
+        capacity, num_envs = self.capacity_per_env, self.num_envs
+        # Inverse-CDF over the valid flags: the (u+1)-th valid row is the first with cumsum > u.
+        valid_count = self.valid.view(-1).cumsum(0)
+        total = valid_count[-1]
+        uniform = torch.rand(batch_size, device=self.device, dtype=torch.float64, generator=generator)
+        rank = (uniform * total).long().clamp(max=(total - 1).clamp(min=0))
+        flat = torch.searchsorted(valid_count, rank, right=True).clamp(max=capacity * num_envs - 1)
+        start_row = torch.div(flat, num_envs, rounding_mode="floor")
+        env = flat - start_row * num_envs
+        # Rows after the start that are newer than it; the window never passes the newest row.
+        newest_row = (self.cursor - 1).remainder(capacity)
+        rows_ahead = (newest_row - start_row).remainder(capacity)
+
+        reward_flat = self.reward.view(-1)
+        terminated_flat = self.terminated.view(-1)
+        done_flat = (self.terminated | self.truncated).view(-1)
+        valid_flat = self.valid.view(-1)
+
+        reward_sum = reward_flat[flat].clone()
+        last_flat = flat
+        steps = torch.ones(batch_size, device=self.device, dtype=torch.long)
+        open_window = ~done_flat[flat]
+        for k in range(1, self.n_step):
+            row_k = (start_row + k).remainder(capacity)
+            flat_k = row_k * num_envs + env
+            open_window = open_window & (rows_ahead >= k) & valid_flat[flat_k]
+            reward_sum = reward_sum + torch.where(
+                open_window, self._step_discounts[k] * reward_flat[flat_k], 0.0
+            )
+            last_flat = torch.where(open_window, flat_k, last_flat)
+            steps = steps + open_window.long()
+            open_window = open_window & ~done_flat[flat_k]
+
+        discount = torch.pow(torch.full_like(reward_sum, self.gamma), steps.float())
+        bootstrap = (~terminated_flat[last_flat]).float()
+        obs = {g: self.obs[g].view(capacity * num_envs, -1).index_select(0, flat) for g in self.obs_dims}
+        next_obs = {
+            g: self.next_obs[g].view(capacity * num_envs, -1).index_select(0, last_flat)
+            for g in self.obs_dims
+        }
+        action = self.action.view(capacity * num_envs, -1).index_select(0, flat)
+        return Batch(
+            obs=obs,
+            action=action,
+            reward=reward_sum,
+            next_obs=next_obs,
+            bootstrap=bootstrap,
+            discount=discount,
+            return_var=self.return_var,
+            return_abs_max=self.return_abs_max,
+        )
+
+    # ----------------------------------------------------------------------------------------------
+    # cold path
+    # ----------------------------------------------------------------------------------------------
+    @cold_path
+    def num_rows(self) -> int:
+        """Rows written per env so far, at most capacity_per_env (synchronizes)."""
+        return int(self.rows_written.item())
+
+    @cold_path
+    def num_valid(self) -> int:
+        """Valid transitions currently stored across all envs (synchronizes)."""
+        return int(self.valid.sum().item())
+
+    @cold_path
+    def memory_bytes(self) -> int:
+        """Device bytes held by the rings."""
+        tensors = [*self.obs.values(), *self.next_obs.values(), self.action, self.reward]
+        tensors += [self.terminated, self.truncated, self.valid]
+        return sum(t.numel() * t.element_size() for t in tensors)

@@ -1,0 +1,113 @@
+"""Building a run's parts from a ``TrainConfig``: device, env, agent, replay buffer, export metadata.
+
+``train``, ``play``, ``export`` and ``bench`` all construct through these functions, so a run directory's
+``config.json`` rebuilds exactly what trained.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from trainrt.algos import make_agent
+from trainrt.config import TrainConfig
+from trainrt.envs import EnvCfg, ManagerBasedRlEnv
+from trainrt.hotpath import cold_path
+from trainrt.replay import DeviceReplayBuffer
+from trainrt.runner.summary import json_safe
+from trainrt.tasks import make_task_cfg
+
+
+@cold_path
+def resolve_device(cfg: TrainConfig) -> str:
+    """The torch device of the run: ``sim.device`` if set; CUDA for mjwarp when present; else CPU.
+
+    ``mjwarp`` without CUDA runs on Warp's CPU device; ``mujoco`` is the CPU host bridge.
+    """
+    if cfg.sim.device is not None:
+        return cfg.sim.device
+    if cfg.sim.backend == "mjwarp" and torch.cuda.is_available():
+        return "cuda"
+    return "cpu"
+
+
+@cold_path
+def make_env_cfg(cfg: TrainConfig) -> EnvCfg:
+    """The task's env config with the ``sim`` section's contact-buffer sizes applied."""
+    env_cfg = make_task_cfg(cfg.task.name)
+    scene_changes = {
+        k: v for k, v in (("nconmax", cfg.sim.nconmax), ("njmax", cfg.sim.njmax)) if v is not None
+    }
+    if scene_changes:
+        env_cfg = dataclasses.replace(env_cfg, scene=dataclasses.replace(env_cfg.scene, **scene_changes))
+    return env_cfg
+
+
+@cold_path
+def build_env(cfg: TrainConfig, *, num_envs: int | None = None, seed: int | None = None) -> ManagerBasedRlEnv:
+    """The training env of ``cfg`` (``num_envs``/``seed`` override the config, e.g. for play)."""
+    return ManagerBasedRlEnv(
+        make_env_cfg(cfg),
+        sim=cfg.sim.backend,
+        num_envs=num_envs if num_envs is not None else cfg.algo.num_envs,
+        device=resolve_device(cfg),
+        seed=cfg.training.seed if seed is None else seed,
+    )
+
+
+@cold_path
+def build_agent(
+    cfg: TrainConfig, obs_dims: dict[str, int], num_actions: int, device: torch.device | str
+) -> Any:
+    """The agent of ``cfg.algo`` for the given observation group sizes and action count."""
+    return make_agent(
+        cfg.algo.name, cfg.algo.params, obs_dims, num_actions, torch.device(device), seed=cfg.training.seed
+    )
+
+
+@cold_path
+def build_replay(cfg: TrainConfig, env: Any) -> DeviceReplayBuffer:
+    """The device replay buffer sized by the algorithm's hyperparameters, on the env device."""
+    params = cfg.algo.params
+    return DeviceReplayBuffer(
+        num_envs=env.num_envs,
+        capacity_per_env=params.buffer_size_per_env,
+        obs_dims=env.obs_dims,
+        num_actions=env.num_actions,
+        device=env.device,
+        n_step=params.n_step,
+        gamma=params.gamma,
+    )
+
+
+@cold_path
+def env_metadata(env: Any) -> dict[str, Any]:
+    """What export and deployment need without an env: sizes, action layout, observation term names."""
+    observation_terms = {group: list(group_cfg.terms) for group, group_cfg in env.cfg.observations.items()}
+    return {
+        "obs_dims": dict(env.obs_dims),
+        "num_actions": int(env.num_actions),
+        "action_meta": json_safe(env.action_meta()),
+        "observation_terms": observation_terms,
+        "step_dt": float(env.step_dt),
+        "max_episode_length": int(env.max_episode_length),
+    }
+
+
+@cold_path
+def env_cfg_summary(env_cfg: EnvCfg) -> dict[str, Any]:
+    """Term names (and reward weights) per manager of an env config, for the run manifest."""
+    return {
+        "decimation": env_cfg.decimation,
+        "episode_length_s": env_cfg.episode_length_s,
+        "actions": list(env_cfg.actions),
+        "observations": {group: list(group_cfg.terms) for group, group_cfg in env_cfg.observations.items()},
+        "rewards": {name: term.weight for name, term in env_cfg.rewards.items()},
+        "terminations": list(env_cfg.terminations),
+        "events": {name: term.mode for name, term in env_cfg.events.items()},
+        "commands": list(env_cfg.commands),
+        "curriculum": list(env_cfg.curriculum),
+        "metrics": list(env_cfg.metrics),
+    }

@@ -1,0 +1,147 @@
+"""ONNX export of the trained actor with its observation normalizer inside the graph.
+
+The exported model maps raw policy observations ``obs`` (batch, obs_dim) float32 to deterministic actions
+``actions`` (batch, num_actions) in [-1, 1]. Its ``metadata_props`` carry what a deployment needs to turn
+actions into joint targets and to build the observation: joint names, default joint positions, PD gains,
+action scale, control step and the policy observation's term names (JSON-encoded lists and numbers).
+When onnxruntime is installed, the exported model is checked against the torch module on random inputs.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from trainrt.hotpath import cold_path
+from trainrt.runner.atomic_files import atomic_write
+from trainrt.runner.build import build_agent
+from trainrt.runner.checkpoint import load_agent_weights, load_checkpoint
+from trainrt.runner.manifest import load_resolved_config
+
+ONNX_FILE_NAME = "policy.onnx"
+ONNX_INPUT_NAME = "obs"
+ONNX_OUTPUT_NAME = "actions"
+ONNX_OPSET = 17
+_CHECK_BATCH = 8
+_CHECK_TOLERANCE = 1e-4
+
+
+@cold_path
+def export_metadata(
+    env_meta: dict[str, Any], *, obs_group: str, algo: str, task: str, iteration: int
+) -> dict[str, Any]:
+    """The metadata props of the exported policy, from a checkpoint's ``env_meta``."""
+    action = env_meta.get("action_meta", {})
+    metadata = {
+        "algo": algo,
+        "task": task,
+        "iteration": iteration,
+        "obs_group": obs_group,
+        "obs_dim": env_meta["obs_dims"][obs_group],
+        "num_actions": env_meta["num_actions"],
+        "observation_names": env_meta.get("observation_terms", {}).get(obs_group, []),
+        "step_dt": env_meta.get("step_dt"),
+    }
+    for key in ("joint_names", "default_joint_pos", "kp", "kd", "effort_limit", "action_scale"):
+        if key in action:
+            metadata[key] = action[key]
+    return metadata
+
+
+@cold_path
+def export_policy_onnx(
+    policy: nn.Module, obs_dim: int, path: str | os.PathLike, *, metadata: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Export ``policy`` (obs (B, obs_dim) -> actions (B, A)) to ONNX at ``path``; check it with onnxruntime.
+
+    Returns:
+        ``{"path", "onnxruntime_checked", "max_abs_diff"}``; the check is skipped (``False``, ``None``) when
+        onnxruntime is not installed. A mismatch above 1e-4 raises ``RuntimeError``.
+    """
+    import onnx
+
+    policy = copy.deepcopy(policy).to("cpu").float().eval()
+    example = torch.zeros(1, obs_dim)
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        # The TorchScript-based exporter is deprecated in favour of the dynamo one, which needs onnxscript.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(
+            policy,
+            (example,),
+            buffer,
+            dynamo=False,
+            input_names=[ONNX_INPUT_NAME],
+            output_names=[ONNX_OUTPUT_NAME],
+            dynamic_axes={ONNX_INPUT_NAME: {0: "batch"}, ONNX_OUTPUT_NAME: {0: "batch"}},
+            opset_version=ONNX_OPSET,
+        )
+    model = onnx.load_from_string(buffer.getvalue())
+    for key, value in (metadata or {}).items():
+        entry = model.metadata_props.add()
+        entry.key = key
+        entry.value = value if isinstance(value, str) else json.dumps(value)
+    onnx.checker.check_model(model)
+    target = Path(path)
+    atomic_write(target, lambda handle: handle.write(model.SerializeToString()))
+    checked, max_diff = _check_with_onnxruntime(policy, target, obs_dim)
+    return {"path": str(target), "onnxruntime_checked": checked, "max_abs_diff": max_diff}
+
+
+@cold_path
+def _check_with_onnxruntime(policy: nn.Module, path: Path, obs_dim: int) -> tuple[bool, float | None]:
+    """Compare onnxruntime's output with torch's on random observations (skipped without onnxruntime)."""
+    try:
+        import onnxruntime
+    except ImportError:
+        return False, None
+    generator = torch.Generator().manual_seed(0)
+    obs = torch.randn(_CHECK_BATCH, obs_dim, generator=generator) * 2.0
+    with torch.no_grad():
+        expected = policy(obs).numpy()
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    actual = session.run([ONNX_OUTPUT_NAME], {ONNX_INPUT_NAME: obs.numpy()})[0]
+    max_diff = float(abs(actual - expected).max())
+    if not max_diff <= _CHECK_TOLERANCE:
+        raise RuntimeError(
+            f"ONNX export of {path} differs from torch by {max_diff:.3g} (> {_CHECK_TOLERANCE})"
+        )
+    return True, max_diff
+
+
+@cold_path
+def policy_obs_group(agent: Any) -> str:
+    """The observation group the agent's actor reads (``cfg.actor_obs_group``, else ``"policy"``)."""
+    return getattr(getattr(agent, "cfg", None), "actor_obs_group", "policy")
+
+
+@cold_path
+def export_run(
+    run_dir: str | os.PathLike,
+    *,
+    output: str | os.PathLike | None = None,
+    checkpoint: str | os.PathLike | None = None,
+) -> dict[str, Any]:
+    """Export the actor of a run's last (or the given) checkpoint to ``<run_dir>/policy.onnx`` (or ``output``)."""
+    cfg = load_resolved_config(run_dir)
+    state = load_checkpoint(checkpoint or Path(run_dir), map_location="cpu")
+    env_meta = state["env_meta"]
+    agent = build_agent(cfg, env_meta["obs_dims"], env_meta["num_actions"], "cpu")
+    load_agent_weights(agent, state)
+    group = policy_obs_group(agent)
+    metadata = export_metadata(
+        env_meta, obs_group=group, algo=cfg.algo.name, task=cfg.task.name, iteration=state["iteration"]
+    )
+    target = Path(output) if output is not None else Path(run_dir) / ONNX_FILE_NAME
+    result = export_policy_onnx(
+        agent.actor_for_export(), env_meta["obs_dims"][group], target, metadata=metadata
+    )
+    return {"checkpoint": state["path"], "iteration": state["iteration"], **result}

@@ -1,0 +1,48 @@
+"""The run directory's record of what was asked for: ``config.json`` (the resolved, validated config) and
+``manifest.json`` (how it was resolved: preset, overrides, command line, device, env summary).
+
+``config.json`` is written before anything is built, so even a run that fails at construction leaves it;
+``play``, ``export`` and ``training.resume`` rebuild from it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from trainrt.config import TrainConfig
+from trainrt.hotpath import cold_path
+from trainrt.runner.atomic_files import atomic_write_text
+from trainrt.runner.summary import json_safe, utc_now
+
+CONFIG_FILE_NAME = "config.json"
+MANIFEST_FILE_NAME = "manifest.json"
+
+
+@cold_path
+def write_resolved_config(run_dir: str | os.PathLike, cfg: TrainConfig) -> Path:
+    """Atomically write the resolved config as ``<run_dir>/config.json``."""
+    return atomic_write_text(
+        Path(run_dir) / CONFIG_FILE_NAME, json.dumps(cfg.model_dump(mode="json"), indent=2) + "\n"
+    )
+
+
+@cold_path
+def load_resolved_config(run_dir: str | os.PathLike) -> TrainConfig:
+    """Read and validate ``<run_dir>/config.json``."""
+    path = Path(run_dir) / CONFIG_FILE_NAME
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: is {run_dir} a trainrt run directory?")
+    return TrainConfig.model_validate_json(path.read_text())
+
+
+@cold_path
+def write_manifest(run_dir: str | os.PathLike, **facts: Any) -> Path:
+    """Atomically write ``<run_dir>/manifest.json``: the given facts plus the command line and a timestamp."""
+    record = {"written_at": utc_now(), "argv": list(sys.argv), **facts}
+    return atomic_write_text(
+        Path(run_dir) / MANIFEST_FILE_NAME, json.dumps(json_safe(record), indent=2) + "\n"
+    )

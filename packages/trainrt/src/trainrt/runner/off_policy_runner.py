@@ -1,0 +1,522 @@
+"""The off-policy runner: warm-up, then iterations of N collector steps + M learner updates, then the summary.
+
+Lifecycle of ``OffPolicyRunner.run()``:
+
+1. **Set-up** (cold): resolve the run directory, write ``config.json`` and ``manifest.json``, build env,
+   agent and replay buffer, restore the last checkpoint when ``training.resume`` is set.
+2. **Warm-up**, all before iteration 1 and outside every throughput window: reset, prefill the replay for
+   ``learning_starts`` vector steps (random actions; the restored policy on resume), capture the collector
+   graph, capture the learner graph, run the first update, synchronize.
+3. **Iterations** 1..``max_iterations``: ``steps_per_iteration`` collector steps (graph replays of K steps),
+   ``updates_per_iteration`` learner updates, one synchronization at the boundary, then cold-path work
+   (console block and TensorBoard every ``log_every`` iterations, checkpoint every ``checkpoint_every``).
+   An iteration's wall time spans all of it.
+4. **End**: last checkpoint, optional evaluation rollout and ONNX export, ``run_summary.json``.
+
+Ctrl-C saves a checkpoint of the last completed iteration and writes a summary with status
+``interrupted``; any exception writes status ``failed`` with the error text and is re-raised.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainrt.config import TrainConfig
+from trainrt.hotpath import cold_path
+from trainrt.runner.build import (
+    build_agent,
+    build_env,
+    build_replay,
+    env_cfg_summary,
+    env_metadata,
+    resolve_device,
+)
+from trainrt.runner.checkpoint import (
+    capture_rng_states,
+    load_agent_weights,
+    load_checkpoint,
+    restore_rng_states,
+    save_checkpoint,
+)
+from trainrt.runner.collector import Collector
+from trainrt.runner.console import format_iteration_block
+from trainrt.runner.export import ONNX_FILE_NAME, export_metadata, export_policy_onnx, policy_obs_group
+from trainrt.runner.iteration_clock import IterationClock
+from trainrt.runner.manifest import (
+    CONFIG_FILE_NAME,
+    write_manifest,
+    write_resolved_config,
+)
+from trainrt.runner.play import evaluate_policy
+from trainrt.runner.summary import (
+    SUMMARY_FILE_NAME,
+    IterationTiming,
+    RunStatus,
+    RunSummary,
+    final_env_steps_per_sec,
+    json_safe,
+    provenance,
+    tail_throughput,
+    utc_now,
+    write_run_summary,
+)
+
+TENSORBOARD_DIR_NAME = "tensorboard"
+_ERROR_TEXT_LIMIT = 4000
+
+
+@cold_path
+def default_run_dir(cfg: TrainConfig) -> Path:
+    """``runs/<algo>_<task>_<sim>_<UTC timestamp>`` under the current directory."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return Path("runs") / f"{cfg.algo.name}_{cfg.task.name}_{cfg.sim.backend}_{stamp}"
+
+
+class OffPolicyRunner:
+    """Trains ``cfg.algo`` on ``cfg.task`` and writes the run directory (see the module docstring).
+
+    Args:
+        cfg: the resolved, validated config.
+        log: where console lines go (``print`` by default).
+        manifest: extra facts for ``manifest.json`` (preset name, overrides, ...).
+    """
+
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        *,
+        log: Callable[[str], None] | None = None,
+        manifest: dict[str, Any] | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.log = log or (lambda line: print(line, flush=True))
+        self.manifest = dict(manifest or {})
+        resume = cfg.training.resume
+        if cfg.training.run_dir is not None:
+            self.run_dir = Path(cfg.training.run_dir)
+        elif resume is not None:
+            self.run_dir = Path(resume)
+        else:
+            self.run_dir = default_run_dir(cfg)
+        self.summary_path = self.run_dir / SUMMARY_FILE_NAME
+        self.device = resolve_device(cfg)
+        self.env: Any = None
+        self.agent: Any = None
+        self.replay: Any = None
+        self.collector: Collector | None = None
+        self.env_meta: dict[str, Any] = {}
+        self.timings: list[IterationTiming] = []
+        self.resumed_from_iteration: int | None = None
+        self.warmup_time_sec = 0.0
+        self.warmup_env_steps = 0
+        self.last_checkpoint: Path | None = None
+        self.last_checkpoint_iteration = -1
+        self.episode_statistics: dict[str, float] = {}
+        self.evaluation: dict[str, float] | None = None
+        self.onnx_path: str | None = None
+        self.started_at = utc_now()
+        self._writer: Any = None
+        # A resume that cannot work is a usage error: raised here, before the run (and its summary) starts.
+        self._resume_checkpoint = self._load_resume_checkpoint(Path(resume)) if resume is not None else None
+
+    @property
+    def completed_iterations(self) -> int:
+        """Iterations completed so far, including those of the run this one resumed."""
+        return len(self.timings)
+
+    @property
+    def env_steps_per_iteration(self) -> int:
+        """Env steps of one iteration: vector steps per iteration times num_envs."""
+        return self.cfg.algo.steps_per_iteration * self.cfg.algo.num_envs
+
+    # --- the run -------------------------------------------------------------------------------------------
+
+    @cold_path
+    def run(self) -> RunSummary:
+        """Set up, warm up, train, finish; always leaves a validated ``run_summary.json`` behind."""
+        try:
+            self._set_up()
+            self._warm_up()
+            self._train()
+            self._finish()
+        except KeyboardInterrupt:
+            self.log("\ninterrupted: saving a checkpoint of the last completed iteration")
+            self._save_checkpoint_if_new()
+            self._write_summary("interrupted", "KeyboardInterrupt")
+            raise
+        except BaseException as exc:
+            error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            self._write_summary("failed", error[-_ERROR_TEXT_LIMIT:])
+            raise
+        finally:
+            self._close_writer()
+        return self._write_summary("completed", None)
+
+    @cold_path
+    def _set_up(self) -> None:
+        """Run directory, resolved config, env, agent, replay; restore the checkpoint on resume."""
+        cfg = self.cfg
+        self._setup_started = time.perf_counter()
+        checkpoint = self._resume_checkpoint
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        write_resolved_config(self.run_dir, cfg)
+        write_manifest(self.run_dir, device=self.device, **self.manifest)
+        self.log(f"run directory: {self.run_dir.resolve()}")
+        self.log(
+            f"training {cfg.algo.name} on {cfg.task.name} with {cfg.sim.backend} ({self.device}), "
+            f"{cfg.algo.num_envs} envs, {cfg.algo.max_iterations} iterations of "
+            f"{cfg.algo.steps_per_iteration} steps + {cfg.algo.params.updates_per_iteration} updates"
+        )
+        torch.manual_seed(cfg.training.seed)
+        self.env = build_env(cfg)
+        self.log(str(self.env))
+        write_manifest(
+            self.run_dir, device=str(self.env.device), env=env_cfg_summary(self.env.cfg), **self.manifest
+        )
+        self.env_meta = env_metadata(self.env)
+        self.agent = build_agent(cfg, self.env.obs_dims, self.env.num_actions, self.env.device)
+        self.replay = build_replay(cfg, self.env)
+        if checkpoint is not None:
+            load_agent_weights(self.agent, checkpoint)
+            if torch.device(checkpoint["device"]).type == self.env.device.type:
+                restore_rng_states(self._generators(), checkpoint["rng"])
+            else:  # generator states do not transfer between device types
+                self.log(
+                    f"note: the checkpoint comes from a {checkpoint['device']} run; generators start fresh"
+                )
+            self.timings = [IterationTiming.model_validate(t) for t in checkpoint["timings"]]
+            self.resumed_from_iteration = int(checkpoint["iteration"])
+            self.last_checkpoint = Path(checkpoint["path"])
+            self.last_checkpoint_iteration = self.resumed_from_iteration
+            self.log(f"resumed from {checkpoint['path']} at iteration {self.resumed_from_iteration}")
+
+    @cold_path
+    def _load_resume_checkpoint(self, resume_dir: Path) -> dict[str, Any]:
+        """Load the last checkpoint of ``resume_dir``; ``ValueError`` unless it can continue this config."""
+        checkpoint = load_checkpoint(resume_dir, map_location="cpu")
+        saved = checkpoint["config"]
+        for key, now in (("algo", self.cfg.algo.name), ("task", self.cfg.task.name)):
+            before = saved.get(key, {}).get("name")
+            if before != now:
+                raise ValueError(
+                    f"cannot resume {resume_dir}: it trained {key} {before!r}, this run is {now!r}"
+                )
+        iteration = int(checkpoint["iteration"])
+        if iteration >= self.cfg.algo.max_iterations:
+            raise ValueError(
+                f"cannot resume {resume_dir}: its checkpoint is at iteration {iteration} and "
+                f"algo.max_iterations={self.cfg.algo.max_iterations}; raise algo.max_iterations to train further"
+            )
+        if saved["algo"]["num_envs"] != self.cfg.algo.num_envs:
+            self.log(
+                f"note: resuming with {self.cfg.algo.num_envs} envs (the run used {saved['algo']['num_envs']})"
+            )
+        return checkpoint
+
+    @cold_path
+    def _warm_up(self) -> None:
+        """Everything before iteration 1: reset, replay prefill, graph captures, first update."""
+        cfg, params = self.cfg, self.cfg.algo.params
+        env, agent = self.env, self.agent
+        steps_before = int(env.common_step_counter.cpu())
+        obs = env.reset()
+        self.collector = Collector(
+            env,
+            agent,
+            self.replay,
+            obs,
+            steps_per_replay=cfg.training.collector_steps_per_replay,
+            use_graph=cfg.training.cuda_graph,
+        )
+        resumed = self.resumed_from_iteration is not None
+        self.collector.prefill(params.learning_starts, use_policy=resumed)
+        self.collector.capture()
+        agent.capture_update(
+            lambda generator: self.replay.sample(params.batch_size, generator),
+            enabled=cfg.training.cuda_graph,
+        )
+        agent.replay_update()  # the first update: allocations and lazy state happen here, not in iteration 1
+        if cfg.training.tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._writer = SummaryWriter(log_dir=str(self.run_dir / TENSORBOARD_DIR_NAME))
+        IterationClock(self.device).synchronize()
+        self.warmup_env_steps = (int(env.common_step_counter.cpu()) - steps_before) * env.num_envs
+        self.warmup_time_sec = time.perf_counter() - self._setup_started
+        self.collector.episode_summary()  # warm-up episodes do not count towards iteration 1's statistics
+        env.episode_stats()
+        collector_graph = self.collector.diagnostics()
+        learner_graph = agent.update_diagnostics()
+        self.log(
+            f"warm-up done in {self.warmup_time_sec:.1f}s ({self.warmup_env_steps} env steps, outside the "
+            f"throughput window); collector: {_graph_status(collector_graph)}; "
+            f"learner: {_graph_status(learner_graph)}"
+        )
+
+    @cold_path
+    def _train(self) -> None:
+        """Iterations from the first not yet completed to ``algo.max_iterations``."""
+        cfg = self.cfg
+        collector, agent = self.collector, self.agent
+        assert collector is not None
+        clock = IterationClock(self.device)
+        updates = cfg.algo.params.updates_per_iteration
+        session_started = time.perf_counter()
+        first = self.completed_iterations + 1
+        for iteration in range(first, cfg.algo.max_iterations + 1):
+            clock.start()
+            collector.collect(cfg.algo.steps_per_iteration)
+            clock.mark_collected()
+            for _ in range(updates):
+                agent.replay_update()
+            clock.mark_learned()
+            collect_sec, learn_sec, elapsed_sec = clock.synchronize_split()
+            is_last = iteration == cfg.algo.max_iterations
+            if iteration % cfg.training.log_every == 0 or is_last or iteration == first:
+                self._log_iteration(iteration, collect_sec, learn_sec, elapsed_sec, session_started)
+            if (cfg.training.checkpoint_every and iteration % cfg.training.checkpoint_every == 0) or is_last:
+                self.timings.append(clock.finish(iteration, self.env_steps_per_iteration))
+                self._save_checkpoint()
+                # The checkpoint's own write time belongs to this iteration too: re-time it now.
+                self.timings[-1] = clock.finish(iteration, self.env_steps_per_iteration)
+            else:
+                self.timings.append(clock.finish(iteration, self.env_steps_per_iteration))
+
+    @cold_path
+    def _log_iteration(
+        self, iteration: int, collect_sec: float, learn_sec: float, elapsed_sec: float, session_started: float
+    ) -> None:
+        """Console block and TensorBoard scalars of one iteration (reads device values: cold path)."""
+        cfg = self.cfg
+        losses = _scalars(self.agent.losses())
+        episode = {**self.collector.episode_summary(), **self.env.episode_stats()}
+        self.episode_statistics.update(episode)
+        rate = self.env_steps_per_iteration / elapsed_sec if elapsed_sec > 0 else 0.0
+        done_this_session = iteration - (self.resumed_from_iteration or 0)
+        session_sec = time.perf_counter() - session_started
+        eta = session_sec / max(done_this_session, 1) * (cfg.algo.max_iterations - iteration)
+        shown = {
+            k: v for k, v in episode.items() if k.startswith(("Train/", "Episode/length", "Episode/rew_"))
+        }
+        self.log(
+            format_iteration_block(
+                title=f"{cfg.algo.name} {cfg.task.name}",
+                iteration=iteration,
+                max_iterations=cfg.algo.max_iterations,
+                env_steps_per_sec=rate,
+                collect_time_sec=collect_sec,
+                learn_time_sec=learn_sec,
+                wall_time_sec=elapsed_sec,
+                total_env_steps=self.env_steps_per_iteration * iteration,
+                elapsed_sec=sum(t.wall_time_sec for t in self.timings) + elapsed_sec,
+                eta_sec=eta,
+                losses=losses,
+                episode=shown,
+            )
+        )
+        if self._writer is not None:
+            step = iteration
+            for name, value in losses.items():
+                self._writer.add_scalar(f"Loss/{name}", value, step)
+            self._writer.add_scalar("Perf/env_steps_per_sec", rate, step)
+            self._writer.add_scalar("Perf/collect_time_sec", collect_sec, step)
+            self._writer.add_scalar("Perf/learn_time_sec", learn_sec, step)
+            self._writer.add_scalar("Perf/iteration_time_sec", elapsed_sec, step)
+            for name, value in episode.items():
+                tag = name if "/" in name else f"Episode/{name}"
+                self._writer.add_scalar(tag, value, step)
+
+    @cold_path
+    def _finish(self) -> None:
+        """Last checkpoint (if the loop did not just write it), evaluation rollout, ONNX export."""
+        cfg = self.cfg
+        self._save_checkpoint_if_new()
+        if not cfg.training.no_play:
+            self.log(f"evaluation: deterministic rollout of {cfg.training.play_steps} steps")
+            self.evaluation = evaluate_policy(self.env, self.agent, cfg.training.play_steps)
+            self.log("evaluation: " + ", ".join(f"{k} {v:.4g}" for k, v in self.evaluation.items()))
+        if cfg.training.export_onnx:
+            group = policy_obs_group(self.agent)
+            metadata = export_metadata(
+                self.env_meta,
+                obs_group=group,
+                algo=cfg.algo.name,
+                task=cfg.task.name,
+                iteration=self.completed_iterations,
+            )
+            result = export_policy_onnx(
+                self.agent.actor_for_export(),
+                self.env_meta["obs_dims"][group],
+                self.run_dir / ONNX_FILE_NAME,
+                metadata=metadata,
+            )
+            self.onnx_path = result["path"]
+            checked = f"checked with onnxruntime (max diff {result['max_abs_diff']:.2g})"
+            self.log(
+                f"exported {self.onnx_path}: " + (checked if result["onnxruntime_checked"] else "unchecked")
+            )
+
+    # --- checkpoints ---------------------------------------------------------------------------------------
+
+    def _generators(self) -> dict[str, torch.Generator]:
+        """The run's generators outside the agent (the agent's own are in its state dict)."""
+        return {"env": self.env.rng}
+
+    @cold_path
+    def _save_checkpoint(self) -> None:
+        """Atomically write the checkpoint of the completed iterations."""
+        iteration = self.completed_iterations
+        payload = {
+            "agent": self.agent.state_dict(),
+            "rng": capture_rng_states(self._generators()),
+            "timings": [t.model_dump() for t in self.timings],
+            "config": self.cfg.model_dump(mode="json"),
+            "env_meta": self.env_meta,
+            "device": str(self.env.device),
+        }
+        self.last_checkpoint = save_checkpoint(self.run_dir, iteration, payload)
+        self.last_checkpoint_iteration = iteration
+
+    @cold_path
+    def _save_checkpoint_if_new(self) -> None:
+        """Save unless the last checkpoint already holds the completed iterations (or nothing was built)."""
+        if (
+            self.agent is None
+            or self.env is None
+            or self.completed_iterations == self.last_checkpoint_iteration
+        ):
+            return
+        if self.completed_iterations == 0:
+            return
+        self._save_checkpoint()
+
+    # --- summary -------------------------------------------------------------------------------------------
+
+    @cold_path
+    def _write_summary(self, status: RunStatus, error: str | None) -> RunSummary:
+        """Write ``run_summary.json``; a summary that fails validation is replaced by a failed one and raised."""
+        try:
+            summary = self._summary_fields(status, error)
+            written = write_run_summary(self.summary_path, summary)
+        except Exception as exc:  # a malformed summary is a failed run
+            problem = f"run summary failed validation: {exc}"[-_ERROR_TEXT_LIMIT:]
+            fallback = self._summary_fields("failed", problem, measurement=False)
+            write_run_summary(self.summary_path, fallback)
+            raise RuntimeError(problem) from exc
+        self._announce_outputs(written)
+        return written
+
+    @cold_path
+    def _summary_fields(
+        self, status: RunStatus, error: str | None, *, measurement: bool = True
+    ) -> dict[str, Any]:
+        """The summary as a dict (``measurement=False``: without timings, for the fallback failed summary)."""
+        cfg = self.cfg
+        timings = self.timings if measurement else []
+        tail = tail_throughput(timings, cfg.training.tail_window)
+        diagnostics = self._diagnostics() if measurement else ({}, {}, {})
+        return {
+            "status": status,
+            "error": error,
+            "algo": cfg.algo.name,
+            "task": cfg.task.name,
+            "sim_backend": cfg.sim.backend,
+            "device": str(self.env.device) if self.env is not None else self.device,
+            "num_envs": cfg.algo.num_envs,
+            "steps_per_iteration": cfg.algo.steps_per_iteration,
+            "updates_per_iteration": cfg.algo.params.updates_per_iteration,
+            "max_iterations": cfg.algo.max_iterations,
+            "resumed_from_iteration": self.resumed_from_iteration,
+            "tail_env_steps_per_sec": tail.env_steps_per_sec,
+            "tail_iteration_count": tail.iteration_count,
+            "tail_window": cfg.training.tail_window,
+            "final_env_steps_per_sec": final_env_steps_per_sec(timings),
+            "completed_iterations": len(timings),
+            "total_env_steps": sum(t.env_steps for t in timings),
+            "training_wall_time_sec": math.fsum(t.wall_time_sec for t in timings),
+            "warmup_time_sec": self.warmup_time_sec,
+            "warmup_env_steps": self.warmup_env_steps,
+            "iterations": [t.model_dump() for t in timings],
+            "effective_steps_per_replay": cfg.training.collector_steps_per_replay,
+            "collector_graph": diagnostics[0],
+            "learner_graph": diagnostics[1],
+            "backend_diagnostics": diagnostics[2],
+            "episode_statistics": _finite(self.episode_statistics) if measurement else {},
+            "evaluation": _finite(self.evaluation) if (measurement and self.evaluation) else None,
+            "onnx_path": self.onnx_path,
+            "checkpoint_path": str(self.last_checkpoint) if self.last_checkpoint is not None else None,
+            "run_dir": str(self.run_dir.resolve()),
+            "config_path": str((self.run_dir / CONFIG_FILE_NAME).resolve()),
+            "started_at": self.started_at,
+            "finished_at": utc_now(),
+            **provenance(self.env.device if self.env is not None else self.device),
+        }
+
+    @cold_path
+    def _diagnostics(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """(collector graph, learner graph, backend) diagnostics as JSON-safe dicts ({} for unbuilt parts)."""
+        collector = json_safe(self.collector.diagnostics()) if self.collector is not None else {}
+        learner = json_safe(self.agent.update_diagnostics()) if self.agent is not None else {}
+        backend = json_safe(self.env.backend.diagnostics()) if self.env is not None else {}
+        if hasattr(backend, "items") is False:
+            backend = {"value": backend}
+        return collector, learner, backend
+
+    @cold_path
+    def _announce_outputs(self, summary: RunSummary) -> None:
+        """Say where the run directory, summary and checkpoints are."""
+        run_dir = self.run_dir.resolve()
+        lines = [
+            f"run {summary.status}: {summary.completed_iterations} iterations, "
+            f"tail {summary.tail_env_steps_per_sec:,.0f} env steps/s over the last "
+            f"{summary.tail_iteration_count} iterations",
+            f"  run directory: {run_dir}",
+            f"  summary:       {self.summary_path.resolve()}",
+            f"  checkpoints:   {self.last_checkpoint.resolve() if self.last_checkpoint else '(none written)'}",
+        ]
+        if self.onnx_path:
+            lines.append(f"  onnx policy:   {self.onnx_path}")
+        if self._writer is not None or (run_dir / TENSORBOARD_DIR_NAME).is_dir():
+            lines.append(f"  tensorboard:   tensorboard --logdir {run_dir / TENSORBOARD_DIR_NAME}")
+        self.log("\n".join(lines))
+
+    @cold_path
+    def _close_writer(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def _graph_status(facts: dict[str, Any]) -> str:
+    """``graph`` or ``eager (<reason>)`` from a diagnostics dict."""
+    enabled = facts.get("graph_enabled", facts.get("update_graph_enabled", False))
+    if enabled:
+        return "CUDA graph"
+    reason = (
+        facts.get("eager_fallback_reason")
+        or facts.get("update_fallback_reason")
+        or facts.get("disabled_by")
+        or "unknown reason"
+    )
+    return f"eager ({reason})"
+
+
+@cold_path
+def _scalars(tensors: dict[str, torch.Tensor]) -> dict[str, float]:
+    """Read device scalars with one transfer (cold path)."""
+    if not tensors:
+        return {}
+    values = torch.stack([t.detach().float().reshape(()) for t in tensors.values()]).cpu().tolist()
+    return dict(zip(tensors, values))
+
+
+def _finite(values: dict[str, float] | None) -> dict[str, float]:
+    """Drop non-finite entries (JSON has no NaN; a non-finite statistic is not a statistic)."""
+    return {k: float(v) for k, v in (values or {}).items() if math.isfinite(float(v))}

@@ -1,0 +1,306 @@
+"""``run_summary.json``: the measurement contract of a training run, its schema, and how it is computed.
+
+The number that counts is ``tail_env_steps_per_sec``: the env steps of the last ``W`` completed iterations
+divided by the wall time of those same iterations (one aggregate over the window, never a mean of
+per-iteration rates). Warm-up (construction, compilation, graph captures, replay prefill, the first
+update) is recorded separately in ``warmup_time_sec`` and never enters an iteration's timing.
+
+A summary is validated against :class:`RunSummary` before it is written and when it is read; a summary
+that does not validate (a missing field, a non-finite number, a tail value that does not follow from the
+recorded timings) is a malformed summary, and a run that produced one is a failed run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import importlib.metadata
+import json
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, model_validator
+
+from trainrt.hotpath import cold_path
+from trainrt.runner.atomic_files import atomic_write_text
+
+SUMMARY_FILE_NAME = "run_summary.json"
+SUMMARY_SCHEMA_VERSION = 1
+RunStatus = Literal["completed", "failed", "interrupted"]
+COMMIT_ENV = "TRAINRT_REPO_COMMIT"
+
+# Distribution name -> module name, for the versions recorded in every summary.
+VERSIONED_PACKAGES: dict[str, str] = {
+    "torch": "torch",
+    "warp-lang": "warp",
+    "mujoco": "mujoco",
+    "mujoco-warp": "mujoco_warp",
+    "simcore": "simcore",
+    "trainrt": "trainrt",
+}
+
+
+class IterationTiming(BaseModel):
+    """Timing of one training iteration (collector steps + updates), boundary to boundary."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    iteration: int = Field(ge=1, description="1-based iteration number")
+    env_steps: NonNegativeInt = Field(
+        description="env steps taken in the iteration (vector steps * num_envs)"
+    )
+    wall_time_sec: NonNegativeFloat = Field(description="wall time between the iteration's boundary syncs")
+    collect_time_sec: NonNegativeFloat = Field(description="device time of the collector replays")
+    learn_time_sec: NonNegativeFloat = Field(description="device time of the learner updates")
+
+
+class TailThroughput(BaseModel):
+    """The tail window's aggregate throughput and how many iterations it covers."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    env_steps_per_sec: NonNegativeFloat
+    iteration_count: NonNegativeInt
+
+
+def tail_throughput(iterations: Sequence[IterationTiming], window: int) -> TailThroughput:
+    """Aggregate env steps/s over the last ``window`` iterations (all of them when fewer were run).
+
+    ``sum(env_steps) / sum(wall_time_sec)`` over the window: an iteration that took twice as long counts
+    twice as much, unlike a mean of per-iteration rates.
+    """
+    if window < 1:
+        raise ValueError(f"tail window must be >= 1, got {window}")
+    tail = list(iterations)[-window:]
+    wall = math.fsum(it.wall_time_sec for it in tail)
+    steps = sum(it.env_steps for it in tail)
+    rate = steps / wall if wall > 0.0 else 0.0
+    return TailThroughput(env_steps_per_sec=rate, iteration_count=len(tail))
+
+
+def final_env_steps_per_sec(iterations: Sequence[IterationTiming]) -> float | None:
+    """Env steps/s of the last iteration alone (diagnostic only; ``None`` before the first iteration)."""
+    if not iterations or iterations[-1].wall_time_sec <= 0.0:
+        return None
+    return iterations[-1].env_steps / iterations[-1].wall_time_sec
+
+
+class RunSummary(BaseModel):
+    """Schema of ``run_summary.json`` (field docs are the contract; see DESIGN.md, measurement contract)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    schema_version: Literal[1] = SUMMARY_SCHEMA_VERSION
+    status: RunStatus
+    error: str | None = Field(None, description="error text of a failed run (None otherwise)")
+    # What ran.
+    algo: str
+    task: str
+    sim_backend: str
+    device: str
+    num_envs: NonNegativeInt
+    steps_per_iteration: NonNegativeInt = Field(description="vector env steps per iteration")
+    updates_per_iteration: NonNegativeInt
+    max_iterations: NonNegativeInt
+    resumed_from_iteration: NonNegativeInt | None = None
+    # The measurement.
+    tail_env_steps_per_sec: NonNegativeFloat = Field(
+        description="sum(env steps)/sum(wall) over the tail window"
+    )
+    tail_iteration_count: NonNegativeInt = Field(
+        description="iterations in the tail window (min(W, completed))"
+    )
+    tail_window: int = Field(ge=1, description="configured window W (training.tail_window)")
+    final_env_steps_per_sec: NonNegativeFloat | None = Field(
+        None, description="last iteration only: diagnostic"
+    )
+    completed_iterations: NonNegativeInt
+    total_env_steps: NonNegativeInt = Field(description="env steps of the completed iterations (no warm-up)")
+    training_wall_time_sec: NonNegativeFloat = Field(description="sum of the iterations' wall times")
+    warmup_time_sec: NonNegativeFloat = Field(description="construction to iteration 1, outside every window")
+    warmup_env_steps: NonNegativeInt = Field(description="env steps taken during warm-up (prefill, captures)")
+    iterations: list[IterationTiming] = Field(description="per-iteration timings, in order")
+    # How it ran.
+    effective_steps_per_replay: int = Field(ge=1, description="K: control steps per collector replay")
+    collector_graph: dict[str, Any] = Field(
+        description="collector CapturedWork diagnostics (graph enabled...)"
+    )
+    learner_graph: dict[str, Any] = Field(description="learner graph status / eager-fallback reason")
+    backend_diagnostics: dict[str, Any]
+    # Outcome.
+    episode_statistics: dict[str, float] = Field(
+        description="final episode statistics (Episode/..., Train/...)"
+    )
+    evaluation: dict[str, float] | None = Field(
+        None, description="play rollout results (training.no_play=false)"
+    )
+    onnx_path: str | None = None
+    checkpoint_path: str | None = Field(None, description="last checkpoint written")
+    run_dir: str
+    config_path: str
+    # Provenance.
+    commit: str = Field(description="git rev-parse HEAD of this repository, or 'unknown'")
+    commit_dirty: bool | None = Field(None, description="uncommitted changes present (None if unknown)")
+    versions: dict[str, str]
+    python_version: str
+    gpu_name: str | None
+    cuda_visible_devices: str | None
+    started_at: str
+    finished_at: str
+
+    @model_validator(mode="after")
+    @cold_path
+    def _measurement_is_consistent(self) -> RunSummary:
+        """Reject a summary whose derived numbers do not follow from its own per-iteration timings."""
+        its = self.iterations
+        if [it.iteration for it in its] != list(range(1, len(its) + 1)):
+            raise ValueError("iterations must be numbered 1..n in order")
+        if self.completed_iterations != len(its):
+            raise ValueError(
+                f"completed_iterations={self.completed_iterations} but {len(its)} iteration timings"
+            )
+        if self.total_env_steps != sum(it.env_steps for it in its):
+            raise ValueError("total_env_steps differs from the sum of the iterations' env_steps")
+        if not math.isclose(
+            self.training_wall_time_sec, math.fsum(it.wall_time_sec for it in its), rel_tol=1e-6
+        ):
+            raise ValueError("training_wall_time_sec differs from the sum of the iterations' wall times")
+        tail = tail_throughput(its, self.tail_window)
+        if self.tail_iteration_count != tail.iteration_count:
+            raise ValueError(
+                f"tail_iteration_count={self.tail_iteration_count}, expected {tail.iteration_count} "
+                f"(window {self.tail_window}, {len(its)} iterations)"
+            )
+        if not math.isclose(self.tail_env_steps_per_sec, tail.env_steps_per_sec, rel_tol=1e-6, abs_tol=1e-9):
+            raise ValueError(
+                f"tail_env_steps_per_sec={self.tail_env_steps_per_sec} does not follow from the timings "
+                f"({tail.env_steps_per_sec})"
+            )
+        if self.status == "completed" and self.error is not None:
+            raise ValueError("a completed run carries no error")
+        if self.status == "failed" and not self.error:
+            raise ValueError("a failed run must say why (error)")
+        return self
+
+
+@cold_path
+def write_run_summary(path: str | os.PathLike, summary: RunSummary | dict[str, Any]) -> RunSummary:
+    """Validate ``summary`` against :class:`RunSummary` and write it atomically as JSON to ``path``.
+
+    Raises pydantic's ``ValidationError`` (a ``ValueError``) without writing anything when it is malformed.
+    """
+    model = RunSummary.model_validate(summary.model_dump() if isinstance(summary, RunSummary) else summary)
+    atomic_write_text(path, json.dumps(model.model_dump(mode="json"), indent=2) + "\n")
+    return model
+
+
+@cold_path
+def load_run_summary(path: str | os.PathLike) -> RunSummary:
+    """Read and validate a ``run_summary.json`` (a file or the run directory holding it)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / SUMMARY_FILE_NAME
+    return RunSummary.model_validate_json(path.read_text())
+
+
+@cold_path
+def repo_commit() -> tuple[str, bool | None]:
+    """``(git rev-parse HEAD, dirty)`` of the repository holding this source.
+
+    Without git or a repository: ``($TRAINRT_REPO_COMMIT, None)`` when that variable is set, else
+    ``("unknown", None)``.
+    """
+    here = Path(__file__).resolve().parent
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        # A copy of the tree without .git (e.g. a remote GPU machine): the caller may say which commit it is.
+        return os.environ.get(COMMIT_ENV, "unknown"), None
+    return (head or "unknown"), bool(status.strip())
+
+
+@cold_path
+def package_versions() -> dict[str, str]:
+    """Versions of torch, warp, mujoco, mujoco-warp (and ours), from package metadata.
+
+    Falls back to an already-imported module's ``__version__`` (never imports a backend package here);
+    ``"not installed"`` when neither is available.
+    """
+    versions = {}
+    for dist, module_name in VERSIONED_PACKAGES.items():
+        try:
+            versions[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            module = sys.modules.get(module_name)
+            versions[dist] = str(getattr(module, "__version__", "not installed"))
+    return versions
+
+
+@cold_path
+def gpu_name(device: torch.device | str | None = None) -> str | None:
+    """Name of the CUDA device the run uses (``None`` on a machine or device without CUDA)."""
+    if not torch.cuda.is_available():
+        return None
+    device = torch.device(device) if device is not None else torch.device("cuda")
+    if device.type != "cuda":
+        return None
+    return torch.cuda.get_device_name(device)
+
+
+@cold_path
+def provenance(device: torch.device | str | None) -> dict[str, Any]:
+    """Fields of the summary that say where and with what the run happened."""
+    commit, dirty = repo_commit()
+    return {
+        "commit": commit,
+        "commit_dirty": dirty,
+        "versions": package_versions(),
+        "python_version": sys.version.split()[0],
+        "gpu_name": gpu_name(device),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+    }
+
+
+def utc_now() -> str:
+    """Current UTC time as an ISO-8601 string (seconds)."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+@cold_path
+def json_safe(value: Any) -> Any:
+    """Convert tensors, arrays, paths, enums, dataclasses and tuples into JSON-serializable values."""
+    if isinstance(value, torch.Tensor):
+        return json_safe(value.detach().cpu().tolist())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return json_safe(dataclasses.asdict(value))
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [json_safe(v) for v in value]
+    if hasattr(value, "tolist"):  # numpy arrays and scalars
+        return json_safe(value.tolist())
+    if isinstance(value, float) and value != value:  # NaN is not JSON; keep the fact, as text
+        return "nan"
+    if isinstance(value, float) and value in (float("inf"), float("-inf")):
+        return str(value)
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if hasattr(value, "name") and hasattr(value, "value"):  # enums
+        return str(value.name)
+    return str(value)

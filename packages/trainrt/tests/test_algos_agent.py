@@ -1,0 +1,205 @@
+"""Agent contract shared by both algorithms: construction, acting, export, checkpoints, learner lifecycle."""
+
+import pytest
+import torch
+from pydantic import ValidationError
+
+from trainrt.algos import Agent, FlashSacConfig, SacConfig, make_agent
+from trainrt.replay import DeviceReplayBuffer
+
+OBS_DIMS = {"policy": 5, "critic": 7}
+NUM_ACTIONS = 2
+NUM_ENVS = 8
+SMALL = {
+    "sac": lambda **kw: SacConfig(
+        actor_hidden_dim=16, critic_hidden_dim=32, num_atoms=11, batch_size=32, **kw
+    ),
+    "flashsac": lambda **kw: FlashSacConfig(
+        actor_hidden_dim=8,
+        critic_hidden_dim=16,
+        actor_num_blocks=1,
+        critic_num_blocks=1,
+        num_atoms=11,
+        batch_size=32,
+        **kw,
+    ),
+}
+ALGOS = sorted(SMALL)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny networks run fastest single-threaded; oversubscribed cores make them crawl."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _obs(seed: int, num_envs: int = NUM_ENVS) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return {k: torch.randn(num_envs, d, generator=g) for k, d in OBS_DIMS.items()}
+
+
+def _agent_with_data(algo: str, seed: int = 0, **cfg) -> tuple[Agent, DeviceReplayBuffer]:
+    agent = make_agent(algo, SMALL[algo](**cfg), OBS_DIMS, NUM_ACTIONS, "cpu", seed=seed)
+    buffer = DeviceReplayBuffer(
+        NUM_ENVS, 16, OBS_DIMS, NUM_ACTIONS, "cpu", n_step=agent.cfg.n_step, gamma=0.9
+    )
+    obs = _obs(100)
+    for t in range(12):
+        action = agent.act(obs)
+        next_obs = _obs(200 + t)
+        done = torch.arange(NUM_ENVS) == t % NUM_ENVS
+        buffer.add(
+            obs,
+            action,
+            torch.randn(NUM_ENVS),
+            next_obs,
+            done,
+            ~done & (t % 3 == 0),
+            torch.ones(NUM_ENVS, dtype=bool),
+        )
+        obs = next_obs
+    return agent, buffer
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_act_is_bounded_and_deterministic_act_is_the_export(algo):
+    agent, _ = _agent_with_data(algo)
+    obs = _obs(1)
+    actions = agent.act(obs)
+    assert actions.shape == (NUM_ENVS, NUM_ACTIONS) and actions.abs().max() <= 1.0
+    exported = agent.actor_for_export()
+    torch.testing.assert_close(exported(obs["policy"]), agent.act(obs, deterministic=True))
+    assert not any(p.requires_grad for p in exported.parameters())
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_export_carries_the_normalizer(algo):
+    agent, buffer = _agent_with_data(algo, obs_normalization=True)
+    agent.update(buffer.sample(32, agent.update_rng))
+    assert agent.actor_obs_normalizer.count.item() == 32
+    obs = _obs(2)
+    exported = agent.actor_for_export()
+    agent.actor_obs_normalizer.mean.add_(10.0)  # the export is a snapshot, not a view
+    assert not torch.allclose(exported(obs["policy"]), agent.act(obs, deterministic=True))
+    agent.actor_obs_normalizer.mean.sub_(10.0)
+    torch.testing.assert_close(exported(obs["policy"]), agent.act(obs, deterministic=True))
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_state_dict_round_trip_reproduces_actions_and_updates(algo):
+    agent, buffer = _agent_with_data(algo, seed=0)
+    for _ in range(3):
+        agent.update(buffer.sample(32, agent.update_rng))
+    agent.act(_obs(3))  # advance the exploration state (held noise for flashsac)
+    state = agent.state_dict()
+    restored, _ = _agent_with_data(algo, seed=99)
+    restored.load_state_dict(state)
+
+    obs = _obs(4)
+    torch.testing.assert_close(restored.act(obs, deterministic=True), agent.act(obs, deterministic=True))
+    for _ in range(3):  # the stochastic stream continues identically (rng + held noise restored)
+        torch.testing.assert_close(restored.act(obs), agent.act(obs))
+    batch_a = buffer.sample(32, agent.update_rng)
+    batch_b = buffer.sample(32, restored.update_rng)
+    torch.testing.assert_close(batch_a.action, batch_b.action)
+    agent.update(batch_a)
+    restored.update(batch_b)
+    torch.testing.assert_close(restored.losses()["critic_loss"], agent.losses()["critic_loss"])
+    for mine, theirs in zip(agent.critic_target.parameters(), restored.critic_target.parameters()):
+        torch.testing.assert_close(theirs, mine)
+    assert restored.num_updates == agent.num_updates
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_loading_keeps_tensor_identity(algo):
+    agent, buffer = _agent_with_data(algo)
+    agent.update(buffer.sample(32, agent.update_rng))
+    param = next(agent.critic.parameters())
+    exp_avg = agent.critic_optimizer.state[param]["exp_avg"]
+    agent.load_state_dict(agent.state_dict())
+    assert next(agent.critic.parameters()) is param
+    assert agent.critic_optimizer.state[param]["exp_avg"] is exp_avg  # a captured graph would still see it
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the TorchScript exporter needs no onnxscript
+@pytest.mark.parametrize("algo", ALGOS)
+def test_exported_actor_runs_in_onnxruntime(algo, tmp_path):
+    onnxruntime = pytest.importorskip("onnxruntime")
+    agent, buffer = _agent_with_data(algo, obs_normalization=True)
+    for _ in range(2):
+        agent.update(buffer.sample(32, agent.update_rng))
+    policy = agent.actor_for_export()
+    obs = _obs(5)["policy"]
+    path = tmp_path / "policy.onnx"
+    torch.onnx.export(
+        policy,
+        (obs,),
+        str(path),
+        input_names=["obs"],
+        output_names=["actions"],
+        dynamic_axes={"obs": {0: "num_envs"}, "actions": {0: "num_envs"}},
+        dynamo=False,
+        opset_version=17,
+    )
+    session = onnxruntime.InferenceSession(str(path))
+    (actions,) = session.run(None, {"obs": obs.numpy()})
+    torch.testing.assert_close(torch.from_numpy(actions), policy(obs), rtol=1e-5, atol=1e-6)
+
+
+def test_checkpoints_are_not_interchangeable_between_algorithms():
+    sac, _ = _agent_with_data("sac")
+    flash, _ = _agent_with_data("flashsac")
+    with pytest.raises(ValueError, match="flashsac"):
+        sac.load_state_dict(flash.state_dict())
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_learner_lifecycle_on_cpu_is_eager_with_a_reason(algo):
+    agent, buffer = _agent_with_data(algo)
+    with pytest.raises(RuntimeError, match="capture_update"):
+        agent.replay_update()
+    assert not agent.update_graph_capturable
+    agent.capture_update(lambda generator: buffer.sample(32, generator))
+    assert not agent.update_graph_enabled and agent.update_fallback_reason == "cpu device"
+    before = agent.losses()["critic_loss"].clone()
+    agent.replay_update()
+    assert agent.num_updates == 1
+    losses = agent.losses()
+    assert losses["critic_loss"].item() != before.item()
+    assert all(isinstance(v, torch.Tensor) and v.dim() == 0 for v in losses.values())
+    assert agent.update_diagnostics()["update_graph_enabled"] is False
+
+
+def test_make_agent_validates_its_arguments():
+    with pytest.raises(ValueError, match="valid"):
+        make_agent("ppo", None, OBS_DIMS, NUM_ACTIONS, "cpu")
+    with pytest.raises(ValueError, match="FlashSacConfig"):
+        make_agent("flashsac", SacConfig(), OBS_DIMS, NUM_ACTIONS, "cpu")
+    with pytest.raises(ValueError, match="critic_obs_group"):
+        make_agent("sac", SacConfig(critic_obs_group="privileged"), OBS_DIMS, NUM_ACTIONS, "cpu")
+    with pytest.raises(ValidationError):
+        SacConfig(batchsize=10)  # extra="forbid": a typo is an error
+    with pytest.raises(ValidationError):
+        FlashSacConfig(v_min=1.0, v_max=-1.0)
+    agent = make_agent("sac", None, OBS_DIMS, NUM_ACTIONS, "cpu")
+    assert agent.cfg == SacConfig()
+
+
+def test_symmetric_observation_groups_share_one_normalizer():
+    cfg = SMALL["sac"](critic_obs_group="policy")
+    agent = make_agent("sac", cfg, OBS_DIMS, NUM_ACTIONS, "cpu")
+    assert agent.critic_obs_normalizer is agent.actor_obs_normalizer
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_same_seed_same_agent(algo):
+    a = make_agent(algo, SMALL[algo](), OBS_DIMS, NUM_ACTIONS, "cpu", seed=5)
+    b = make_agent(algo, SMALL[algo](), OBS_DIMS, NUM_ACTIONS, "cpu", seed=5)
+    c = make_agent(algo, SMALL[algo](), OBS_DIMS, NUM_ACTIONS, "cpu", seed=6)
+    obs = _obs(7)
+    torch.testing.assert_close(a.act(obs), b.act(obs))
+    flat = [torch.cat([p.flatten() for p in agent.critic.parameters()]) for agent in (a, b, c)]
+    assert torch.equal(flat[0], flat[1]) and not torch.equal(flat[0], flat[2])

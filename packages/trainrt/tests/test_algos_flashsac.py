@@ -1,0 +1,158 @@
+"""FlashSAC specifics: unit-norm projection, held Zeta noise, BatchNorm modes, entropy target, reward scale."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from trainrt.algos import FlashSacConfig, make_agent
+from trainrt.algos.flashsac import _BatchNorm, _RmsNorm, _UnitLinear, sample_hold_steps, zeta_hold_cdf
+from trainrt.replay import DeviceReplayBuffer
+
+OBS_DIMS = {"policy": 6, "critic": 9}
+NUM_ACTIONS = 3
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny networks run fastest single-threaded; oversubscribed cores make them crawl."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _config(**overrides) -> FlashSacConfig:
+    small = dict(actor_hidden_dim=8, critic_hidden_dim=16, num_atoms=21, batch_size=48)
+    return FlashSacConfig(**(small | overrides))
+
+
+def _agent_and_buffer(num_envs: int = 8, **overrides):
+    agent = make_agent("flashsac", _config(**overrides), OBS_DIMS, NUM_ACTIONS, "cpu", seed=0)
+    buffer = DeviceReplayBuffer(num_envs, 16, OBS_DIMS, NUM_ACTIONS, "cpu", n_step=3, gamma=0.99)
+    g = torch.Generator().manual_seed(0)
+    obs = {k: torch.randn(num_envs, d, generator=g) for k, d in OBS_DIMS.items()}
+    for _ in range(10):
+        next_obs = {k: torch.randn(num_envs, d, generator=g) for k, d in OBS_DIMS.items()}
+        done = torch.rand(num_envs, generator=g) < 0.1
+        reward = torch.rand(num_envs, generator=g) * 3.0
+        buffer.add(obs, agent.act(obs), reward, next_obs, done, torch.zeros_like(done), torch.ones_like(done))
+        obs = next_obs
+    return agent, buffer
+
+
+def _assert_unit_norm(module: torch.nn.Module) -> int:
+    checked = 0
+    for layer in module.modules():
+        if isinstance(layer, _UnitLinear):
+            torch.testing.assert_close(layer.weight.norm(dim=-1), torch.ones(layer.weight.shape[0]))
+        elif isinstance(layer, _BatchNorm):
+            joint = torch.cat([layer.weight, layer.bias]).norm()
+            assert joint.item() == pytest.approx(math.sqrt(layer.weight.shape[0]), rel=1e-5)
+        elif isinstance(layer, _RmsNorm):
+            assert layer.weight.norm().item() == pytest.approx(math.sqrt(layer.weight.shape[0]), rel=1e-5)
+        else:
+            continue
+        checked += 1
+    return checked
+
+
+def test_weights_are_reprojected_to_unit_norm_after_each_update():
+    agent, buffer = _agent_and_buffer(actor_lr=1e-2, critic_lr=1e-2)
+    before = [p.detach().clone() for p in agent.critic.parameters()]
+    for _ in range(3):  # actor+critic, critic only, actor+critic (actor_update_period=2)
+        agent.update(buffer.sample(48, agent.update_rng))
+        # input norm + embedding + 2 blocks x (2 linear + 2 norm) + final RMSNorm; the actor head is free
+        assert _assert_unit_norm(agent.actor) == 11
+        assert _assert_unit_norm(agent.critic) == 2 * 12  # two members, value heads projected too
+    assert any(not torch.equal(a, b) for a, b in zip(before, agent.critic.parameters()))
+
+
+def test_actor_and_temperature_wait_for_their_period():
+    agent, buffer = _agent_and_buffer()
+    agent.update(buffer.sample(48, agent.update_rng))
+    actor_state = [p.detach().clone() for p in agent.actor.parameters()]
+    log_alpha = agent.log_alpha.item()
+    agent.update(buffer.sample(48, agent.update_rng))  # critic-only step
+    assert all(torch.equal(a, b) for a, b in zip(actor_state, agent.actor.parameters()))
+    assert agent.log_alpha.item() == log_alpha
+
+
+def test_held_noise_is_constant_while_held_and_redrawn_after():
+    num_envs, steps, max_steps = 4000, 60, 6
+    agent = make_agent(
+        "flashsac", _config(noise_hold_max_steps=max_steps), OBS_DIMS, NUM_ACTIONS, "cpu", seed=1
+    )
+    obs = {k: torch.zeros(num_envs, d) for k, d in OBS_DIMS.items()}
+    agent.act(obs)
+    noise, left = agent.held_noise.clone(), agent.hold_steps_left.clone()
+    run_lengths, run_started = [], torch.zeros(num_envs, dtype=torch.long)
+    for t in range(1, steps):
+        agent.act(obs)
+        new_noise, new_left = agent.held_noise.clone(), agent.hold_steps_left.clone()
+        held = left > 0
+        assert torch.equal(new_noise[held], noise[held])  # constant while the hold lasts
+        assert torch.equal(new_left[held], left[held] - 1)
+        redrawn = ~held
+        assert (new_noise[redrawn] != noise[redrawn]).all()  # a fresh draw once it expired
+        assert ((new_left[redrawn] >= 0) & (new_left[redrawn] < max_steps)).all()
+        run_lengths += (t - run_started[redrawn]).tolist()
+        run_started[redrawn] = t
+        noise, left = new_noise, new_left
+    # completed holds follow the truncated Zeta law P(n) ~ n^-2, n <= max_steps
+    pmf = np.arange(1, max_steps + 1, dtype=float) ** -2.0
+    pmf /= pmf.sum()
+    observed = np.bincount(run_lengths, minlength=max_steps + 1)[1:] / len(run_lengths)
+    assert len(observed) == max_steps
+    np.testing.assert_allclose(observed, pmf, atol=0.01)
+
+
+def test_stochastic_actions_use_the_held_noise_and_deterministic_acting_leaves_it_alone():
+    agent, _ = _agent_and_buffer()
+    obs = {k: torch.randn(8, d) for k, d in OBS_DIMS.items()}
+    actions = agent.act(obs)
+    with torch.no_grad():
+        mean, log_std = agent.actor(obs["policy"], training=False)
+    torch.testing.assert_close(actions, torch.tanh(mean + log_std.exp() * agent.held_noise))
+    noise, left = agent.held_noise.clone(), agent.hold_steps_left.clone()
+    agent.act(obs, deterministic=True)
+    assert torch.equal(noise, agent.held_noise) and torch.equal(left, agent.hold_steps_left)
+
+
+def test_zeta_inverse_cdf_covers_every_length():
+    cdf = zeta_hold_cdf(2.0, 16)
+    assert cdf[-1].item() == pytest.approx(1.0)
+    steps = sample_hold_steps(torch.tensor([0.0, cdf[0].item() - 1e-6, cdf[0].item(), 0.999999999]), cdf)
+    assert steps.tolist() == [1, 1, 2, 16]
+
+
+def test_batch_norm_uses_running_statistics_when_acting_and_batch_statistics_when_learning():
+    agent, buffer = _agent_and_buffer()
+    obs = {k: torch.randn(8, d) for k, d in OBS_DIMS.items()}
+    extended = {k: torch.cat([v, 50.0 * torch.randn(32, v.shape[1])]) for k, v in obs.items()}
+    first = agent.act(obs, deterministic=True)
+    torch.testing.assert_close(agent.act(extended, deterministic=True)[:8], first)  # rows do not interact
+    running = agent.actor.trunk.input_norm.running_mean.clone()
+    agent.act(extended)
+    assert torch.equal(running, agent.actor.trunk.input_norm.running_mean)
+    agent.update(buffer.sample(48, agent.update_rng))
+    assert not torch.equal(running, agent.actor.trunk.input_norm.running_mean)
+
+
+def test_target_entropy_comes_from_a_fixed_action_std():
+    agent = make_agent("flashsac", _config(target_action_std=0.2), OBS_DIMS, NUM_ACTIONS, "cpu")
+    assert agent.target_entropy == pytest.approx(NUM_ACTIONS * 0.5 * math.log(2 * math.pi * math.e * 0.04))
+    explicit = make_agent("flashsac", _config(target_entropy=-7.0), OBS_DIMS, NUM_ACTIONS, "cpu")
+    assert explicit.target_entropy == -7.0
+
+
+def test_rewards_are_scaled_by_the_return_statistics():
+    agent, buffer = _agent_and_buffer()
+    agent.update(buffer.sample(48, agent.update_rng))
+    expected = max(math.sqrt(buffer.return_var.item() + 1e-8), buffer.return_abs_max.item() / 5.0)
+    assert agent.losses()["reward_scale"].item() == pytest.approx(expected, rel=1e-6)
+    assert expected != pytest.approx(1.0)
+    unscaled, buffer = _agent_and_buffer(reward_scaling=False)
+    unscaled.update(buffer.sample(48, unscaled.update_rng))
+    assert unscaled.losses()["reward_scale"].item() == 1.0

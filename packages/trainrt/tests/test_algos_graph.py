@@ -1,0 +1,148 @@
+"""CUDA-graph paths of the learner, the actor and the replay buffer agree with their eager paths (GPU only)."""
+
+import pytest
+import torch
+
+from trainrt.algos import FlashSacConfig, SacConfig, make_agent
+from trainrt.replay import DeviceReplayBuffer
+
+pytestmark = pytest.mark.gpu
+if not torch.cuda.is_available():
+    pytest.skip("needs a CUDA device", allow_module_level=True)
+
+DEVICE = torch.device("cuda")
+OBS_DIMS = {"policy": 24, "critic": 31}
+NUM_ACTIONS = 7
+NUM_ENVS = 256
+BATCH = 512
+CONFIGS = {
+    "sac": lambda **kw: SacConfig(actor_hidden_dim=64, critic_hidden_dim=128, batch_size=BATCH, **kw),
+    "flashsac": lambda **kw: FlashSacConfig(
+        actor_hidden_dim=32, critic_hidden_dim=64, batch_size=BATCH, **kw
+    ),
+}
+
+
+def _filled(algo: str, **cfg):
+    agent = make_agent(algo, CONFIGS[algo](**cfg), OBS_DIMS, NUM_ACTIONS, DEVICE, seed=0)
+    buffer = DeviceReplayBuffer(
+        NUM_ENVS, 32, OBS_DIMS, NUM_ACTIONS, DEVICE, agent.cfg.n_step, agent.cfg.gamma
+    )
+    g = torch.Generator(device=DEVICE)
+    g.manual_seed(1)
+    for _ in range(20):
+        obs = {k: torch.randn(NUM_ENVS, d, device=DEVICE, generator=g) for k, d in OBS_DIMS.items()}
+        next_obs = {k: torch.randn(NUM_ENVS, d, device=DEVICE, generator=g) for k, d in OBS_DIMS.items()}
+        done = torch.rand(NUM_ENVS, device=DEVICE, generator=g) < 0.05
+        valid = torch.rand(NUM_ENVS, device=DEVICE, generator=g) < 0.95
+        reward = torch.randn(NUM_ENVS, device=DEVICE, generator=g)
+        buffer.add(obs, agent.act(obs), reward, next_obs, done, torch.zeros_like(done), valid)
+    return agent, buffer
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+@pytest.mark.parametrize("algo", ["sac", "flashsac"])
+def test_graph_replayed_updates_match_eager_updates(algo, bf16):
+    agent, buffer = _filled(algo, bf16_autocast=bf16)
+    agent.capture_update(lambda generator: buffer.sample(BATCH, generator))
+    assert agent.update_graph_enabled, agent.update_fallback_reason
+    assert agent.update_fallback_reason == ""
+    start = agent.state_dict()
+    for _ in range(4):  # covers both graph variants for flashsac (actor every 2nd update)
+        agent.replay_update()
+    torch.cuda.synchronize()
+    graph_params = [
+        p.detach().clone() for p in [*agent.actor.parameters(), *agent.critic_target.parameters()]
+    ]
+    graph_losses = {k: v.clone() for k, v in agent.losses().items()}
+
+    agent.load_state_dict(start)  # in place: the captured graphs stay valid
+    agent.update_graph_enabled = False  # same schedule and samples, eager kernels
+    for _ in range(4):
+        agent.replay_update()
+    agent.update_graph_enabled = True
+    eager_params = [p.detach() for p in [*agent.actor.parameters(), *agent.critic_target.parameters()]]
+    tol = dict(rtol=2e-2, atol=2e-3) if bf16 else dict(rtol=1e-3, atol=1e-4)  # scatter-add order differs
+    for graph_p, eager_p in zip(graph_params, eager_params):
+        torch.testing.assert_close(graph_p, eager_p, **tol)
+    for name, value in graph_losses.items():
+        torch.testing.assert_close(agent.losses()[name], value, **tol, msg=name)
+    agent.replay_update()  # and the graph still replays after the in-place load
+    assert torch.isfinite(agent.losses()["critic_loss"])
+
+
+@pytest.mark.parametrize("algo", ["sac", "flashsac"])
+def test_act_captures_in_a_graph_with_the_agent_generator(algo):
+    agent, _ = _filled(algo)
+    obs = {k: torch.randn(NUM_ENVS, d, device=DEVICE) for k, d in OBS_DIMS.items()}
+    agent.act(obs)  # eager warm-up allocates flashsac's held-noise buffers
+    state = agent.state_dict()
+    eager = [agent.act(obs).clone() for _ in range(5)]
+    agent.load_state_dict(state)
+    graph = torch.cuda.CUDAGraph()
+    graph.register_generator_state(agent.rng)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        agent.act(obs)  # warm-up inside the stream (consumes one step of the stream)
+    torch.cuda.current_stream().wait_stream(side)
+    agent.load_state_dict(state)
+    with torch.cuda.graph(graph):
+        actions = agent.act(obs)
+    replayed = []
+    for _ in range(5):
+        graph.replay()
+        replayed.append(actions.clone())
+    for a, b in zip(eager, replayed):
+        torch.testing.assert_close(a, b)
+
+
+def test_replay_add_and_sample_capture_in_a_graph():
+    eager = DeviceReplayBuffer(64, 8, OBS_DIMS, NUM_ACTIONS, DEVICE, n_step=3, gamma=0.9)
+    captured = DeviceReplayBuffer(64, 8, OBS_DIMS, NUM_ACTIONS, DEVICE, n_step=3, gamma=0.9)
+    static = {
+        "obs": {k: torch.zeros(64, d, device=DEVICE) for k, d in OBS_DIMS.items()},
+        "next_obs": {k: torch.zeros(64, d, device=DEVICE) for k, d in OBS_DIMS.items()},
+        "action": torch.zeros(64, NUM_ACTIONS, device=DEVICE),
+        "reward": torch.zeros(64, device=DEVICE),
+        "terminated": torch.zeros(64, dtype=torch.bool, device=DEVICE),
+        "truncated": torch.zeros(64, dtype=torch.bool, device=DEVICE),
+        "valid": torch.ones(64, dtype=torch.bool, device=DEVICE),
+    }
+    graph = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # capture needs a side-stream warm-up; undo its write afterwards
+        captured.add(**static)
+    torch.cuda.current_stream().wait_stream(side)
+    captured.cursor.zero_()
+    captured.rows_written.zero_()
+    captured.valid.zero_()
+    captured.running_return.zero_()
+    captured.return_count.zero_()
+    captured.return_var.fill_(1.0)
+    captured.return_mean.zero_()
+    with torch.cuda.graph(graph):
+        captured.add(**static)
+    g = torch.Generator(device=DEVICE)
+    g.manual_seed(0)
+    for step in range(11):  # wraps the 8-row ring
+        for group in OBS_DIMS:
+            static["obs"][group].normal_(generator=g)
+            static["next_obs"][group].normal_(generator=g)
+        static["action"].uniform_(-1, 1, generator=g)
+        static["reward"].normal_(generator=g)
+        static["terminated"].copy_(torch.rand(64, device=DEVICE, generator=g) < 0.1)
+        static["truncated"].copy_(torch.rand(64, device=DEVICE, generator=g) < 0.1)
+        static["valid"].copy_(torch.rand(64, device=DEVICE, generator=g) < 0.9)
+        eager.add(**static)
+        graph.replay()
+        assert captured.cursor.item() == eager.cursor.item() == (step + 1) % 8
+    for name in ("action", "reward", "terminated", "truncated", "valid"):
+        assert torch.equal(getattr(captured, name), getattr(eager, name)), name
+    torch.testing.assert_close(captured.return_var, eager.return_var)
+    ga, gb = torch.Generator(device=DEVICE), torch.Generator(device=DEVICE)
+    ga.manual_seed(5)
+    gb.manual_seed(5)
+    a, b = eager.sample(1000, ga), captured.sample(1000, gb)
+    assert torch.equal(a.reward, b.reward) and torch.equal(a.next_obs["critic"], b.next_obs["critic"])

@@ -1,0 +1,120 @@
+"""SAC (FastSAC-style) update: loss signs, temperature direction, target soft update."""
+
+import itertools
+
+import pytest
+import torch
+
+from trainrt.algos import SacConfig, make_agent
+from trainrt.algos.distributional import expected_value
+from trainrt.replay import Batch
+
+OBS_DIMS = {"policy": 6, "critic": 9}
+NUM_ACTIONS = 3
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny networks run fastest single-threaded; oversubscribed cores make them crawl."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _config(**overrides) -> SacConfig:
+    small = dict(
+        actor_hidden_dim=32, critic_hidden_dim=64, num_atoms=21, v_min=-5.0, v_max=5.0, batch_size=64
+    )
+    return SacConfig(**(small | overrides))
+
+
+def _fixed_batch(batch_size: int = 64, seed: int = 0) -> Batch:
+    g = torch.Generator().manual_seed(seed)
+    obs = {k: torch.randn(batch_size, d, generator=g) for k, d in OBS_DIMS.items()}
+    next_obs = {k: torch.randn(batch_size, d, generator=g) for k, d in OBS_DIMS.items()}
+    action = torch.rand(batch_size, NUM_ACTIONS, generator=g) * 2 - 1
+    return Batch(
+        obs=obs,
+        action=action,
+        reward=-(action - 0.3).square().sum(-1),
+        next_obs=next_obs,
+        bootstrap=(torch.rand(batch_size, generator=g) > 0.1).float(),
+        discount=torch.full((batch_size,), 0.97),
+    )
+
+
+def _q_of_policy(agent, batch: Batch) -> float:
+    with torch.no_grad():
+        action = agent.act(batch.obs, deterministic=True)
+        critic_obs = agent.critic_obs_normalizer(batch.obs["critic"])
+        probs = torch.softmax(agent.critic(critic_obs, action), -1)
+        return expected_value(probs, agent.support).mean().item()
+
+
+def test_critic_loss_decreases_on_a_fixed_batch():
+    agent = make_agent("sac", _config(critic_lr=2e-3), OBS_DIMS, NUM_ACTIONS, "cpu", seed=0)
+    batch = _fixed_batch()
+    batch.bootstrap.zero_()  # terminal targets: a fixed two-atom distribution the critic can fit
+    agent.update(batch)
+    first = agent.losses()["critic_loss"].item()
+    for _ in range(30):
+        agent.update(batch)
+    assert agent.losses()["critic_loss"].item() < 0.7 * first
+
+
+def test_actor_step_increases_q_under_a_fixed_critic():
+    cfg = _config(critic_lr=1e-12, autotune_alpha=False, alpha_init=1e-4, actor_lr=1e-3)
+    agent = make_agent("sac", cfg, OBS_DIMS, NUM_ACTIONS, "cpu", seed=1)
+    batch = _fixed_batch()
+    agent.update(batch)  # normalizer statistics settle on this batch
+    before = _q_of_policy(agent, batch)
+    for _ in range(40):
+        agent.update(batch)
+    assert _q_of_policy(agent, batch) > before + 1e-3
+
+
+def test_temperature_moves_toward_the_target_entropy():
+    batch = _fixed_batch()
+    low = make_agent("sac", _config(target_entropy_per_action=-20.0), OBS_DIMS, NUM_ACTIONS, "cpu", seed=2)
+    high = make_agent("sac", _config(target_entropy_per_action=20.0), OBS_DIMS, NUM_ACTIONS, "cpu", seed=2)
+    alpha0 = low.log_alpha.exp().item()
+    for _ in range(5):
+        low.update(batch)
+        high.update(batch)
+    assert low.log_alpha.exp().item() < alpha0  # entropy above a very low target: less bonus
+    assert high.log_alpha.exp().item() > alpha0  # entropy below an unreachable target: more bonus
+    assert high.losses()["alpha"].item() == high.log_alpha.exp().item()
+
+
+def test_fixed_temperature_stays_put():
+    agent = make_agent("sac", _config(autotune_alpha=False), OBS_DIMS, NUM_ACTIONS, "cpu", seed=2)
+    value = agent.log_alpha.item()
+    agent.update(_fixed_batch())
+    assert agent.log_alpha.item() == value
+
+
+def test_target_critic_is_a_soft_copy_after_each_update():
+    tau = 0.2
+    agent = make_agent("sac", _config(tau=tau), OBS_DIMS, NUM_ACTIONS, "cpu", seed=3)
+    for online, target in zip(agent.critic.parameters(), agent.critic_target.parameters()):
+        torch.testing.assert_close(online, target)  # starts as an exact copy
+    batch = _fixed_batch()
+    agent.update(batch)
+    before = [p.detach().clone() for p in agent.critic_target.parameters()]
+    agent.update(batch)
+    for old, new, online in zip(before, agent.critic_target.parameters(), agent.critic.parameters()):
+        torch.testing.assert_close(new, (1 - tau) * old + tau * online, rtol=1e-6, atol=1e-7)
+    assert not any(p.requires_grad for p in agent.critic_target.parameters())
+
+
+def test_delayed_actor_updates_follow_the_period():
+    agent = make_agent("sac", _config(actor_update_period=3), OBS_DIMS, NUM_ACTIONS, "cpu", seed=4)
+    batch = _fixed_batch()
+    snapshots = []
+    for _ in range(4):
+        snapshots.append([p.detach().clone() for p in agent.actor.parameters()])
+        agent.update(batch)
+    snapshots.append([p.detach().clone() for p in agent.actor.parameters()])
+    changed = [any(not torch.equal(a, b) for a, b in zip(s, t)) for s, t in itertools.pairwise(snapshots)]
+    assert changed == [True, False, False, True]

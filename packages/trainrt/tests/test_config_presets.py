@@ -1,0 +1,101 @@
+"""Presets and the config schema: canonical values, the CPU demo, strictness, JSON round trip."""
+
+import pytest
+from pydantic import ValidationError
+
+from trainrt.algos import FlashSacConfig, SacConfig
+from trainrt.config import PRESETS, TrainConfig, cpu_demo_preset, preset
+
+
+def test_every_algo_task_pair_has_a_preset():
+    assert set(PRESETS) == {
+        ("sac", "g1_walk_flat"),
+        ("sac", "g1_motion_tracking"),
+        ("flashsac", "g1_walk_flat"),
+        ("flashsac", "g1_motion_tracking"),
+    }
+    for (algo, task), factory in PRESETS.items():
+        cfg = factory()
+        assert (cfg.algo.name, cfg.task.name) == (algo, task)
+
+
+def test_canonical_sac_walk_preset_values():
+    cfg = preset("sac", "g1_walk_flat")
+    assert isinstance(cfg.algo.params, SacConfig)
+    assert cfg.algo.num_envs == 2048
+    assert cfg.sim.backend == "mjwarp" and cfg.sim.device is None
+    assert cfg.algo.steps_per_iteration == 8
+    assert cfg.algo.params.updates_per_iteration == 8
+    assert cfg.algo.params.batch_size == 8192
+    assert cfg.algo.params.buffer_size_per_env == 1024
+    assert cfg.algo.params.gamma == pytest.approx(0.97)
+    assert cfg.algo.params.n_step == 1
+    assert cfg.algo.params.tau == pytest.approx(0.1)
+    assert cfg.algo.params.actor_lr == pytest.approx(3e-4) and cfg.algo.params.critic_lr == pytest.approx(
+        3e-4
+    )
+    assert cfg.training.cuda_graph is True
+    assert cfg.training.collector_steps_per_replay == 4
+    assert cfg.training.tail_window == 100
+
+
+def test_canonical_flashsac_tracking_preset_values():
+    cfg = preset("flashsac", "g1_motion_tracking")
+    assert isinstance(cfg.algo.params, FlashSacConfig)
+    assert cfg.algo.num_envs == 2048
+    assert cfg.sim.backend == "mjwarp"
+    assert cfg.algo.params.batch_size == 8192
+    assert cfg.algo.params.updates_per_iteration == 8
+    assert cfg.algo.params.buffer_size_per_env == 4096
+    assert cfg.algo.params.gamma == pytest.approx(0.99)
+    assert cfg.algo.params.n_step == 3
+    assert cfg.algo.params.tau == pytest.approx(0.01)
+
+
+@pytest.mark.parametrize(("algo", "task"), list(PRESETS))
+def test_gpu_presets_do_one_update_per_vector_step(algo, task):
+    cfg = preset(algo, task)
+    assert cfg.algo.params.updates_per_iteration == cfg.algo.steps_per_iteration
+    assert cfg.algo.steps_per_iteration % cfg.training.collector_steps_per_replay == 0
+
+
+@pytest.mark.parametrize(("algo", "task"), list(PRESETS))
+def test_cpu_demo_is_small_and_on_the_cpu(algo, task):
+    demo = cpu_demo_preset(algo, task)
+    canonical = preset(algo, task)
+    assert demo.algo.num_envs < canonical.algo.num_envs
+    assert demo.algo.params.batch_size < canonical.algo.params.batch_size
+    assert demo.algo.params.actor_hidden_dim < canonical.algo.params.actor_hidden_dim
+    assert demo.sim.device == "cpu"
+    assert demo.sim.backend == "mujoco"
+    assert demo.algo.params.bf16_autocast is False
+    # same learning target as the canonical preset
+    assert demo.algo.params.gamma == canonical.algo.params.gamma
+    assert demo.task == canonical.task
+
+
+def test_unknown_pair_names_the_valid_ones():
+    with pytest.raises(ValueError, match="valid: sac/g1_walk_flat"):
+        preset("ppo", "g1_walk_flat")
+
+
+def test_config_round_trips_through_json():
+    for factory in PRESETS.values():
+        cfg = factory()
+        assert TrainConfig.model_validate_json(cfg.model_dump_json()) == cfg
+
+
+@pytest.mark.parametrize("section", ["algo", "task", "sim", "training"])
+def test_every_section_forbids_unknown_fields(section):
+    data = preset("sac", "g1_walk_flat").model_dump()
+    data[section]["surprise"] = 1
+    with pytest.raises(ValidationError, match="surprise"):
+        TrainConfig.model_validate(data)
+
+
+def test_algo_name_selects_the_params_model():
+    data = preset("sac", "g1_walk_flat").model_dump()
+    data["algo"]["name"] = "flashsac"
+    # SAC-only parameters are not FlashSAC parameters
+    with pytest.raises(ValidationError, match="autotune_alpha"):
+        TrainConfig.model_validate(data)

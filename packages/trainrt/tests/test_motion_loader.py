@@ -1,0 +1,255 @@
+"""Motion loader: both file formats give the same clip, FK targets equal MuJoCo's, malformed input fails clearly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+
+import simcore
+from trainrt.motion import holosoma_to_beyondmimic, load_motion, read_motion_arrays
+
+CLIP_NAME = "sub3_largebox_003_mj.npz"
+TENSOR_FIELDS = (
+    "joint_pos", "joint_vel", "root_pos_w", "root_quat_w", "root_lin_vel_w", "root_ang_vel_w",
+    "body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w",
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def model() -> mujoco.MjModel:
+    try:
+        return simcore.load_g1()
+    except FileNotFoundError as err:
+        pytest.skip(f"G1 assets missing: {err}")
+
+
+@pytest.fixture(scope="module")
+def clip_path(model) -> Path:
+    paths = [p for p in simcore.g1_asset_paths().motion_files if p.name == CLIP_NAME]
+    if not paths:
+        pytest.skip(f"motion clip {CLIP_NAME} missing from the G1 assets")
+    return paths[0]
+
+
+@pytest.fixture(scope="module")
+def holosoma(clip_path) -> dict[str, np.ndarray]:
+    """The first 40 frames of the holosoma clip (keeps FK in the tests quick)."""
+    arrays = read_motion_arrays(clip_path)
+    for key in ("joint_pos", "joint_vel", "body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w"):
+        arrays[key] = arrays[key][:40]
+    return arrays
+
+
+def _assert_same_clip(a, b, atol: float) -> None:
+    assert a.joint_names == b.joint_names and a.body_names == b.body_names and a.fps == b.fps
+    for name in TENSOR_FIELDS:
+        torch.testing.assert_close(getattr(a, name), getattr(b, name), atol=atol, rtol=0, msg=name)
+
+
+def test_holosoma_file_loads_onto_model_order(model, clip_path):
+    clip = load_motion(clip_path, model, dtype=torch.float64)
+    raw = np.load(clip_path)
+    assert clip.source_format == "holosoma"
+    assert clip.fps == 50.0 and clip.num_frames == raw["joint_pos"].shape[0]
+    assert clip.joint_names == simcore.G1_JOINT_NAMES
+    assert clip.body_names[0] == "pelvis" and len(clip.body_names) == model.nbody - 1
+    names = list(raw["joint_names"])
+    col = names.index("left_knee_joint")
+    np.testing.assert_allclose(
+        clip.joint_pos[:, clip.joint_names.index("left_knee_joint")], raw["joint_pos"][:, 7 + col]
+    )
+    np.testing.assert_allclose(clip.root_pos_w.numpy(), raw["joint_pos"][:, :3])
+
+
+def test_beyondmimic_conversion_loads_to_the_same_targets(model, holosoma, tmp_path):
+    converted = holosoma_to_beyondmimic(holosoma, model)
+    assert converted["joint_pos"].shape == (40, 29) and converted["body_pos_w"].shape == (
+        40,
+        model.nbody - 1,
+        3,
+    )
+    assert "joint_names" not in converted  # BeyondMimic files carry none: model order is assumed
+    path = tmp_path / "clip_bm.npz"
+    np.savez(path, **converted)
+    from_holosoma = load_motion(holosoma, model, dtype=torch.float64)
+    from_beyondmimic = load_motion(path, model, dtype=torch.float64)
+    assert from_beyondmimic.source_format == "beyondmimic"
+    _assert_same_clip(from_holosoma, from_beyondmimic, atol=1e-9)
+
+
+def test_beyondmimic_joints_are_mapped_by_name(model, holosoma):
+    converted = holosoma_to_beyondmimic(holosoma, model)
+    order = np.random.default_rng(0).permutation(29)
+    shuffled = dict(converted)
+    shuffled["joint_names"] = np.array(simcore.G1_JOINT_NAMES)[order]
+    shuffled["joint_pos"] = converted["joint_pos"][:, order]
+    shuffled["joint_vel"] = converted["joint_vel"][:, order]
+    _assert_same_clip(load_motion(converted, model), load_motion(shuffled, model), atol=1e-6)
+
+
+def test_fk_of_frame_zero_equals_a_mujoco_forward(model, holosoma):
+    clip = load_motion(holosoma, model, dtype=torch.float64)
+    data = mujoco.MjData(model)
+    data.qpos[:] = holosoma["joint_pos"][0]
+    data.qvel[:] = holosoma["joint_vel"][0]
+    mujoco.mj_forward(model, data)
+    velocity = np.zeros(6)
+    for i, name in enumerate(clip.body_names):
+        body = model.body(name).id
+        np.testing.assert_allclose(clip.body_pos_w[0, i].numpy(), data.xpos[body], atol=1e-12)
+        np.testing.assert_allclose(clip.body_quat_w[0, i].numpy(), data.xquat[body], atol=1e-12)
+        mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_XBODY, body, velocity, 0)
+        np.testing.assert_allclose(clip.body_ang_vel_w[0, i].numpy(), velocity[:3], atol=1e-10)
+        np.testing.assert_allclose(clip.body_lin_vel_w[0, i].numpy(), velocity[3:], atol=1e-10)
+    # The root's world-frame velocity is the free joint's: linear as is, angular rotated out of the root frame.
+    np.testing.assert_allclose(clip.root_lin_vel_w[0].numpy(), data.qvel[:3], atol=1e-12)
+    np.testing.assert_allclose(clip.body_ang_vel_w[0, 0].numpy(), clip.root_ang_vel_w[0].numpy(), atol=1e-12)
+
+
+def test_fk_targets_equal_what_the_mujoco_backend_reads(model, holosoma):
+    """The clip's targets are in the same convention as the env's read plan (body origin velocities)."""
+    clip = load_motion(holosoma, model, body_names=("pelvis", "torso_link", "left_wrist_yaw_link"))
+    backend = simcore.make_backend("mujoco", model, simcore.SimConfig(num_envs=1))
+    plan = backend.read_plan(bodies=clip.body_names)
+    spec = backend.reset_spec(["qpos", "qvel"])
+    payload = spec.new_payload()
+    payload["qpos"][0] = torch.as_tensor(holosoma["joint_pos"][5])
+    payload["qvel"][0] = torch.as_tensor(holosoma["joint_vel"][5])
+    backend.reset(torch.ones(1, dtype=torch.bool), payload, spec)
+    for name in ("body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w"):
+        torch.testing.assert_close(getattr(plan, name)[0].float(), getattr(clip, name)[5], atol=1e-5, rtol=0)
+
+
+def test_resampling_to_a_lower_rate_keeps_every_other_frame(model, holosoma):
+    full = load_motion(holosoma, model, dtype=torch.float64)
+    half = load_motion(holosoma, model, target_fps=25.0, dtype=torch.float64)
+    assert half.fps == 25.0 and half.num_frames == 20
+    torch.testing.assert_close(half.joint_pos, full.joint_pos[::2])
+    torch.testing.assert_close(half.body_pos_w, full.body_pos_w[::2])
+    torch.testing.assert_close(half.root_quat_w, full.root_quat_w[::2])
+
+
+def test_clip_to_moves_every_tensor(model, holosoma):
+    clip = load_motion(holosoma, model, body_names=("pelvis",)).to(dtype=torch.float64)
+    assert all(getattr(clip, name).dtype == torch.float64 for name in TENSOR_FIELDS)
+    assert clip.body_index("pelvis") == 0
+    with pytest.raises(ValueError, match="not in the motion clip"):
+        clip.body_index("torso_link")
+
+
+# --- malformed input --------------------------------------------------------------------------------------------
+
+
+def _holosoma_with(holosoma: dict, **changes) -> dict:
+    arrays = {k: v.copy() for k, v in holosoma.items()}
+    for key, value in changes.items():
+        if value is None:
+            arrays.pop(key)
+        else:
+            arrays[key] = value
+    return arrays
+
+
+def _with_nan(array: np.ndarray, frame: int) -> np.ndarray:
+    out = array.copy()
+    out[frame, 9] = np.nan
+    return out
+
+
+@pytest.mark.parametrize(
+    ("case", "pattern"),
+    [
+        ("missing_joint", r"lacks joints of the training model: \['left_knee_joint'\]"),
+        ("missing_joint_vel", r"missing fields \['joint_vel'\]"),
+        ("joint_vel_rows", r"'joint_vel' has shape \(39, 35\), expected \(40, 35\)"),
+        ("joint_pos_1d", r"'joint_pos' must be \(T, columns\)"),
+        ("joint_pos_width", r"'joint_pos' has 30 columns"),
+        ("fps_zero", r"'fps' must be a positive finite number, got 0.0"),
+        ("fps_negative", r"'fps' must be a positive finite number, got -50.0"),
+        ("fps_nan", r"'fps' must be a positive finite number, got nan"),
+        ("fps_two", r"'fps' must be one number"),
+        ("nan_joint_pos", r"'joint_pos' has NaN or infinite values \(first at frame 7\)"),
+        ("inf_joint_vel", r"'joint_vel' has NaN or infinite values \(first at frame 3\)"),
+        ("zero_quat", r"non-unit quaternions \(first at frame 2\)"),
+        ("one_frame", r"at least 2 frames"),
+        ("duplicate_names", r"'joint_names' has duplicates"),
+        ("missing_joint_names", r"the holosoma layout\) but no 'joint_names' field"),
+    ],
+)
+def test_malformed_holosoma_fails_with_a_clear_message(model, holosoma, case, pattern):
+    jp, jv, names = holosoma["joint_pos"], holosoma["joint_vel"], holosoma["joint_names"]
+    knee = list(names).index("left_knee_joint")
+    keep = [i for i in range(len(names)) if i != knee]
+    zero_quat = jp.copy()
+    zero_quat[2, 3:7] = 0.0
+    inf_vel = jv.copy()
+    inf_vel[3, 0] = np.inf
+    dup = names.copy()
+    dup[1] = dup[0]
+    cases = {
+        "missing_joint": {
+            "joint_names": names[keep],
+            "joint_pos": np.concatenate([jp[:, :7], jp[:, 7:][:, keep]], axis=1),
+            "joint_vel": np.concatenate([jv[:, :6], jv[:, 6:][:, keep]], axis=1),
+        },
+        "missing_joint_vel": {"joint_vel": None},
+        "joint_vel_rows": {"joint_vel": jv[:39]},
+        "joint_pos_1d": {"joint_pos": jp[:, 0]},
+        "joint_pos_width": {"joint_pos": jp[:, :30]},
+        "fps_zero": {"fps": np.array([0])},
+        "fps_negative": {"fps": np.array([-50.0])},
+        "fps_nan": {"fps": np.array([np.nan])},
+        "fps_two": {"fps": np.array([50, 50])},
+        "nan_joint_pos": {"joint_pos": _with_nan(jp, 7)},
+        "inf_joint_vel": {"joint_vel": inf_vel},
+        "zero_quat": {"joint_pos": zero_quat},
+        "one_frame": {"joint_pos": jp[:1], "joint_vel": jv[:1]},
+        "duplicate_names": {"joint_names": dup},
+        "missing_joint_names": {"joint_names": None},
+    }
+    with pytest.raises(ValueError, match=pattern):
+        load_motion(_holosoma_with(holosoma, **cases[case]), model)
+
+
+@pytest.mark.parametrize(
+    ("case", "pattern"),
+    [
+        ("missing_body_quat", r"beyondmimic motion is missing fields \['body_quat_w'\]"),
+        ("body_pos_last_dim", r"'body_pos_w' has shape \(40, 32, 2\), expected \(40, \*, 3\)"),
+        ("body_quat_bodies", r"'body_quat_w' has shape \(40, 31, 4\), expected \(40, 32, 4\)"),
+        ("nan_body_lin_vel", r"'body_lin_vel_w' has NaN"),
+        ("joint_names_mismatch", r"'joint_pos' has 29 columns; expected 7 \+ 28"),
+    ],
+)
+def test_malformed_beyondmimic_fails_with_a_clear_message(model, holosoma, case, pattern):
+    bm = holosoma_to_beyondmimic(holosoma, model)
+    nan_vel = bm["body_lin_vel_w"].copy()
+    nan_vel[4, 0, 0] = np.nan
+    cases = {
+        "missing_body_quat": {"body_quat_w": None},
+        "body_pos_last_dim": {"body_pos_w": bm["body_pos_w"][..., :2]},
+        "body_quat_bodies": {"body_quat_w": bm["body_quat_w"][:, :31]},
+        "nan_body_lin_vel": {"body_lin_vel_w": nan_vel},
+        "joint_names_mismatch": {"joint_names": np.array(simcore.G1_JOINT_NAMES[:28])},
+    }
+    with pytest.raises(ValueError, match=pattern):
+        load_motion(_holosoma_with(bm, **cases[case]), model)
+
+
+def test_missing_or_unreadable_files_and_bad_arguments(model, holosoma, tmp_path):
+    with pytest.raises(FileNotFoundError, match="motion file not found"):
+        load_motion(tmp_path / "nope.npz", model)
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"not a zip file")
+    with pytest.raises(ValueError, match=r"not a readable \.npz motion file"):
+        load_motion(bad, model)
+    with pytest.raises(ValueError, match=r"unknown body names \['no_such_body'\]"):
+        load_motion(holosoma, model, body_names=("pelvis", "no_such_body"))
+    with pytest.raises(ValueError, match="target_fps must be a positive finite number"):
+        load_motion(holosoma, model, target_fps=0.0)
+    with pytest.raises(ValueError, match="needs a holosoma motion"):
+        holosoma_to_beyondmimic(holosoma_to_beyondmimic(holosoma, model), model)

@@ -1,0 +1,245 @@
+"""End to end on the CPU: a tiny training run writes a valid summary and checkpoints, resumes, and records
+interruptions and failures (mujoco backend, 2 envs, tiny networks)."""
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from trainrt.config import TrainConfig, apply_overrides, cpu_demo_preset
+from trainrt.runner import OffPolicyRunner, load_run_summary
+from trainrt.runner import off_policy_runner as runner_module
+from trainrt.runner.checkpoint import checkpoint_path, load_checkpoint
+from trainrt.runner.collector import Collector
+from trainrt.runner.manifest import load_resolved_config
+from trainrt.runner.summary import TailThroughput
+
+TINY = [
+    "algo.num_envs=2",
+    "algo.max_iterations=2",
+    "algo.steps_per_iteration=2",
+    "algo.params.batch_size=8",
+    "algo.params.updates_per_iteration=1",
+    "algo.params.buffer_size_per_env=16",
+    "algo.params.learning_starts=2",
+    "training.play_steps=3",
+    "training.checkpoint_every=1",
+]
+
+
+def tiny_config(run_dir, algo="sac", task="g1_walk_flat", *extra) -> TrainConfig:
+    """A seconds-long run on the CPU MuJoCo backend."""
+    networks = (
+        ["algo.params.actor_hidden_dim=8", "algo.params.critic_hidden_dim=8"]
+        if algo == "sac"
+        else [
+            "algo.params.actor_hidden_dim=8",
+            "algo.params.critic_hidden_dim=8",
+            "algo.params.actor_num_blocks=1",
+            "algo.params.critic_num_blocks=1",
+        ]
+    )
+    return apply_overrides(
+        cpu_demo_preset(algo, task, "mujoco"), [*TINY, *networks, f"training.run_dir={run_dir}", *extra]
+    )
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    """One completed 2-iteration SAC run; tests copy it before changing it."""
+    run_dir = tmp_path_factory.mktemp("run") / "sac"
+    lines: list[str] = []
+    summary = OffPolicyRunner(tiny_config(run_dir), log=lines.append).run()
+    return run_dir, summary, lines
+
+
+def test_a_tiny_run_writes_a_valid_summary_and_checkpoints(trained_run):
+    run_dir, summary, _ = trained_run
+    loaded = load_run_summary(run_dir)
+    assert loaded == summary
+    assert loaded.status == "completed" and loaded.error is None
+    assert loaded.completed_iterations == 2
+    assert [it.iteration for it in loaded.iterations] == [1, 2]
+    assert loaded.total_env_steps == 2 * 2 * 2  # iterations * steps_per_iteration * num_envs
+    assert loaded.tail_iteration_count == 2
+    assert loaded.tail_env_steps_per_sec > 0
+    # warm-up (prefill of learning_starts vector steps) is counted apart from the iterations
+    assert loaded.warmup_env_steps >= 2 * 2
+    assert loaded.warmup_time_sec > 0
+    assert loaded.collector_graph["graph_enabled"] is False
+    assert loaded.collector_graph["eager_fallback_reason"] == "cpu device"
+    assert loaded.learner_graph["update_graph_enabled"] is False
+    assert loaded.backend_diagnostics["backend"] == "mujoco"
+    assert loaded.evaluation is not None and loaded.evaluation["num_steps"] == 3
+    assert loaded.onnx_path is not None
+    assert set(loaded.versions) >= {"torch", "warp-lang", "mujoco", "mujoco-warp"}
+    assert torch.__version__.startswith(loaded.versions["torch"])
+    for iteration in (1, 2):
+        assert checkpoint_path(run_dir, iteration).is_file()
+    assert loaded.checkpoint_path == str(checkpoint_path(run_dir, 2))
+
+
+def test_the_resolved_config_is_in_the_run_directory(trained_run):
+    run_dir, _, _ = trained_run
+    assert load_resolved_config(run_dir) == tiny_config(run_dir)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["device"] == "cpu"
+
+
+def test_console_blocks_and_output_locations_are_logged(trained_run):
+    run_dir, _, lines = trained_run
+    text = "\n".join(lines)
+    assert "iteration 1/2" in text and "iteration 2/2" in text
+    assert "env steps/s" in text and "collect" in text and "Loss/critic_loss" in text
+    assert f"run directory: {run_dir.resolve()}" in text
+    assert "run_summary.json" in text and "ckpt_000002.pt" in text
+
+
+def test_tensorboard_scalars_use_the_tag_groups(trained_run):
+    event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    run_dir, _, _ = trained_run
+    accumulator = event_accumulator.EventAccumulator(str(run_dir / "tensorboard"))
+    accumulator.Reload()
+    tags = accumulator.Tags()["scalars"]
+    for group in ("Loss/", "Perf/", "Train/", "Episode/"):
+        assert any(tag.startswith(group) for tag in tags), (group, tags)
+    assert [event.step for event in accumulator.Scalars("Perf/env_steps_per_sec")] == [1, 2]
+
+
+def test_checkpoint_holds_what_resume_and_export_need(trained_run):
+    run_dir, _, _ = trained_run
+    data = load_checkpoint(run_dir)
+    assert data["iteration"] == 2
+    assert {"actor", "critic", "actor_optimizer", "critic_optimizer", "actor_obs_normalizer"} <= set(
+        data["agent"]
+    )
+    assert "env" in data["rng"] and "torch_cpu" in data["rng"]
+    assert len(data["timings"]) == 2
+    assert data["env_meta"]["num_actions"] == 29
+    assert "policy" in data["env_meta"]["observation_terms"]
+
+
+def test_resume_continues_the_iteration_count(trained_run, tmp_path):
+    run_dir, first, _ = trained_run
+    copy = tmp_path / "resumed"
+    shutil.copytree(run_dir, copy)
+    cfg = tiny_config(copy, "sac", "g1_walk_flat", "algo.max_iterations=3", f"training.resume={copy}")
+    summary = OffPolicyRunner(cfg, log=lambda line: None).run()
+    assert summary.status == "completed"
+    assert summary.resumed_from_iteration == 2
+    assert summary.completed_iterations == 3
+    assert [it.iteration for it in summary.iterations] == [1, 2, 3]
+    # the first two iterations' timings are carried over from the checkpoint; the checkpoint was written
+    # during iteration 2, so its copy of iteration 2's wall time stops short of the write itself
+    assert summary.iterations[0] == first.iterations[0]
+    carried, original = summary.iterations[1], first.iterations[1]
+    assert carried.model_dump(exclude={"wall_time_sec"}) == original.model_dump(exclude={"wall_time_sec"})
+    assert carried.wall_time_sec <= original.wall_time_sec
+    assert load_checkpoint(copy)["iteration"] == 3
+
+
+def test_resume_refuses_a_finished_run_or_another_algorithm_before_starting(trained_run, tmp_path):
+    run_dir, _, _ = trained_run
+    copy = tmp_path / "again"
+    shutil.copytree(run_dir, copy)
+    with pytest.raises(ValueError, match=r"raise algo.max_iterations"):
+        OffPolicyRunner(tiny_config(copy, "sac", "g1_walk_flat", f"training.resume={copy}"))
+    cfg = tiny_config(copy, "flashsac", "g1_walk_flat", f"training.resume={copy}", "algo.max_iterations=5")
+    with pytest.raises(ValueError, match="it trained algo 'sac'"):
+        OffPolicyRunner(cfg)
+    # the refused attempts did not touch the run they pointed at
+    assert load_run_summary(copy).status == "completed"
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        OffPolicyRunner(tiny_config(tmp_path / "new", "sac", "g1_walk_flat", f"training.resume={tmp_path}"))
+
+
+def test_ctrl_c_saves_a_checkpoint_and_an_interrupted_summary(tmp_path, monkeypatch):
+    real_collect = Collector.collect
+    calls = []
+
+    def collect_then_interrupt(self, num_steps):
+        calls.append(num_steps)
+        if len(calls) == 2:  # during iteration 2
+            raise KeyboardInterrupt
+        real_collect(self, num_steps)
+
+    monkeypatch.setattr(Collector, "collect", collect_then_interrupt)
+    cfg = tiny_config(
+        tmp_path / "run", "sac", "g1_walk_flat", "algo.max_iterations=3", "training.checkpoint_every=0"
+    )
+    with pytest.raises(KeyboardInterrupt):
+        OffPolicyRunner(cfg, log=lambda line: None).run()
+    summary = load_run_summary(tmp_path / "run")
+    assert summary.status == "interrupted"
+    assert summary.completed_iterations == 1
+    assert load_checkpoint(tmp_path / "run")["iteration"] == 1
+
+
+def test_an_exception_is_a_failed_run_with_the_error_text(tmp_path, monkeypatch):
+    def broken_collect(self, num_steps):
+        raise RuntimeError("physics exploded on purpose")
+
+    monkeypatch.setattr(Collector, "collect", broken_collect)
+    with pytest.raises(RuntimeError, match="exploded on purpose"):
+        OffPolicyRunner(tiny_config(tmp_path / "run"), log=lambda line: None).run()
+    summary = load_run_summary(tmp_path / "run")
+    assert summary.status == "failed"
+    assert "physics exploded on purpose" in summary.error
+    assert summary.completed_iterations == 0
+    assert (tmp_path / "run" / "config.json").is_file()
+
+
+def test_a_malformed_summary_makes_the_run_fail(tmp_path, monkeypatch):
+    real_tail = runner_module.tail_throughput
+
+    def wrong_tail(timings, window):
+        tail = real_tail(timings, window)
+        if not timings:
+            return tail
+        return TailThroughput(
+            env_steps_per_sec=tail.env_steps_per_sec * 2 + 1, iteration_count=tail.iteration_count
+        )
+
+    monkeypatch.setattr(runner_module, "tail_throughput", wrong_tail)
+    cfg = tiny_config(
+        tmp_path / "run", "sac", "g1_walk_flat", "training.no_play=true", "training.export_onnx=false"
+    )
+    with pytest.raises(RuntimeError, match="run summary failed validation"):
+        OffPolicyRunner(cfg, log=lambda line: None).run()
+    summary = load_run_summary(tmp_path / "run")
+    assert summary.status == "failed"
+    assert "tail_env_steps_per_sec" in summary.error
+
+
+def test_flashsac_motion_tracking_trains_end_to_end(tmp_path):
+    cfg = tiny_config(
+        tmp_path / "run",
+        "flashsac",
+        "g1_motion_tracking",
+        "training.no_play=true",
+        "algo.max_iterations=1",
+    )
+    summary = OffPolicyRunner(cfg, log=lambda line: None).run()
+    assert summary.status == "completed"
+    assert summary.completed_iterations == 1
+    assert summary.learner_graph["algo"] == "flashsac"
+    assert (tmp_path / "run" / "policy.onnx").is_file()
+
+
+def test_play_and_export_accept_a_checkpoint_from_another_device_type(trained_run, tmp_path):
+    from trainrt.runner.build import build_agent
+    from trainrt.runner.checkpoint import load_agent_weights
+
+    run_dir, _, _ = trained_run
+    data = load_checkpoint(run_dir)
+    # what a CUDA run leaves: 16-byte CUDA generator states, which a CPU generator cannot take
+    data["device"] = "cuda:0"
+    data["agent"]["rng_state"] = {
+        key: torch.zeros(16, dtype=torch.uint8) for key in data["agent"]["rng_state"]
+    }
+    cfg = load_resolved_config(run_dir)
+    agent = build_agent(cfg, data["env_meta"]["obs_dims"], data["env_meta"]["num_actions"], "cpu")
+    load_agent_weights(agent, data)
+    for name, tensor in agent.actor.state_dict().items():
+        assert torch.equal(tensor, data["agent"]["actor"][name]), name
