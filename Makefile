@@ -30,7 +30,7 @@ format: setup
 
 # The main job: train the default workload (SAC / g1_walk_flat) on the best device present.
 train: setup
-	$(UV) run --frozen trainrt train --algo sac --task g1_walk_flat --sim mjwarp $(ARGS)
+	$(UV) run --frozen trainrt train --algo sac --task g1_walk_flat $(ARGS)
 
 demo: setup
 	$(UV) run --frozen python -m simcore.demo

@@ -55,7 +55,9 @@ def test_scanner_catches_a_private_import(tmp_path):
     )
     problems = boundary_violations([planted])
     assert len(problems) == 3
-    assert "simcore._src.reset" in problems[0] and "mujoco_warp" in problems[1] and "not_a_name" in problems[2]
+    assert (
+        "simcore._src.reset" in problems[0] and "mujoco_warp" in problems[1] and "not_a_name" in problems[2]
+    )
 
 
 def test_simcore_never_imports_trainrt():

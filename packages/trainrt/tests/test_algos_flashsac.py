@@ -1,4 +1,4 @@
-"""FlashSAC specifics: unit-norm projection, held Zeta noise, BatchNorm modes, entropy target, reward scale."""
+"""FlashSAC: unit-norm projection, held Zeta noise, BatchNorm modes, entropy target, reward scale."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""CUDA-graph paths of the learner, the actor and the replay buffer agree with their eager paths (GPU only)."""
+"""CUDA-graph paths of the learner, the actor and the replay buffer match their eager paths (GPU)."""
 
 import pytest
 import torch

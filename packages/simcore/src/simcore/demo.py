@@ -44,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"backend={backend.name} device={backend.device} num_envs={num_envs} control_steps={steps}")
     print(f"graph_enabled={diag['graph_enabled']} eager_fallback_reason={diag['eager_fallback_reason']!r}")
     print(f"env steps/s: {num_envs * steps / elapsed:,.0f} ({elapsed / steps * 1e3:.2f} ms per control step)")
-    print(f"mean pelvis height after {steps * backend.control_dt:.1f} s: {backend.qpos[:, 2].mean().item():.3f} m")
+    print(
+        f"mean pelvis height after {steps * backend.control_dt:.1f} s: {backend.qpos[:, 2].mean().item():.3f} m"
+    )
     return 0
 
 

@@ -11,12 +11,14 @@ import numpy as np
 from simcore._src.assets import g1_asset_paths
 from simcore._src.model import PdGains, load_model, pd_gains_from_armature
 
-G1_JOINT_NAMES: tuple[str, ...] = tuple(
-    f"{side}_{j}_joint" for side in ("left", "right") for j in ("hip_pitch", "hip_roll", "hip_yaw", "knee", "ankle_pitch", "ankle_roll")
-) + ("waist_yaw_joint", "waist_roll_joint", "waist_pitch_joint") + tuple(
-    f"{side}_{j}_joint"
-    for side in ("left", "right")
-    for j in ("shoulder_pitch", "shoulder_roll", "shoulder_yaw", "elbow", "wrist_roll", "wrist_pitch", "wrist_yaw")
+_LEG = ("hip_pitch", "hip_roll", "hip_yaw", "knee", "ankle_pitch", "ankle_roll")
+_ARM = ("shoulder_pitch", "shoulder_roll", "shoulder_yaw", "elbow", "wrist_roll", "wrist_pitch", "wrist_yaw")
+G1_JOINT_NAMES: tuple[str, ...] = (
+    *(f"{side}_{j}_joint" for side in ("left", "right") for j in _LEG),
+    "waist_yaw_joint",
+    "waist_roll_joint",
+    "waist_pitch_joint",
+    *(f"{side}_{j}_joint" for side in ("left", "right") for j in _ARM),
 )
 """Joint names in actuator order (the order of ``ctrl`` and of ``qpos[7:]``)."""
 

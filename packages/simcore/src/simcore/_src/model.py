@@ -55,7 +55,9 @@ def pd_gains_from_armature(
     kp, kd, limit = np.zeros(model.nu), np.zeros(model.nu), np.zeros(model.nu)
     for i in range(model.nu):
         if model.actuator_trntype[i] != mujoco.mjtTrn.mjTRN_JOINT:
-            raise NotImplementedError(f"actuator {i} does not drive a joint; only joint actuators get PD gains")
+            raise NotImplementedError(
+                f"actuator {i} does not drive a joint; only joint actuators get PD gains"
+            )
         joint = model.actuator_trnid[i, 0]
         armature = float(model.dof_armature[model.jnt_dofadr[joint]])
         if armature <= 0:

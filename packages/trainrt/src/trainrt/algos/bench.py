@@ -71,6 +71,7 @@ def learner_benchmark(
         )
 
     def eager_update() -> None:
+        """One eager sample + update."""
         agent.update(buffer.sample(batch_size, agent.update_rng))
 
     for _ in range(warmup):

@@ -10,8 +10,9 @@ What makes it FlashSAC rather than plain SAC, in the order the code meets it:
   (expand 4x -> BatchNorm -> ReLU -> project back -> BatchNorm -> ReLU, plus the skip) and ends in an
   RMSNorm. BatchNorm runs in training mode inside updates and in eval mode (running statistics) for
   acting and export.
-- After every optimizer step each weight vector of a linear layer is re-projected to unit norm, and
-  each normalization layer's scale (with its shift, for BatchNorm) to norm sqrt(width).
+- After every optimizer step each weight vector of a linear layer is re-projected to unit norm (all
+  but the actor's output head, which sets the action scale), and each normalization layer's scale
+  (with its shift, for BatchNorm) to norm sqrt(width).
 - The critic is a twin categorical (C51) critic whose target uses the member with the lower
   expected value. Rewards are divided by an adaptive scale, max(std of the discounted return,
   max |return| / G_max), so normalized returns fit the fixed support [-G_max, G_max].
@@ -43,11 +44,12 @@ from trainrt.replay import Batch
 
 
 class FlashSacConfig(BaseModel):
-    """FlashSAC hyperparameters; defaults follow the paper's massively-parallel humanoid setting at 2048 envs."""
+    """FlashSAC hyperparameters; defaults: the authors' Isaac Lab setting, scaled to 2048 envs."""
 
     model_config = ConfigDict(extra="forbid")
 
-    # Networks (paper sizes for parallel-sim humanoids; blocks expand the width 4x internally).
+    # Networks: the authors' Isaac Lab sizes (blocks expand the width 4x internally). The learner graph
+    # replays in 5.5 ms per update at batch 8192 on an H200 with motion-tracking observation sizes.
     actor_hidden_dim: int = Field(128, ge=4)
     actor_num_blocks: int = Field(2, ge=0)
     critic_hidden_dim: int = Field(256, ge=4)
@@ -66,7 +68,7 @@ class FlashSacConfig(BaseModel):
     reward_scaling: bool = True
     normalized_return_max: float = Field(5.0, gt=0.0)
 
-    # Temporal difference: 3-step returns, slow target (paper).
+    # Temporal difference: 3-step returns and a slow target, as the authors' Isaac Lab setting.
     gamma: float = Field(0.99, gt=0.0, le=1.0)
     n_step: int = Field(3, ge=1)
     tau: float = Field(0.01, gt=0.0, le=1.0)
@@ -78,15 +80,16 @@ class FlashSacConfig(BaseModel):
     weight_decay: float = Field(0.0, ge=0.0)
     adam_betas: tuple[float, float] = (0.9, 0.999)
     # Large batch, few updates: 8192 per update and one update per 2048-env step replays each
-    # transition ~4 times, the paper's ratio (2 x 2048 per 1024-env step).
+    # transition ~4 times, the authors' Isaac Lab ratio (2 updates x 2048 per 1024-env step).
     batch_size: int = Field(8192, ge=1)
     updates_per_iteration: int = Field(1, ge=1)
-    # Delayed actor/temperature (paper: every 2nd critic update).
+    # Delayed actor/temperature: every 2nd critic update, as the authors.
     actor_update_period: int = Field(2, ge=1)
 
-    # Replay: a large buffer (paper: ~10M transitions); 4096 rows x 2048 envs = 8.4M.
+    # Replay: a large buffer (authors: 10M transitions); 4096 rows x 2048 envs = 8.4M (~30 GB with
+    # motion-tracking observation sizes, stored twice for obs and next_obs).
     buffer_size_per_env: int = Field(4096, ge=1)
-    # Vector env steps before the first update (~100k transitions at 2048 envs, as the paper).
+    # Vector env steps before the first update (~100k transitions at 2048 envs, as the authors).
     learning_starts: int = Field(50, ge=1)
 
     # Temperature: target entropy of a Gaussian with std 0.15 per action dimension (paper), unless
@@ -572,6 +575,6 @@ class FlashSacAgent(Agent):
 
     @cold_path
     def actor_for_export(self) -> nn.Module:
-        """Copy of normalizer + actor in fp32, BatchNorm on running statistics: raw obs (N, Dp) -> actions (N, A)."""
+        """Copy of normalizer + actor, fp32, BatchNorm on running stats: obs (N, Dp) -> actions (N, A)."""
         policy = _ExportedFlashSacPolicy(copy.deepcopy(self.actor_obs_normalizer), copy.deepcopy(self.actor))
         return policy.eval().requires_grad_(False)
