@@ -9,15 +9,17 @@ validation. The resolved config is written to ``<run_dir>/config.json``.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from trainrt.algos import FlashSacConfig, SacConfig
 
 AlgoName = Literal["sac", "flashsac"]
 TaskName = Literal["g1_walk_flat", "g1_motion_tracking"]
 SimBackendName = Literal["mujoco", "mjwarp"]
+_DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?")
 ALGO_NAMES: tuple[str, ...] = ("sac", "flashsac")
 TASK_NAMES: tuple[str, ...] = ("g1_walk_flat", "g1_motion_tracking")
 SIM_BACKEND_NAMES: tuple[str, ...] = ("mujoco", "mjwarp")
@@ -75,6 +77,13 @@ class SimSection(BaseModel):
     device: str | None = Field(None, description="torch device; None: cuda for mjwarp when present, else cpu")
     nconmax: int | None = Field(None, ge=1, description="contacts per world buffer (None: the task's value)")
     njmax: int | None = Field(None, ge=1, description="constraint rows per world (None: the task's value)")
+
+    @field_validator("device")
+    @classmethod
+    def _device_is_cpu_or_cuda(cls, value: str | None) -> str | None:
+        if value is not None and not _DEVICE_PATTERN.fullmatch(value):
+            raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:<index>', got {value!r}")
+        return value
 
 
 class TrainingSection(BaseModel):
