@@ -90,10 +90,12 @@ def main() -> int:
     for repeat in range(args.repeats):
         for algo, task in WORKLOADS:
             rows.append(run_one(algo, task, args.root / f"{algo}_{task}_graph_{repeat}", []))
+            args.out.write_text(json.dumps(rows, indent=1))
     if args.eager_iterations:
         for algo, task in WORKLOADS:
             extra = ["training.cuda_graph=false", f"algo.max_iterations={args.eager_iterations}"]
             rows.append(run_one(algo, task, args.root / f"{algo}_{task}_eager", extra))
+            args.out.write_text(json.dumps(rows, indent=1))
     args.out.write_text(json.dumps(rows, indent=1))
     print("\nalgo      task                graph  iters  tail_env_steps/s  collect_ms  learn_ms  status")
     for r in rows:
