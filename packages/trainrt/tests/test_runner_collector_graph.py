@@ -53,11 +53,21 @@ def test_graph_and_eager_collectors_write_the_same_transitions():
     assert graph_replay.num_rows() == eager_replay.num_rows() == rows
     for name in ("terminated", "truncated", "valid"):
         assert torch.equal(getattr(graph_replay, name)[:rows], getattr(eager_replay, name)[:rows]), name
+    # Same transitions, not the same bits: MuJoCo Warp accumulates contact and constraint forces with float
+    # atomics, and cuBLAS may pick other kernels under capture, so GPU results differ in the last bits and
+    # contacts amplify that over steps. Measured on an H200 (64 envs, 17 rows): max |action difference|
+    # 3.3e-5 on 2 of 1088 elements, every discrete flag identical. The tolerances sit well above that and
+    # far below any semantic difference (a skipped reset, a shifted step or a wrong row changes values by O(1)).
+    close = {"atol": 1e-3, "rtol": 1e-3}
     for name in ("action", "reward"):
-        torch.testing.assert_close(getattr(graph_replay, name)[:rows], getattr(eager_replay, name)[:rows])
+        torch.testing.assert_close(
+            getattr(graph_replay, name)[:rows], getattr(eager_replay, name)[:rows], **close
+        )
     for group in graph_replay.obs:
-        torch.testing.assert_close(graph_replay.obs[group][:rows], eager_replay.obs[group][:rows])
-        torch.testing.assert_close(graph_replay.next_obs[group][:rows], eager_replay.next_obs[group][:rows])
+        torch.testing.assert_close(graph_replay.obs[group][:rows], eager_replay.obs[group][:rows], **close)
+        torch.testing.assert_close(
+            graph_replay.next_obs[group][:rows], eager_replay.next_obs[group][:rows], **close
+        )
     assert graph_summary.keys() == eager_summary.keys()
     for key, value in graph_summary.items():
-        assert value == pytest.approx(eager_summary[key], rel=1e-5, abs=1e-6), key
+        assert value == pytest.approx(eager_summary[key], rel=1e-3, abs=1e-4), key
