@@ -1,6 +1,6 @@
 """Static hot-path check: no host syncs or tensor-valued branches outside ``@cold_path`` functions.
 
-Scans the env, managers, terms and tasks with ``ast``. Flags ``.item()``, ``.cpu()``, ``.tolist()``,
+Scans the env, managers, terms, tasks, algorithms, replay and runner with ``ast``. Flags ``.item()``, ``.cpu()``, ``.tolist()``,
 ``.numpy()``, ``nonzero``, ``masked_select``, one-argument ``torch.where``, any ``bool(...)``, and
 ``if``/``while``/``assert``/conditional expressions whose test calls a tensor reduction or predicate (``.any()``,
 ``.all()``, ``torch.*`` ...), and ``int()``/``float()`` of such calls. Names cannot be typed statically, so
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "trainrt"
-SCANNED_DIRS = ("managers", "envs", "mdp", "tasks")
+SCANNED_DIRS = ("managers", "envs", "mdp", "tasks", "algos", "replay", "runner")
 
 SYNC_METHODS = {"item", "cpu", "tolist", "numpy"}
 SYNC_CALLS = {"nonzero", "masked_select", "argwhere"}

@@ -419,7 +419,8 @@ class FlashSacAgent(Agent):
     def _noise_state(self, num_envs: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The persistent per-env noise buffers, created (expired) on first use or when N changes."""
         if self.held_noise is None or self.hold_steps_left is None or self.held_noise.shape[0] != num_envs:
-            if self.device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            capturing = self.device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+            if capturing:  # a host-side query of the capture state, not a tensor value
                 raise RuntimeError(
                     "FlashSAC's held-noise buffers are created by the first stochastic act(); "
                     "call act() once eagerly before capturing it"
