@@ -171,7 +171,7 @@ def test_failures_are_counted_in_the_bin_of_the_failing_frame(env):
     m.bin_failure_rate.zero_()
     m._bin_failures_now.zero_()
     m.frame.copy_(torch.tensor([0, 60, 60, 200]))
-    env.termination_manager.terminated.copy_(torch.tensor([False, True, True, True]))
+    env.terminated.copy_(torch.tensor([False, True, True, True]))
     mask = torch.tensor([True, True, False, True])  # row 2 failed but is not resetting: not counted
     m._resample(mask)
     expected = torch.zeros(m.num_bins)
@@ -180,6 +180,9 @@ def test_failures_are_counted_in_the_bin_of_the_failing_frame(env):
     torch.testing.assert_close(m._bin_failures_now, expected)
     assert int(m.frame[2]) == 61 - 1  # unmasked rows keep their frame
     m._update()
+    m._bin_failures_now.zero_()
+    env.reset()  # a full reset clears the step's failures: nothing is counted twice
+    torch.testing.assert_close(m._bin_failures_now, torch.zeros(m.num_bins))
     torch.testing.assert_close(m.bin_failure_rate, 0.001 * expected)
     env.termination_manager.terminated.zero_()
     m.bin_failure_rate.zero_()

@@ -211,8 +211,15 @@ class ManagerBasedRlEnv:
 
     # --- hot path ----------------------------------------------------------------------------------------
 
+    @property
+    def terminated(self) -> torch.Tensor:
+        """Failures of the last step, finite rows only (num_envs,) bool; all False right after ``reset()``."""
+        return self._result.terminated
+
     def reset(self) -> Observations:
         """Reset every row through the same path as the auto-reset; return the observation buffers."""
+        self._result.terminated.zero_()
+        self._result.truncated.zero_()
         self._reset_rows(self._all_rows)
         self.observation_manager.compute(update_history=True)
         for final, obs in self._obs_pairs:

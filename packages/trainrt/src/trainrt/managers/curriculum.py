@@ -57,7 +57,12 @@ class CurriculumManager(ManagerBase):
         items = value.items() if isinstance(value, dict) else [(None, value)] if value is not None else []
         for key, tensor in items:
             tag = f"Curriculum/{name}" if key is None else f"Curriculum/{name}/{key}"
-            tensor = torch.as_tensor(tensor, dtype=torch.float32, device=self.device).reshape(())
+            if not isinstance(tensor, torch.Tensor) or tensor.numel() != 1 or tensor.device != self.device:
+                # a Python number would be a host-to-device copy per reset, frozen into a captured graph
+                raise ValueError(
+                    f"curriculum term {name!r} must report scalar tensors on {self.device}, got {tensor!r}"
+                )
+            tensor = tensor.detach().to(torch.float32).reshape(())
             buffer = self._state.get(tag)
             if buffer is None:  # first call happens at the initial reset, before any graph capture
                 self._state[tag] = tensor.detach().clone()

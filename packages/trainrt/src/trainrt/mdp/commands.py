@@ -105,6 +105,8 @@ class UniformVelocityCommand(CommandTerm):
         self.is_standing_env.copy_(
             torch.where(env_mask, self._draw[:, 5] < self._rel_standing, self.is_standing_env)
         )
+        # standing rows observe a zero command from their first step, before any _update
+        self.vel_command_b.masked_fill_((env_mask & self.is_standing_env).unsqueeze(1), 0.0)
 
     def _update(self) -> None:
         """Heading rows: yaw rate from the heading error; standing rows: zero command."""

@@ -264,7 +264,9 @@ class MotionCommand(CommandTerm):
     def _resample(self, env_mask: torch.Tensor) -> None:
         """Rows where ``env_mask`` (num_envs,) is True: record failures, sample start frames, fill the payload."""
         env = self.env
-        failed = env.termination_manager.terminated & env_mask
+        # env.terminated excludes non-finite rows (a blown-up world is not the clip's fault) and is
+        # cleared by a full reset(), so a failure is counted once
+        failed = env.terminated & env_mask
         self._bin_failures_now.scatter_add_(0, self._frame_bins(), failed.to(torch.float32))
         self.frame.copy_(torch.where(env_mask, self._sample_start_frames(), self.frame))
         self._write_reset_state(env_mask)
