@@ -118,3 +118,42 @@ def test_delayed_actor_updates_follow_the_period():
     snapshots.append([p.detach().clone() for p in agent.actor.parameters()])
     changed = [any(not torch.equal(a, b) for a, b in zip(s, t)) for s, t in itertools.pairwise(snapshots)]
     assert changed == [True, False, False, True]
+
+
+def test_critic_target_matches_a_float64_soft_bellman_reference(monkeypatch):
+    """Target atoms = r + discount * bootstrap * (z - alpha * log pi(a'|s')), per sample, before projection."""
+    from trainrt.algos import sac as sac_module
+
+    cfg = _config(obs_normalization=False, alpha_init=0.2, autotune_alpha=False)
+    agent = make_agent("sac", cfg, OBS_DIMS, NUM_ACTIONS, "cpu", seed=3)
+    batch = _fixed_batch(batch_size=32, seed=5)
+    g = torch.Generator().manual_seed(9)
+    batch.bootstrap.copy_((torch.rand(32, generator=g) > 0.5).float())  # mixed: truncation and termination
+    batch.discount.copy_(0.97 ** torch.randint(1, 4, (32,), generator=g).float())  # n-step discounts
+    captured = []
+    real_projection = sac_module.categorical_projection
+    monkeypatch.setattr(
+        sac_module,
+        "categorical_projection",
+        lambda probs, atoms, lo, hi: captured.append(atoms.clone()) or real_projection(probs, atoms, lo, hi),
+    )
+    # the update's first draw is the next-state action: take it here with the same generator state, before
+    # the update changes the actor
+    rng_before = agent.update_rng.get_state()
+    with torch.no_grad():
+        _, next_log_prob = agent._sample_policy(batch.next_obs["policy"])
+    agent.update_rng.set_state(rng_before)
+    agent.update(batch)
+    support = agent.support.double()
+    continuation = (batch.discount.double() * batch.bootstrap.double()).unsqueeze(-1)
+    reference = batch.reward.double().unsqueeze(-1) + continuation * (
+        support - 0.2 * next_log_prob.double().unsqueeze(-1)
+    )
+    atoms = captured[0]
+    assert atoms.shape[-2:] == reference.shape
+    torch.testing.assert_close(atoms[0].double(), reference, rtol=1e-5, atol=1e-5)
+    # terminated rows: every atom collapses onto the reward
+    terminal = batch.bootstrap == 0
+    torch.testing.assert_close(
+        atoms[0][terminal].double(), batch.reward.double()[terminal, None].expand(-1, cfg.num_atoms)
+    )

@@ -55,6 +55,8 @@ def test_every_step_writes_one_row_and_observations_chain(parts):
             -1
         )
         assert bool(same[~done[: rows - 1]].all())
+        # where it ended, next_obs is the final (pre-reset) observation, not the new episode's first one
+        assert not bool(same[done[: rows - 1]].any())
     # 11 steps of 5-step episodes: every env finished at least two
     assert int(done.sum()) >= 2 * NUM_ENVS
 
