@@ -15,7 +15,13 @@ import mujoco
 import torch
 
 from trainrt.hotpath import cold_path
-from trainrt.managers.base import ManagerBase, assign_columns_, callable_name, index_or_slice
+from trainrt.managers.base import (
+    ManagerBase,
+    assign_columns_,
+    callable_name,
+    index_or_slice,
+    merge_term_params,
+)
 
 if TYPE_CHECKING:
     from trainrt.envs.manager_based_rl_env import ManagerBasedRlEnv
@@ -76,9 +82,7 @@ class JointPositionAction(ActionTerm):
     @cold_path
     def __init__(self, cfg: ActionTermCfg, env: ManagerBasedRlEnv) -> None:
         super().__init__(cfg, env)
-        unknown = sorted(set(cfg.params) - set(self._PARAMS))
-        if unknown:
-            raise ValueError(f"JointPositionAction: unknown params {unknown}; valid: {list(self._PARAMS)}")
+        merge_term_params("JointPositionAction", cfg.params, dict.fromkeys(self._PARAMS))
         patterns = cfg.params.get("joint_names")
         scale = cfg.params.get("scale", 1.0)
         self.use_default_offset = bool(cfg.params.get("use_default_offset", True))

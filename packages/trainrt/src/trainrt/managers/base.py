@@ -69,6 +69,15 @@ def resolve_term(kind: str, name: str, cfg: Any, env: ManagerBasedRlEnv, leading
 
 
 @cold_path
+def merge_term_params(owner: str, params: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """Merge a term's ``params`` over its ``defaults``; ValueError naming unknown keys and the valid set."""
+    unknown = sorted(set(params) - set(defaults))
+    if unknown:
+        raise ValueError(f"{owner}: unknown params {unknown}; valid: {sorted(defaults)}")
+    return {**defaults, **params}
+
+
+@cold_path
 def stateful_terms(terms: Sequence[Callable]) -> list[Any]:
     """Return the terms that carry per-row state (have a ``reset`` method)."""
     return [term for term in terms if callable(getattr(term, "reset", None))]

@@ -13,19 +13,11 @@ import torch
 
 from trainrt.hotpath import cold_path
 from trainrt.managers import CommandTerm, CommandTermCfg
+from trainrt.managers.base import merge_term_params
 from trainrt.mdp.math import wrap_to_pi
 
 if TYPE_CHECKING:
     from trainrt.envs import ManagerBasedRlEnv
-
-
-@cold_path
-def _check_params(owner: str, params: dict[str, Any], valid: dict[str, Any]) -> dict[str, Any]:
-    """Merge ``params`` over the defaults ``valid``; ValueError naming unknown keys and the valid set."""
-    unknown = sorted(set(params) - set(valid))
-    if unknown:
-        raise ValueError(f"{owner}: unknown params {unknown}; valid: {sorted(valid)}")
-    return {**valid, **params}
 
 
 @cold_path
@@ -63,7 +55,7 @@ class UniformVelocityCommand(CommandTerm):
     def __init__(self, cfg: CommandTermCfg, env: ManagerBasedRlEnv) -> None:
         super().__init__(cfg, env)
         owner = type(self).__name__
-        p = _check_params(owner, cfg.params, self.DEFAULTS)
+        p = merge_term_params(owner, cfg.params, self.DEFAULTS)
         ranges = [_check_range(owner, k, p[k]) for k in ("lin_vel_x", "lin_vel_y", "ang_vel_z", "heading")]
         for key in ("rel_heading_envs", "rel_standing_envs"):
             if not 0.0 <= float(p[key]) <= 1.0:
@@ -132,7 +124,7 @@ class GaitPhaseCommand(CommandTerm):
     @cold_path
     def __init__(self, cfg: CommandTermCfg, env: ManagerBasedRlEnv) -> None:
         super().__init__(cfg, env)
-        p = _check_params(type(self).__name__, cfg.params, self.DEFAULTS)
+        p = merge_term_params(type(self).__name__, cfg.params, self.DEFAULTS)
         period = float(p["period_s"])
         if not (math.isfinite(period) and period > 0.0):
             raise ValueError(f"GaitPhaseCommand: period_s must be a positive number, got {p['period_s']!r}")

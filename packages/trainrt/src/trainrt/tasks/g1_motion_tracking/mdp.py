@@ -18,6 +18,7 @@ import torch
 import simcore
 from trainrt.hotpath import cold_path
 from trainrt.managers import CommandTerm, CommandTermCfg, ManagerTermBase
+from trainrt.managers.base import merge_term_params
 from trainrt.mdp.events import range_bounds
 from trainrt.mdp.math import (
     quat_apply,
@@ -97,10 +98,7 @@ class MotionCommand(CommandTerm):
     @cold_path
     def __init__(self, cfg: CommandTermCfg, env: ManagerBasedRlEnv) -> None:
         super().__init__(cfg, env)
-        unknown = sorted(set(cfg.params) - set(self.DEFAULTS))
-        if unknown:
-            raise ValueError(f"MotionCommand: unknown params {unknown}; valid: {sorted(self.DEFAULTS)}")
-        p = {**self.DEFAULTS, **cfg.params}
+        p = merge_term_params("MotionCommand", cfg.params, self.DEFAULTS)
         self.params = p
         body_names = tuple(p["body_names"])
         if p["anchor_body"] not in body_names:
