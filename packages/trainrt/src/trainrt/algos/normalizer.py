@@ -3,6 +3,8 @@
 import torch
 from torch import nn
 
+from trainrt.running_stats import merge_moments_
+
 
 class RunningObsNormalizer(nn.Module):
     """Running mean/variance of an observation vector; `forward` maps (N, D) -> (N, D) standardized.
@@ -38,9 +40,7 @@ class RunningObsNormalizer(nn.Module):
         batch_var, batch_mean = torch.var_mean(x, dim=0, correction=0)
         total = self.count + batch_count
         ratio = (batch_count / total).float()
-        delta = batch_mean - self.mean
-        self.mean.add_(delta * ratio)
-        self.var.copy_((1.0 - ratio) * self.var + ratio * batch_var + delta.square() * ratio * (1.0 - ratio))
+        merge_moments_(self.mean, self.var, batch_mean, batch_var, ratio)
         self.count.copy_(total)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

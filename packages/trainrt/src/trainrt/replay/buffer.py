@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from trainrt.hotpath import cold_path
+from trainrt.running_stats import merge_moments_
 
 
 @dataclass
@@ -187,11 +188,7 @@ class DeviceReplayBuffer:
         batch_var = ((returns - batch_mean).square() * weight).sum() / count.clamp(min=1.0)
         total = self.return_count + count
         ratio = torch.where(total > 0, count / total.clamp(min=1.0), 0.0).float()
-        delta = batch_mean - self.return_mean
-        self.return_mean.add_(delta * ratio)
-        self.return_var.copy_(
-            (1.0 - ratio) * self.return_var + ratio * batch_var + delta.square() * ratio * (1.0 - ratio)
-        )
+        merge_moments_(self.return_mean, self.return_var, batch_mean, batch_var, ratio)
         self.return_count.copy_(total)
         self.return_abs_max.copy_(torch.maximum(self.return_abs_max, (returns.abs() * weight).max()))
         # The next episode starts from zero; an invalid row also restarts (its env gets reset).
