@@ -189,3 +189,29 @@ def test_atomic_write_replaces_whole_file_and_cleans_up_on_failure(tmp_path):
         atomic_write(path, explode)
     assert json.loads(path.read_text()) == {"b": 2}
     assert sorted(p.name for p in path.parent.iterdir()) == ["data.json"]
+
+
+def _rank(rank, steps):
+    return {
+        "rank": rank,
+        "device": "cpu",
+        "seed": rank,
+        "num_envs": 2,
+        "completed_iterations": 2,
+        "total_env_steps": steps,
+        "training_wall_time_sec": 1.0,
+        "tail_env_steps_per_sec": float(steps),
+        "parameter_checksum": [1.0, 2.0],
+    }
+
+
+def test_a_multi_rank_summary_lists_every_rank_and_their_steps_add_up():
+    timings = _timings([1.0, 1.0], env_steps=8)  # 4 env steps per rank and iteration, 2 ranks
+    ok = RunSummary.model_validate(_summary_dict(timings, world_size=2, per_rank=[_rank(0, 8), _rank(1, 8)]))
+    assert ok.world_size == 2 and [f.rank for f in ok.per_rank] == [0, 1]
+    single = RunSummary.model_validate(_summary_dict(timings))
+    assert single.world_size == 1 and single.per_rank == []
+    with pytest.raises(ValidationError, match=r"ranks 0\.\.1"):
+        RunSummary.model_validate(_summary_dict(timings, world_size=2, per_rank=[_rank(0, 16)]))
+    with pytest.raises(ValidationError, match="sum of the ranks"):
+        RunSummary.model_validate(_summary_dict(timings, world_size=2, per_rank=[_rank(0, 8), _rank(1, 4)]))

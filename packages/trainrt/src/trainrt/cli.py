@@ -4,6 +4,7 @@
     trainrt play runs/<run>            # deterministic evaluation of the last checkpoint
     trainrt export runs/<run>          # ONNX export of the last checkpoint's actor
     trainrt bench collector            # diagnostic timings (not the acceptance number)
+    trainrt train --gpus 2 ...         # data-parallel: one rank per GPU (torchrun launches work too)
 
 Also runs as ``python -m trainrt ...``. Exit codes: 0 success, 1 a failed run, 2 a bad command line or
 config (the message lists the valid choices), 130 interrupted (Ctrl-C; a checkpoint and summary are saved).
@@ -159,9 +160,19 @@ def train(
             "--preset", help="base settings: auto = canonical with CUDA, the small CPU demo without"
         ),
     ] = PresetChoice.auto,
+    gpus: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="ranks, one process per GPU (data-parallel, torch.distributed with NCCL); without CUDA, "
+            "that many CPU processes with gloo. torchrun launches (WORLD_SIZE set) need no --gpus",
+        ),
+    ] = 1,
     overrides: OverridesArg = None,
 ) -> None:
     """Train ALGO on TASK; writes the run directory (config, checkpoints, run_summary.json, TensorBoard)."""
+    import os
+
     from trainrt.config import OverrideError
 
     try:
@@ -170,7 +181,13 @@ def train(
         )
     except (OverrideError, ValueError, FileNotFoundError) as err:
         raise _fail(str(err)) from None
-    if resolution["preset"] == "cpu-demo":
+    if gpus > 1:
+        if "WORLD_SIZE" in os.environ:
+            raise _fail(
+                f"--gpus {gpus} inside a launched rank (WORLD_SIZE={os.environ['WORLD_SIZE']}): use one"
+            )
+        _launch_ranks(algo, task, sim, preset_choice, list(overrides or []), gpus, cfg)
+    if resolution["preset"] == "cpu-demo" and os.environ.get("RANK", "0") == "0":
         typer.echo(
             "=" * 78 + "\n"
             f"No CUDA device: using the small CPU demo configuration ({cfg.algo.num_envs} envs, small networks,\n"
@@ -192,6 +209,39 @@ def train(
         traceback.print_exc()
         typer.echo(f"training failed: {type(err).__name__}: {err}\nsummary: {runner.summary_path}", err=True)
         raise typer.Exit(EXIT_FAILED) from None
+
+
+def _launch_ranks(
+    algo: Algo,
+    task: Task,
+    sim: Sim | None,
+    preset_choice: PresetChoice,
+    overrides: list[str],
+    gpus: int,
+    cfg: TrainConfig,
+) -> None:
+    """Run this ``train`` command as ``gpus`` ranks (``trainrt.runner.launcher``) and exit with their code."""
+    import torch
+
+    from trainrt.runner.build import resolve_device
+    from trainrt.runner.launcher import launch_ranks
+
+    if cfg.training.resume is not None:
+        raise _fail(f"training.resume is not supported with --gpus {gpus} yet: resume with one process")
+    if resolve_device(cfg).startswith("cuda"):
+        available = torch.cuda.device_count()
+        if gpus > available:
+            raise _fail(f"--gpus {gpus} but {available} CUDA device(s) are visible")
+    else:
+        typer.echo(f"note: no CUDA device for this run; --gpus {gpus} starts {gpus} CPU processes (gloo)")
+    args = ["--algo", algo.value, "--task", task.value, "--preset", preset_choice.value]
+    if sim is not None:
+        args += ["--sim", sim.value]
+    code = launch_ranks([*args, *overrides], gpus)
+    if code in (0, EXIT_USAGE, EXIT_INTERRUPTED):
+        raise typer.Exit(code)
+    typer.echo(f"training failed: a rank exited with code {code}", err=True)
+    raise typer.Exit(EXIT_FAILED)
 
 
 @app.command()

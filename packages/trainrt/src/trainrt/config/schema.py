@@ -86,6 +86,26 @@ class SimSection(BaseModel):
         return value
 
 
+class DistributedSection(BaseModel):
+    """``training.distributed``: how the ranks of a multi-process run talk (the launcher sets how many).
+
+    The number of ranks is a launch fact, not a config value: ``WORLD_SIZE``/``RANK``/``LOCAL_RANK`` from
+    ``torchrun`` or ``trainrt train --gpus N``. Without them the run is one process and this section is unused.
+    """
+
+    model_config = _STRICT
+
+    backend: Literal["auto", "nccl", "gloo"] = Field(
+        "auto", description="torch.distributed backend: auto = nccl on CUDA, gloo on CPU"
+    )
+    timeout_sec: float = Field(
+        300.0, gt=0.0, description="a collective waiting longer than this fails the rank (no hung process)"
+    )
+    check_every: int = Field(
+        10, ge=0, description="iterations between cross-rank weight checksums (0: only at the end)"
+    )
+
+
 class TrainingSection(BaseModel):
     """``training``: everything about running, measuring and saving that is not the learner's math."""
 
@@ -109,6 +129,9 @@ class TrainingSection(BaseModel):
     tail_window: int = Field(100, ge=1, description="W: iterations in the tail_env_steps_per_sec window")
     log_every: int = Field(1, ge=1, description="iterations between console blocks / TensorBoard scalars")
     tensorboard: bool = Field(True, description="write TensorBoard scalars to <run_dir>/tensorboard")
+    distributed: DistributedSection = Field(
+        default_factory=DistributedSection, description="multi-process (one rank per GPU) settings"
+    )
 
 
 class TrainConfig(BaseModel):

@@ -15,6 +15,13 @@ Lifecycle of ``OffPolicyRunner.run()``:
 
 Ctrl-C saves a checkpoint of the last completed iteration and writes a summary with status
 ``interrupted``; any exception writes status ``failed`` with the error text and is re-raised.
+
+Launched as several ranks (``torchrun`` or ``trainrt train --gpus N``; see ``trainrt.runner.distributed``),
+every rank runs this same lifecycle on its own envs, device and replay shard; gradients are averaged
+across ranks, every iteration ends with a cold-path agreement that all ranks are fine (an error on one
+fails all), and rank 0 alone writes the config, manifest, logs, TensorBoard, checkpoints, evaluation and
+export. Rank 0's ``run_summary.json`` sums env steps over ranks and lists each rank's own figures; rank
+``r`` > 0 writes its summary under ``ranks/rank_<r>/``.
 """
 
 from __future__ import annotations
@@ -47,6 +54,14 @@ from trainrt.runner.checkpoint import (
 )
 from trainrt.runner.collector import Collector
 from trainrt.runner.console import format_iteration_block
+from trainrt.runner.distributed import (
+    LaunchEnv,
+    RankFailure,
+    diverged_ranks,
+    injected_failure,
+    make_ranks,
+    parameter_checksum,
+)
 from trainrt.runner.export import ONNX_FILE_NAME, export_metadata, export_policy_onnx, policy_obs_group
 from trainrt.runner.iteration_clock import IterationClock
 from trainrt.runner.manifest import (
@@ -58,6 +73,7 @@ from trainrt.runner.play import evaluate_policy
 from trainrt.runner.summary import (
     SUMMARY_FILE_NAME,
     IterationTiming,
+    RankFigures,
     RunStatus,
     RunSummary,
     final_env_steps_per_sec,
@@ -69,6 +85,7 @@ from trainrt.runner.summary import (
 )
 
 TENSORBOARD_DIR_NAME = "tensorboard"
+RANKS_DIR_NAME = "ranks"
 _ERROR_TEXT_LIMIT = 4000
 
 
@@ -99,14 +116,44 @@ class OffPolicyRunner:
         self.log = log or (lambda line: print(line, flush=True))
         self.manifest = dict(manifest or {})
         resume = cfg.training.resume
+        if resume is not None and LaunchEnv.from_environ().world_size > 1:
+            raise ValueError(
+                "training.resume is not supported with several ranks yet: resume with one process"
+            )
+        distributed = cfg.training.distributed
+        # SingleProcess (no-op collectives) unless a launcher set WORLD_SIZE > 1.
+        self.ranks = make_ranks(
+            resolve_device(cfg),
+            backend=distributed.backend,
+            timeout_sec=distributed.timeout_sec,
+            check_every=distributed.check_every,
+        )
         if cfg.training.run_dir is not None:
             self.run_dir = Path(cfg.training.run_dir)
         elif resume is not None:
             self.run_dir = Path(resume)
         else:
             self.run_dir = default_run_dir(cfg)
+        self.run_dir = Path(self.ranks.shared_object(str(self.run_dir)))  # rank 0's default run directory
         self.summary_path = self.run_dir / SUMMARY_FILE_NAME
         self.device = resolve_device(cfg)
+        # What this rank builds from: its own device and seed (the config itself for one process).
+        self.rank_cfg = cfg
+        if self.ranks.world_size > 1:
+            self.device = self.ranks.device(self.device)
+            self.rank_cfg = cfg.model_copy(
+                update={
+                    "sim": cfg.sim.model_copy(update={"device": self.device}),
+                    "training": cfg.training.model_copy(update={"seed": self.ranks.seed(cfg.training.seed)}),
+                }
+            )
+            self.manifest["distributed"] = self.ranks.facts()
+            if not self.ranks.is_main:
+                self.summary_path = (
+                    self.run_dir / RANKS_DIR_NAME / f"rank_{self.ranks.rank}" / SUMMARY_FILE_NAME
+                )
+                self.log = lambda line: None  # rank 0 speaks for the run
+        self.per_rank: list[RankFigures] = []
         self.env: Any = None
         self.agent: Any = None
         self.replay: Any = None
@@ -133,8 +180,13 @@ class OffPolicyRunner:
 
     @property
     def env_steps_per_iteration(self) -> int:
-        """Env steps of one iteration: vector steps per iteration times num_envs."""
+        """Env steps of one iteration on this rank: vector steps per iteration times num_envs."""
         return self.cfg.algo.steps_per_iteration * self.cfg.algo.num_envs
+
+    @property
+    def run_env_steps_per_iteration(self) -> int:
+        """Env steps of one iteration summed over ranks (every rank steps the same number)."""
+        return self.env_steps_per_iteration * self.ranks.world_size
 
     # --- the run -------------------------------------------------------------------------------------------
 
@@ -157,7 +209,9 @@ class OffPolicyRunner:
             raise
         finally:
             self._close_writer()
-        return self._write_summary("completed", None)
+        summary = self._write_summary("completed", None)
+        self.ranks.close()
+        return summary
 
     @cold_path
     def _set_up(self) -> None:
@@ -166,23 +220,32 @@ class OffPolicyRunner:
         self._setup_started = time.perf_counter()
         checkpoint = self._resume_checkpoint
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        write_resolved_config(self.run_dir, cfg)
-        write_manifest(self.run_dir, device=self.device, **self.manifest)
+        if self.ranks.is_main:
+            write_resolved_config(self.run_dir, cfg)
+            write_manifest(self.run_dir, device=self.device, **self.manifest)
         self.log(f"run directory: {self.run_dir.resolve()}")
         self.log(
             f"training {cfg.algo.name} on {cfg.task.name} with {cfg.sim.backend} ({self.device}), "
             f"{cfg.algo.num_envs} envs, {cfg.algo.max_iterations} iterations of "
             f"{cfg.algo.steps_per_iteration} steps + {cfg.algo.params.updates_per_iteration} updates"
         )
-        torch.manual_seed(cfg.training.seed)
-        self.env = build_env(cfg)
+        if self.ranks.world_size > 1:
+            self.log(
+                f"data-parallel over {self.ranks.world_size} ranks ({self.ranks.backend}): "
+                f"{cfg.algo.num_envs} envs per rank, {self.run_env_steps_per_iteration} env steps per iteration"
+            )
+        rank_cfg = self.rank_cfg
+        torch.manual_seed(rank_cfg.training.seed)
+        self.env = build_env(rank_cfg)
         self.log(str(self.env))
-        write_manifest(
-            self.run_dir, device=str(self.env.device), env=env_cfg_summary(self.env.cfg), **self.manifest
-        )
+        if self.ranks.is_main:
+            write_manifest(
+                self.run_dir, device=str(self.env.device), env=env_cfg_summary(self.env.cfg), **self.manifest
+            )
         self.env_meta = env_metadata(self.env)
-        self.agent = build_agent(cfg, self.env.obs_dims, self.env.num_actions, self.env.device)
-        self.replay = build_replay(cfg, self.env)
+        self.agent = build_agent(rank_cfg, self.env.obs_dims, self.env.num_actions, self.env.device)
+        self.replay = build_replay(rank_cfg, self.env)
+        self.ranks.attach_agent(self.agent)  # rank 0's initial weights everywhere; gradients averaged
         if checkpoint is not None:
             load_agent_weights(self.agent, checkpoint)
             if torch.device(checkpoint["device"]).type == self.env.device.type:
@@ -243,7 +306,7 @@ class OffPolicyRunner:
             enabled=cfg.training.cuda_graph,
         )
         agent.replay_update()  # the first update: allocations and lazy state happen here, not in iteration 1
-        if cfg.training.tensorboard:
+        if cfg.training.tensorboard and self.ranks.is_main:
             from torch.utils.tensorboard import SummaryWriter
 
             self._writer = SummaryWriter(log_dir=str(self.run_dir / TENSORBOARD_DIR_NAME))
@@ -270,14 +333,22 @@ class OffPolicyRunner:
         updates = cfg.algo.params.updates_per_iteration
         session_started = time.perf_counter()
         first = self.completed_iterations + 1
+        ranks = self.ranks
         for iteration in range(first, cfg.algo.max_iterations + 1):
             clock.start()
-            collector.collect(cfg.algo.steps_per_iteration)
-            clock.mark_collected()
-            for _ in range(updates):
-                agent.replay_update()
-            clock.mark_learned()
-            collect_sec, learn_sec, elapsed_sec = clock.synchronize_split()
+            local_error: Exception | None = None
+            try:
+                collector.collect(cfg.algo.steps_per_iteration)
+                clock.mark_collected()
+                for _ in range(updates):
+                    agent.replay_update()
+                clock.mark_learned()
+                collect_sec, learn_sec, elapsed_sec = clock.synchronize_split()
+                injected_failure(ranks.rank, iteration)
+            except Exception as exc:  # every rank hears of it at the boundary below, then all stop
+                local_error = exc
+            ranks.end_iteration(iteration, local_error)
+            ranks.check_agreement(agent, iteration)
             is_last = iteration == cfg.algo.max_iterations
             if iteration % cfg.training.log_every == 0 or is_last or iteration == first:
                 self._log_iteration(iteration, collect_sec, learn_sec, elapsed_sec, session_started)
@@ -288,6 +359,32 @@ class OffPolicyRunner:
                 self.timings[-1] = clock.finish(iteration, self.env_steps_per_iteration)
             else:
                 self.timings.append(clock.finish(iteration, self.env_steps_per_iteration))
+        if ranks.world_size > 1:
+            self._gather_rank_figures()
+
+    @cold_path
+    def _gather_rank_figures(self) -> None:
+        """Every rank's own figures (and weight checksum) on every rank; ``RankFailure`` if weights differ."""
+        tail = tail_throughput(self.timings, self.cfg.training.tail_window)
+        mine = RankFigures(
+            rank=self.ranks.rank,
+            device=str(self.env.device),
+            seed=self.rank_cfg.training.seed,
+            num_envs=self.cfg.algo.num_envs,
+            completed_iterations=len(self.timings),
+            total_env_steps=sum(t.env_steps for t in self.timings),
+            training_wall_time_sec=math.fsum(t.wall_time_sec for t in self.timings),
+            tail_env_steps_per_sec=tail.env_steps_per_sec,
+            parameter_checksum=parameter_checksum(self.agent),
+        )
+        self.per_rank = [RankFigures.model_validate(f) for f in self.ranks.gather(mine.model_dump())]
+        checksums = [f.parameter_checksum for f in self.per_rank]
+        diverged = diverged_ranks(checksums)
+        if diverged:
+            raise RankFailure(
+                f"weights diverged: rank(s) {diverged} end with checksums "
+                f"{[checksums[r] for r in diverged]}, rank 0 with {checksums[0]}"
+            )
 
     @cold_path
     def _log_iteration(
@@ -298,7 +395,7 @@ class OffPolicyRunner:
         losses = _scalars(self.agent.losses())
         episode = {**self.collector.episode_summary(), **self.env.episode_stats()}
         self.episode_statistics.update(episode)
-        rate = self.env_steps_per_iteration / elapsed_sec if elapsed_sec > 0 else 0.0
+        rate = self.run_env_steps_per_iteration / elapsed_sec if elapsed_sec > 0 else 0.0
         done_this_session = iteration - (self.resumed_from_iteration or 0)
         session_sec = time.perf_counter() - session_started
         eta = session_sec / max(done_this_session, 1) * (cfg.algo.max_iterations - iteration)
@@ -314,7 +411,7 @@ class OffPolicyRunner:
                 collect_time_sec=collect_sec,
                 learn_time_sec=learn_sec,
                 wall_time_sec=elapsed_sec,
-                total_env_steps=self.env_steps_per_iteration * iteration,
+                total_env_steps=self.run_env_steps_per_iteration * iteration,
                 elapsed_sec=sum(t.wall_time_sec for t in self.timings) + elapsed_sec,
                 eta_sec=eta,
                 losses=losses,
@@ -338,6 +435,8 @@ class OffPolicyRunner:
         """Last checkpoint (if the loop did not just write it), evaluation rollout, ONNX export."""
         cfg = self.cfg
         self._save_checkpoint_if_new()
+        if not self.ranks.is_main:  # rank 0 evaluates and exports the (identical) policy
+            return
         if not cfg.training.no_play:
             self.log(f"evaluation: deterministic rollout of {cfg.training.play_steps} steps")
             self.evaluation = evaluate_policy(self.env, self.agent, cfg.training.play_steps)
@@ -371,7 +470,9 @@ class OffPolicyRunner:
 
     @cold_path
     def _save_checkpoint(self) -> None:
-        """Atomically write the checkpoint of the completed iterations."""
+        """Atomically write the checkpoint of the completed iterations (rank 0 only: weights are identical)."""
+        if not self.ranks.is_main:
+            return
         iteration = self.completed_iterations
         payload = {
             "agent": self.agent.state_dict(),
@@ -419,7 +520,7 @@ class OffPolicyRunner:
     ) -> dict[str, Any]:
         """The summary as a dict (``measurement=False``: without timings, for the fallback failed summary)."""
         cfg = self.cfg
-        timings = self.timings if measurement else []
+        timings = self._run_timings() if measurement else []
         tail = tail_throughput(timings, cfg.training.tail_window)
         diagnostics = self._diagnostics() if measurement else ({}, {}, {})
         return {
@@ -430,6 +531,8 @@ class OffPolicyRunner:
             "sim_backend": cfg.sim.backend,
             "device": str(self.env.device) if self.env is not None else self.device,
             "num_envs": cfg.algo.num_envs,
+            "world_size": self.ranks.world_size,
+            "rank": self.ranks.rank,
             "steps_per_iteration": cfg.algo.steps_per_iteration,
             "updates_per_iteration": cfg.algo.params.updates_per_iteration,
             "max_iterations": cfg.algo.max_iterations,
@@ -442,8 +545,9 @@ class OffPolicyRunner:
             "total_env_steps": sum(t.env_steps for t in timings),
             "training_wall_time_sec": math.fsum(t.wall_time_sec for t in timings),
             "warmup_time_sec": self.warmup_time_sec,
-            "warmup_env_steps": self.warmup_env_steps,
+            "warmup_env_steps": self.warmup_env_steps * self.ranks.world_size,
             "iterations": [t.model_dump() for t in timings],
+            "per_rank": [f.model_dump() for f in self.per_rank] if measurement else [],
             "effective_steps_per_replay": cfg.training.collector_steps_per_replay,
             "collector_graph": diagnostics[0],
             "learner_graph": diagnostics[1],
@@ -458,6 +562,12 @@ class OffPolicyRunner:
             "finished_at": utc_now(),
             **provenance(self.env.device if self.env is not None else self.device),
         }
+
+    def _run_timings(self) -> list[IterationTiming]:
+        """This rank's timings with env steps summed over ranks (each rank steps the same number)."""
+        if self.ranks.world_size == 1:
+            return self.timings
+        return [t.model_copy(update={"env_steps": t.env_steps * self.ranks.world_size}) for t in self.timings]
 
     @cold_path
     def _diagnostics(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:

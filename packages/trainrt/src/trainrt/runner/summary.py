@@ -91,6 +91,24 @@ def final_env_steps_per_sec(iterations: Sequence[IterationTiming]) -> float | No
     return iterations[-1].env_steps / iterations[-1].wall_time_sec
 
 
+class RankFigures(BaseModel):
+    """One rank's own figures in a multi-rank run (its envs, its steps, its clock, its weights)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    rank: NonNegativeInt
+    device: str
+    seed: NonNegativeInt = Field(description="this rank's seed (trainrt.runner.distributed.rank_seed)")
+    num_envs: NonNegativeInt
+    completed_iterations: NonNegativeInt
+    total_env_steps: NonNegativeInt = Field(description="this rank's env steps of the completed iterations")
+    training_wall_time_sec: NonNegativeFloat
+    tail_env_steps_per_sec: NonNegativeFloat = Field(description="this rank's tail rate (same window)")
+    parameter_checksum: list[float] = Field(
+        description="[sum, sum of squares] of all agent parameters and buffers at the end (float64)"
+    )
+
+
 class RunSummary(BaseModel):
     """Schema of ``run_summary.json`` (field docs are the contract; see DESIGN.md, measurement contract)."""
 
@@ -104,14 +122,16 @@ class RunSummary(BaseModel):
     task: str
     sim_backend: str
     device: str
-    num_envs: NonNegativeInt
+    num_envs: NonNegativeInt = Field(description="envs per rank (algo.num_envs)")
+    world_size: int = Field(1, ge=1, description="ranks (processes, one per GPU) of the run")
+    rank: NonNegativeInt = Field(0, description="the rank that wrote this summary (0: the run's summary)")
     steps_per_iteration: NonNegativeInt = Field(description="vector env steps per iteration")
     updates_per_iteration: NonNegativeInt
     max_iterations: NonNegativeInt
     resumed_from_iteration: NonNegativeInt | None = None
     # The measurement.
     tail_env_steps_per_sec: NonNegativeFloat = Field(
-        description="sum(env steps)/sum(wall) over the tail window"
+        description="sum(env steps)/sum(wall) over the tail window (env steps summed over ranks)"
     )
     tail_iteration_count: NonNegativeInt = Field(
         description="iterations in the tail window (min(W, completed))"
@@ -124,8 +144,16 @@ class RunSummary(BaseModel):
     total_env_steps: NonNegativeInt = Field(description="env steps of the completed iterations (no warm-up)")
     training_wall_time_sec: NonNegativeFloat = Field(description="sum of the iterations' wall times")
     warmup_time_sec: NonNegativeFloat = Field(description="construction to iteration 1, outside every window")
-    warmup_env_steps: NonNegativeInt = Field(description="env steps taken during warm-up (prefill, captures)")
-    iterations: list[IterationTiming] = Field(description="per-iteration timings, in order")
+    warmup_env_steps: NonNegativeInt = Field(
+        description="env steps taken during warm-up (prefill, captures), summed over ranks"
+    )
+    iterations: list[IterationTiming] = Field(
+        description="per-iteration timings, in order; env_steps summed over ranks, wall time of the rank "
+        "that wrote the summary (ranks run in lockstep: every iteration ends with a collective)"
+    )
+    per_rank: list[RankFigures] = Field(
+        default_factory=list, description="each rank's own figures (multi-rank runs that completed)"
+    )
     # How it ran.
     effective_steps_per_replay: int = Field(ge=1, description="K: control steps per collector replay")
     collector_graph: dict[str, Any] = Field(
@@ -182,6 +210,11 @@ class RunSummary(BaseModel):
                 f"tail_env_steps_per_sec={self.tail_env_steps_per_sec} does not follow from the timings "
                 f"({tail.env_steps_per_sec})"
             )
+        if self.per_rank:
+            if [f.rank for f in self.per_rank] != list(range(self.world_size)):
+                raise ValueError(f"per_rank must list ranks 0..{self.world_size - 1} in order")
+            if sum(f.total_env_steps for f in self.per_rank) != self.total_env_steps:
+                raise ValueError("total_env_steps differs from the sum of the ranks' total_env_steps")
         if self.status == "completed" and self.error is not None:
             raise ValueError("a completed run carries no error")
         if self.status == "failed" and not self.error:
