@@ -78,13 +78,58 @@ class Agent(abc.ABC):
     def _update_step(self, batch: Batch, update_actor: bool) -> None:
         """One gradient step (critic, then optionally actor and temperature, then target); sync-free."""
 
-    @abc.abstractmethod
+    @cold_path
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume: networks, targets, normalizers, optimizers, temperature, RNGs."""
+        """Everything needed to resume: networks, target, normalizers, temperature, optimizers, RNGs, updates."""
+        return clone_state(
+            {
+                "algo": self.algo,
+                "actor": self.actor.state_dict(),
+                "critic": self.critic.state_dict(),
+                "critic_target": self.critic_target.state_dict(),
+                "actor_obs_normalizer": self.actor_obs_normalizer.state_dict(),
+                "critic_obs_normalizer": self.critic_obs_normalizer.state_dict(),
+                "log_alpha": self.log_alpha,
+                "actor_optimizer": self.actor_optimizer.state_dict(),
+                "critic_optimizer": self.critic_optimizer.state_dict(),
+                "alpha_optimizer": self.alpha_optimizer.state_dict(),
+                "rng_state": self._rng_state(),
+                "num_updates": self.num_updates,
+            }
+        )
 
-    @abc.abstractmethod
+    @cold_path
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore `state_dict()` output in place (captured graphs stay valid)."""
+        if state.get("algo") != self.algo:
+            raise ValueError(f"checkpoint is for algo {state.get('algo')!r}, this agent is {self.algo!r}")
+        self.actor.load_state_dict(state["actor"])
+        self.critic.load_state_dict(state["critic"])
+        self.critic_target.load_state_dict(state["critic_target"])
+        self.actor_obs_normalizer.load_state_dict(state["actor_obs_normalizer"])
+        self.critic_obs_normalizer.load_state_dict(state["critic_obs_normalizer"])
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        load_optimizer_state_inplace(self.actor_optimizer, state["actor_optimizer"])
+        load_optimizer_state_inplace(self.critic_optimizer, state["critic_optimizer"])
+        load_optimizer_state_inplace(self.alpha_optimizer, state["alpha_optimizer"])
+        self._load_rng_state(state["rng_state"])
+        self.num_updates = int(state["num_updates"])
+
+    def _normalized_groups(
+        self, batch: Batch
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Update the running statistics with this batch, then normalize actor/critic obs and next obs."""
+        cfg = self.cfg
+        self.actor_obs_normalizer.update(batch.obs[cfg.actor_obs_group])
+        if not self.shared_obs_group:
+            self.critic_obs_normalizer.update(batch.obs[cfg.critic_obs_group])
+        return (
+            self.actor_obs_normalizer(batch.obs[cfg.actor_obs_group]),
+            self.actor_obs_normalizer(batch.next_obs[cfg.actor_obs_group]),
+            self.critic_obs_normalizer(batch.obs[cfg.critic_obs_group]),
+            self.critic_obs_normalizer(batch.next_obs[cfg.critic_obs_group]),
+        )
 
     @abc.abstractmethod
     def actor_for_export(self) -> nn.Module:

@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
 
-from trainrt.algos.agent import Agent, clone_state, load_optimizer_state_inplace
+from trainrt.algos.agent import Agent, clone_state
 from trainrt.algos.distributional import categorical_projection, categorical_support, expected_value
 from trainrt.algos.networks import bounded_log_std, tanh_gaussian_sample
 from trainrt.algos.normalizer import RunningObsNormalizer
@@ -432,21 +432,6 @@ class FlashSacAgent(Agent):
     # ----------------------------------------------------------------------------------------------
     # learning
     # ----------------------------------------------------------------------------------------------
-    def _normalized_groups(
-        self, batch: Batch
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Update the running statistics (when enabled), then normalize actor/critic obs and next obs."""
-        cfg = self.cfg
-        self.actor_obs_normalizer.update(batch.obs[cfg.actor_obs_group])
-        if not self.shared_obs_group:
-            self.critic_obs_normalizer.update(batch.obs[cfg.critic_obs_group])
-        return (
-            self.actor_obs_normalizer(batch.obs[cfg.actor_obs_group]),
-            self.actor_obs_normalizer(batch.next_obs[cfg.actor_obs_group]),
-            self.critic_obs_normalizer(batch.obs[cfg.critic_obs_group]),
-            self.critic_obs_normalizer(batch.next_obs[cfg.critic_obs_group]),
-        )
-
     def _reward_scale(self, batch: Batch) -> torch.Tensor:
         """max(std of the discounted return, max |return| / G_max) as a device scalar (1 when disabled)."""
         if not self.cfg.reward_scaling or batch.return_var is None or batch.return_abs_max is None:
@@ -531,44 +516,15 @@ class FlashSacAgent(Agent):
     # ----------------------------------------------------------------------------------------------
     @cold_path
     def state_dict(self) -> dict[str, Any]:
-        """Snapshot of networks (BatchNorm statistics included), target, normalizers, temperature,
-        optimizers, RNGs, held noise and update count."""
-        return clone_state(
-            {
-                "algo": self.algo,
-                "actor": self.actor.state_dict(),
-                "critic": self.critic.state_dict(),
-                "critic_target": self.critic_target.state_dict(),
-                "actor_obs_normalizer": self.actor_obs_normalizer.state_dict(),
-                "critic_obs_normalizer": self.critic_obs_normalizer.state_dict(),
-                "log_alpha": self.log_alpha,
-                "actor_optimizer": self.actor_optimizer.state_dict(),
-                "critic_optimizer": self.critic_optimizer.state_dict(),
-                "alpha_optimizer": self.alpha_optimizer.state_dict(),
-                "rng_state": self._rng_state(),
-                "num_updates": self.num_updates,
-                "held_noise": self.held_noise,
-                "hold_steps_left": self.hold_steps_left,
-            }
-        )
+        """The base snapshot plus the held exploration noise and its per-env hold counters."""
+        state = super().state_dict()
+        state |= clone_state({"held_noise": self.held_noise, "hold_steps_left": self.hold_steps_left})
+        return state
 
     @cold_path
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a `state_dict()` in place."""
-        if state.get("algo") != self.algo:
-            raise ValueError(f"checkpoint is for algo {state.get('algo')!r}, this agent is {self.algo!r}")
-        self.actor.load_state_dict(state["actor"])
-        self.critic.load_state_dict(state["critic"])
-        self.critic_target.load_state_dict(state["critic_target"])
-        self.actor_obs_normalizer.load_state_dict(state["actor_obs_normalizer"])
-        self.critic_obs_normalizer.load_state_dict(state["critic_obs_normalizer"])
-        with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
-        load_optimizer_state_inplace(self.actor_optimizer, state["actor_optimizer"])
-        load_optimizer_state_inplace(self.critic_optimizer, state["critic_optimizer"])
-        load_optimizer_state_inplace(self.alpha_optimizer, state["alpha_optimizer"])
-        self._load_rng_state(state["rng_state"])
-        self.num_updates = int(state["num_updates"])
+        """Restore `state_dict()` output in place, held noise included."""
+        super().load_state_dict(state)
         if state.get("held_noise") is not None:
             held_noise, hold_steps_left = self._noise_state(state["held_noise"].shape[0])
             held_noise.copy_(state["held_noise"])

@@ -14,14 +14,13 @@ target update. No step reads a tensor value on the host, so the whole update cap
 
 import copy
 import math
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
 
-from trainrt.algos.agent import Agent, clone_state, load_optimizer_state_inplace
+from trainrt.algos.agent import Agent
 from trainrt.algos.distributional import categorical_projection, categorical_support, expected_value
 from trainrt.algos.networks import bounded_log_std, tanh_gaussian_sample
 from trainrt.algos.normalizer import RunningObsNormalizer
@@ -234,21 +233,6 @@ class SacAgent(Agent):
     # ----------------------------------------------------------------------------------------------
     # learning
     # ----------------------------------------------------------------------------------------------
-    def _normalized_groups(
-        self, batch: Batch
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Update the running statistics with this batch, then normalize actor/critic obs and next obs."""
-        cfg = self.cfg
-        self.actor_obs_normalizer.update(batch.obs[cfg.actor_obs_group])
-        if not self.shared_obs_group:
-            self.critic_obs_normalizer.update(batch.obs[cfg.critic_obs_group])
-        return (
-            self.actor_obs_normalizer(batch.obs[cfg.actor_obs_group]),
-            self.actor_obs_normalizer(batch.next_obs[cfg.actor_obs_group]),
-            self.critic_obs_normalizer(batch.obs[cfg.critic_obs_group]),
-            self.critic_obs_normalizer(batch.next_obs[cfg.critic_obs_group]),
-        )
-
     def _sample_policy(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Reparameterised action (B, A) and log-prob (B,) from normalized obs, noise from `update_rng`."""
         mean, log_std = self.actor(obs)
@@ -313,44 +297,6 @@ class SacAgent(Agent):
     # ----------------------------------------------------------------------------------------------
     # checkpoint and export
     # ----------------------------------------------------------------------------------------------
-    @cold_path
-    def state_dict(self) -> dict[str, Any]:
-        """Snapshot of networks, target, normalizers, temperature, optimizers, RNGs and update count."""
-        return clone_state(
-            {
-                "algo": self.algo,
-                "actor": self.actor.state_dict(),
-                "critic": self.critic.state_dict(),
-                "critic_target": self.critic_target.state_dict(),
-                "actor_obs_normalizer": self.actor_obs_normalizer.state_dict(),
-                "critic_obs_normalizer": self.critic_obs_normalizer.state_dict(),
-                "log_alpha": self.log_alpha,
-                "actor_optimizer": self.actor_optimizer.state_dict(),
-                "critic_optimizer": self.critic_optimizer.state_dict(),
-                "alpha_optimizer": self.alpha_optimizer.state_dict(),
-                "rng_state": self._rng_state(),
-                "num_updates": self.num_updates,
-            }
-        )
-
-    @cold_path
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a `state_dict()` in place."""
-        if state.get("algo") != self.algo:
-            raise ValueError(f"checkpoint is for algo {state.get('algo')!r}, this agent is {self.algo!r}")
-        self.actor.load_state_dict(state["actor"])
-        self.critic.load_state_dict(state["critic"])
-        self.critic_target.load_state_dict(state["critic_target"])
-        self.actor_obs_normalizer.load_state_dict(state["actor_obs_normalizer"])
-        self.critic_obs_normalizer.load_state_dict(state["critic_obs_normalizer"])
-        with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
-        load_optimizer_state_inplace(self.actor_optimizer, state["actor_optimizer"])
-        load_optimizer_state_inplace(self.critic_optimizer, state["critic_optimizer"])
-        load_optimizer_state_inplace(self.alpha_optimizer, state["alpha_optimizer"])
-        self._load_rng_state(state["rng_state"])
-        self.num_updates = int(state["num_updates"])
-
     @cold_path
     def actor_for_export(self) -> nn.Module:
         """Copy of normalizer + actor in fp32 eval mode: raw policy obs (N, Dp) -> actions (N, A)."""
