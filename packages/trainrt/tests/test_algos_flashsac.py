@@ -120,6 +120,19 @@ def test_stochastic_actions_use_the_held_noise_and_deterministic_acting_leaves_i
     assert torch.equal(noise, agent.held_noise) and torch.equal(left, agent.hold_steps_left)
 
 
+def test_an_ended_episode_starts_with_fresh_noise_and_other_rows_keep_theirs():
+    agent = make_agent("flashsac", _config(noise_hold_max_steps=16), OBS_DIMS, NUM_ACTIONS, "cpu", seed=2)
+    obs = {k: torch.zeros(64, d) for k, d in OBS_DIMS.items()}
+    agent.act(obs)
+    agent.hold_steps_left.fill_(5)  # every row is mid-hold
+    noise = agent.held_noise.clone()
+    done = torch.arange(64) % 4 == 0
+    agent.end_episodes(done)
+    agent.act(obs)
+    assert torch.equal(agent.held_noise[~done], noise[~done])
+    assert (agent.held_noise[done] != noise[done]).all()
+
+
 def test_zeta_inverse_cdf_covers_every_length():
     cdf = zeta_hold_cdf(2.0, 16)
     assert cdf[-1].item() == pytest.approx(1.0)

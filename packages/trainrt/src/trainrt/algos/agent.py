@@ -74,6 +74,13 @@ class Agent(abc.ABC):
     def act(self, obs: dict[str, torch.Tensor], deterministic: bool = False) -> torch.Tensor:
         """Actions (N, A) in [-1, 1] for observation groups {name: (N, D)}; graph-capturable."""
 
+    def end_episodes(self, done: torch.Tensor) -> None:
+        """Forget per-env exploration state of rows whose episode ended, ``done`` (num_envs,) bool; sync-free.
+
+        The default agent keeps no such state.
+        """
+        return
+
     @abc.abstractmethod
     def _update_step(self, batch: Batch, update_actor: bool) -> None:
         """One gradient step (critic, then optionally actor and temperature, then target); sync-free."""

@@ -416,6 +416,11 @@ class FlashSacAgent(Agent):
         hold_steps_left.copy_(torch.where(expired, fresh_hold, hold_steps_left) - 1)
         return torch.tanh(mean + log_std.float().exp() * held_noise)
 
+    def end_episodes(self, done: torch.Tensor) -> None:
+        """A new episode starts with fresh exploration noise: expire the hold of rows in ``done`` (num_envs,)."""
+        if self.hold_steps_left is not None:  # created by the first stochastic act()
+            self.hold_steps_left.masked_fill_(done, 0)
+
     def _noise_state(self, num_envs: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The persistent per-env noise buffers, created (expired) on first use or when N changes."""
         if self.held_noise is None or self.hold_steps_left is None or self.held_noise.shape[0] != num_envs:

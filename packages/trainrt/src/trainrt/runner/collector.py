@@ -118,6 +118,7 @@ class Collector:
         self._finished_count.add_(finished.sum())
         self._episode_return.masked_fill_(done, 0.0)
         self._episode_length.masked_fill_(done, 0.0)
+        self.agent.end_episodes(done)
 
     def collect(self, num_steps: int) -> None:
         """Advance ``num_steps`` control steps (a multiple of K) by replaying the collector work."""
