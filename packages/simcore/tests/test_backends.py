@@ -271,3 +271,18 @@ def test_mujoco_host_bridge_serves_cuda_carriers(small_model):
     assert on_gpu.qpos.device.type == "cuda" and plan_gpu.body_pos_w.device.type == "cuda"
     assert torch.equal(on_gpu.qpos.cpu(), on_cpu.qpos)  # the same float64 arithmetic on the host
     assert torch.equal(plan_gpu.body_lin_vel_w.cpu(), plan_cpu.body_lin_vel_w)
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_a_blown_up_world_is_reported_non_finite_not_silently_reset(name):
+    # CPU MuJoCo resets an unstable world to qpos0 with only a warning; both backends must instead hand the
+    # blow-up to the caller as a non-finite state, and leave the other worlds alone.
+    from simcore_scenes import SMALL_XML
+
+    model = mujoco.MjModel.from_xml_string(SMALL_XML)
+    backend = simcore.make_backend(name, model, cpu_config(num_envs=3))
+    backend.step()
+    backend.qvel[1] = float("nan")
+    backend.step()
+    finite = torch.isfinite(backend.qvel).all(dim=1) & torch.isfinite(backend.qpos).all(dim=1)
+    assert finite.tolist() == [True, False, True]

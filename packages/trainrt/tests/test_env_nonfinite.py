@@ -82,3 +82,23 @@ def test_nonfinite_episodes_stay_out_of_episode_statistics():
     assert all(v == v for v in stats.values())  # no NaN published
     # the invalid row's reward sums were cleared, so later statistics stay finite
     assert torch.isfinite(env.reward_manager.episode_sums).all()
+
+
+@pytest.mark.parametrize("sim", ["mujoco", "mjwarp"])
+def test_a_world_that_explodes_inside_the_physics_recovers_after_its_reset(sim: str):
+    """NaN fed into the solver (warm start, contacts, forces all go non-finite), then reset: the row steps on."""
+    env = make_env(seed=3, sim=sim)
+    actions = torch.Generator().manual_seed(1)
+    env.reset()
+    for _ in range(2):
+        env.step(torch.rand(env.num_envs, env.num_actions, generator=actions) * 2 - 1)
+    env.backend.qvel[BAD_ROW] = float("nan")  # before the physics step: the solver consumes it
+    result = env.step(torch.zeros(env.num_envs, env.num_actions))
+    assert not result.valid[BAD_ROW] and bool(
+        result.valid[[r for r in range(env.num_envs) if r != BAD_ROW]].all()
+    )
+    for _ in range(5):
+        result = env.step(torch.rand(env.num_envs, env.num_actions, generator=actions) * 2 - 1)
+        assert bool(result.valid.all()), "a reset row must not stay poisoned by stale solver state"
+        assert torch.isfinite(env.backend.qpos).all() and torch.isfinite(env.backend.qvel).all()
+    assert env.nonfinite_resets.item() == 1

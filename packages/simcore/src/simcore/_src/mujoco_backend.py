@@ -30,6 +30,18 @@ from simcore._src.reset import STATE_CHANNELS
 _DERIVED_FIELDS = DerivedState._fields  # xpos, xquat, cvel, subtree_com, sensordata, cfrc_ext
 
 
+_UNSTABLE_WARNINGS = (
+    mujoco.mjtWarning.mjWARN_BADQPOS,
+    mujoco.mjtWarning.mjWARN_BADQVEL,
+    mujoco.mjtWarning.mjWARN_BADQACC,
+)
+
+
+def _unstable_count(d: mujoco.MjData) -> int:
+    """How often MuJoCo found a non-finite or huge state in this world (and reset it to qpos0)."""
+    return sum(d.warning[int(kind)].number for kind in _UNSTABLE_WARNINGS)
+
+
 class MujocoBackend(SimBackend):
     """CPU MuJoCo, one ``MjData`` per world; carriers are float64 torch tensors (CPU unless ``config.device``)."""
 
@@ -114,12 +126,18 @@ class MujocoBackend(SimBackend):
     def _advance(self) -> None:
         self._to_host()
         for m, d in zip(self._world_models, self._world_data):
+            unstable_before = _unstable_count(d)
             for _ in range(self.decimation):
                 mujoco.mj_step(m, d)
             if self._uses_contacts:
                 # contact wrenches of the last substep, before kinematics move on to the integrated state
                 mujoco.mj_rnePostConstraint(m, d)
             self._refresh_world(m, d)
+            if _unstable_count(d) > unstable_before:
+                # MuJoCo silently reset this world to qpos0 after a non-finite or huge state; report the
+                # blow-up as the non-finite state it was (as MuJoCo Warp does), so callers reset and count it
+                d.qpos[:] = np.nan
+                d.qvel[:] = np.nan
         self._track_overflow()
         self._from_host()
 
