@@ -202,7 +202,8 @@ class DeviceReplayBuffer:
         """Draw `batch_size` valid transitions uniformly (with replacement) as n-step samples.
 
         Fixed shape and sync-free (capturable in a CUDA graph when `generator` is registered with it).
-        Sampling before any valid row exists returns zero rows; callers gate on `learning_starts`.
+        Before any valid row exists, every sample is the last ring slot (zeroed, flagged invalid); callers
+        gate on `learning_starts`.
         """
         capacity, num_envs = self.capacity_per_env, self.num_envs
         # Inverse-CDF over the valid flags: the (u+1)-th valid row is the first with cumsum > u.
