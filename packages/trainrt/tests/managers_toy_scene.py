@@ -21,6 +21,7 @@ from trainrt.managers import (
     RewardTermCfg,
     TerminationTermCfg,
 )
+from trainrt.mdp import joint_pos_rel, joint_vel, last_action
 
 TOY_XML = """
 <mujoco model="toy">
@@ -58,26 +59,6 @@ def toy_model() -> mujoco.MjModel:
 
 
 # --- terms -------------------------------------------------------------------------------------------------
-
-
-def joint_pos_rel(env: ManagerBasedRlEnv) -> torch.Tensor:
-    """Joint positions relative to default (num_envs, 2)."""
-    return env.robot.joint_pos - env.robot.default_joint_pos
-
-
-def joint_vel(env: ManagerBasedRlEnv) -> torch.Tensor:
-    """Joint velocities (num_envs, 2)."""
-    return env.robot.joint_vel
-
-
-def last_action(env: ManagerBasedRlEnv) -> torch.Tensor:
-    """The current action (num_envs, A)."""
-    return env.action_manager.action
-
-
-def root_height(env: ManagerBasedRlEnv) -> torch.Tensor:
-    """Root height (num_envs, 1)."""
-    return env.robot.root_pos_w[:, 2:3]
 
 
 def root_state(env: ManagerBasedRlEnv) -> torch.Tensor:

@@ -27,13 +27,7 @@ SMALL = {
 ALGOS = sorted(SMALL)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny networks run fastest single-threaded; oversubscribed cores make them crawl."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _obs(seed: int, num_envs: int = NUM_ENVS) -> dict[str, torch.Tensor]:

@@ -35,13 +35,7 @@ CONFIGS = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny networks run fastest single-threaded; oversubscribed cores make them crawl."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.slow

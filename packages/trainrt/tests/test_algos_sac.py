@@ -13,13 +13,7 @@ OBS_DIMS = {"policy": 6, "critic": 9}
 NUM_ACTIONS = 3
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny networks run fastest single-threaded; oversubscribed cores make them crawl."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _config(**overrides) -> SacConfig:

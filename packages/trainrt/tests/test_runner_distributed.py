@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_runs import TINY_RUN
 
 from trainrt.algos import SacConfig, make_agent
 from trainrt.runner import load_run_summary
@@ -29,16 +30,9 @@ from trainrt.runner.launcher import rank_environment
 from trainrt.runner.summary import SUMMARY_FILE_NAME
 
 TINY = [
-    "algo.num_envs=2",
-    "algo.max_iterations=2",
-    "algo.steps_per_iteration=2",
-    "algo.params.batch_size=8",
-    "algo.params.updates_per_iteration=1",
-    "algo.params.buffer_size_per_env=16",
-    "algo.params.learning_starts=2",
+    *TINY_RUN,
     "algo.params.actor_hidden_dim=8",
     "algo.params.critic_hidden_dim=8",
-    "training.checkpoint_every=1",
     "training.no_play=true",
     "training.export_onnx=false",
     "training.tensorboard=false",

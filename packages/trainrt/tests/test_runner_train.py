@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 import torch
+from tiny_runs import TINY_RUN
 
 from trainrt.config import TrainConfig, apply_overrides, cpu_demo_preset
 from trainrt.runner import OffPolicyRunner, load_run_summary
@@ -15,17 +16,7 @@ from trainrt.runner.collector import Collector
 from trainrt.runner.manifest import load_resolved_config
 from trainrt.runner.summary import TailThroughput
 
-TINY = [
-    "algo.num_envs=2",
-    "algo.max_iterations=2",
-    "algo.steps_per_iteration=2",
-    "algo.params.batch_size=8",
-    "algo.params.updates_per_iteration=1",
-    "algo.params.buffer_size_per_env=16",
-    "algo.params.learning_starts=2",
-    "training.play_steps=3",
-    "training.checkpoint_every=1",
-]
+TINY = [*TINY_RUN, "training.play_steps=3"]
 
 
 def tiny_config(run_dir, algo="sac", task="g1_walk_flat", *extra) -> TrainConfig:
