@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import pytest
 import torch
 from managers_toy_scene import episode_step, make_env, row_index, toy_cfg
 
 from trainrt.managers import (
     CurriculumTermCfg,
+    ManagerTermBase,
     MetricTermCfg,
     NullCurriculumManager,
     NullMetricsManager,
@@ -32,12 +35,16 @@ def test_metrics_are_episode_means_averaged_over_finished_episodes():
     assert "rows" in str(env.metrics_manager)
 
 
-class _CountResets:
-    def __init__(self, cfg, env):
-        self.total = torch.zeros((), device=env.device)
+class _CountResets(ManagerTermBase):
+    PARAMS: ClassVar[dict[str, float]] = {"step": 1.0}
 
-    def __call__(self, env, env_mask, step: float = 1.0):
-        self.total += env_mask.sum() * step
+    def __init__(self, cfg, env):
+        super().__init__(cfg, env)
+        self.total = torch.zeros((), device=env.device)
+        self.step = float(self.params["step"])
+
+    def __call__(self, env, env_mask):
+        self.total += env_mask.sum() * self.step
         return {"resets": self.total, "level": self.total / 4}
 
 

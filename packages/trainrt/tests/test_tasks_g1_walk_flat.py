@@ -85,10 +85,13 @@ def test_layout_timing_and_action_scale(env):
     assert env.obs_dims == {"policy": 3 + 3 + 3 + 29 + 29 + 29 + 2, "critic": 98 + 3 + 1 + 2 + 2}
     assert env.num_actions == 29
     meta = env.action_meta()
-    gains = simcore.g1_pd_gains(env.backend.mj_model)
-    expected = [0.25 * e / kp for kp, e in zip(gains.kp, gains.effort_limit)]
+    model = env.backend.mj_model
+    # mode "joint_limits": action +-1 reaches the farther joint limit from the default pose
+    ranges = [model.jnt_range[model.joint(n).id] for n in simcore.G1_JOINT_NAMES]
+    defaults = [simcore.G1_DEFAULT_JOINT_POS.get(n, 0.0) for n in simcore.G1_JOINT_NAMES]
+    expected = [max(hi - d, d - lo) for (lo, hi), d in zip(ranges, defaults)]
     assert meta["joint_names"] == list(simcore.G1_JOINT_NAMES)
-    assert meta["action_scale"] == pytest.approx(expected, rel=1e-6)
+    assert meta["action_scale"] == pytest.approx(expected, rel=1e-5)
 
 
 def test_random_action_rollout_is_finite(env):
@@ -198,7 +201,7 @@ def test_push_changes_only_masked_rows_root_velocity(env):
     push = env.event_manager.get_term("push_robot")
     qvel_before = env.backend.qvel.clone()
     mask = torch.tensor([True, False, False, True])
-    push(env, mask, velocity_range={"x": (-0.5, 0.5), "y": (-0.5, 0.5)})
+    push(env, mask)  # the configured velocity_range: x, y in (-0.5, 0.5)
     qvel = env.backend.qvel
     torch.testing.assert_close(qvel[~mask], qvel_before[~mask], atol=0, rtol=0)
     kick = qvel[mask] - qvel_before[mask]
@@ -240,12 +243,12 @@ def test_feet_contact_phase_and_slip_on_a_standing_robot(env):
     gait = env.command_manager.get_term("gait")
     assert bool(contact_mask(env, phase_term.contact_ids, 1.0).all()), "the default pose stands on both feet"
     twist.vel_command_b.zero_()
-    torch.testing.assert_close(phase_term(env, **cfg.params), torch.ones(NUM_ENVS))
+    torch.testing.assert_close(phase_term(env), torch.ones(NUM_ENVS))
     twist.vel_command_b[:, 0] = 0.8
     gait.phase.fill_(0.6)  # left foot in swing (0.6 >= 0.55), right foot in stance (0.1)
-    torch.testing.assert_close(phase_term(env, **cfg.params), torch.full((NUM_ENVS,), 0.5))
+    torch.testing.assert_close(phase_term(env), torch.full((NUM_ENVS,), 0.5))
     slip_cfg = env.cfg.rewards["feet_slip_l2"]
-    slip = mdp.FeetSlipL2(slip_cfg, env)(env, **slip_cfg.params)
+    slip = mdp.FeetSlipL2(slip_cfg, env)(env)
     feet_speed = env.robot.body_lin_vel_w[:, env.robot.body_ids(G1_FOOT_BODIES), :2]
     torch.testing.assert_close(slip, feet_speed.square().sum(dim=(1, 2)))
     env.reset()

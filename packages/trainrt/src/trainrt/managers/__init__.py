@@ -2,7 +2,14 @@
 command, curriculum, metrics), plus null managers for empty groups."""
 
 from trainrt.managers.action import ActionManager, ActionTerm, ActionTermCfg, JointPositionAction
-from trainrt.managers.base import ManagerBase, ManagerTermBase
+from trainrt.managers.base import (
+    REQUIRED,
+    ManagerBase,
+    ManagerTermBase,
+    merge_term_params,
+    term_param_defaults,
+    term_param_names,
+)
 from trainrt.managers.command import CommandManager, CommandTerm, CommandTermCfg
 from trainrt.managers.curriculum import CurriculumManager, CurriculumTermCfg
 from trainrt.managers.event import EVENT_MODES, EventManager, EventTermCfg
@@ -21,6 +28,7 @@ from trainrt.managers.termination import TerminationManager, TerminationTermCfg
 
 __all__ = [
     "EVENT_MODES",
+    "REQUIRED",
     "ActionManager",
     "ActionTerm",
     "ActionTermCfg",
@@ -51,4 +59,7 @@ __all__ = [
     "TerminationManager",
     "TerminationTermCfg",
     "UniformNoiseCfg",
+    "merge_term_params",
+    "term_param_defaults",
+    "term_param_names",
 ]

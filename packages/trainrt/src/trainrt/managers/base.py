@@ -1,15 +1,28 @@
 """Shared machinery of the managers: term resolution, argument checks, stateful-term resets, summary tables.
 
 A term is either a plain function or a class. A class is instantiated once as ``cls(cfg, env)`` and then
-called like the function would be; if it has a ``reset(env_mask)`` method, its manager calls it with the
-``(num_envs,)`` bool mask of the rows that start a new episode.
+called with the leading arguments only (``env``, and ``env_mask`` for events and curricula); if it has a
+``reset(env_mask)`` method, its manager calls it with the ``(num_envs,)`` bool mask of the rows that start a
+new episode.
+
+Term parameters are declared once, in one of two places, and checked by one function
+(``merge_term_params``):
+
+- a function term declares them as its keyword parameters (a parameter without a default is required); its
+  manager passes the merged params on every call;
+- a class term (``ManagerTermBase``, ``CommandTerm``, ``ActionTerm``) declares them in the class variable
+  ``PARAMS`` (name -> default, ``REQUIRED`` for none); the base class merges ``cfg.params`` over them into
+  ``self.params`` at construction, and ``__call__`` takes no params.
+
+``term_param_defaults(func)`` returns the declared set of either kind, for tools that check params before an
+env exists (config overrides, docs).
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import torch
 
@@ -19,16 +32,67 @@ if TYPE_CHECKING:
     from trainrt.envs.manager_based_rl_env import ManagerBasedRlEnv
 
 
-class ManagerTermBase:
-    """Base class of stateful terms: built once with ``(cfg, env)``, called every step, reset per row."""
+class _Required:
+    """Marker of a declared term parameter that has no default."""
 
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED: Final = _Required()
+"""Default of a declared term parameter that the config must set."""
+
+
+@cold_path
+def term_param_defaults(func: Any, leading_args: int = 1) -> dict[str, Any]:
+    """The parameters a term declares: name -> default, ``REQUIRED`` where it has none.
+
+    A class declares them in ``PARAMS``; a function as its keyword parameters after the ``leading_args``
+    positional ones (1: ``env``; 2: ``env, env_mask`` for event and curriculum terms).
+    """
+    if inspect.isclass(func):
+        return dict(getattr(func, "PARAMS", {}))
+    try:
+        parameters = list(inspect.signature(func).parameters.values())[leading_args:]
+    except (TypeError, ValueError) as err:  # builtins without a signature
+        raise ValueError(f"term {func!r} has no inspectable signature to declare its params") from err
+    declared = {}
+    for p in parameters:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
+            raise ValueError(
+                f"term {callable_name(func)}: parameter {p.name!r} must be a plain keyword parameter "
+                "(no *args, **kwargs or positional-only) so its params can be checked"
+            )
+        declared[p.name] = REQUIRED if p.default is p.empty else p.default
+    return declared
+
+
+@cold_path
+def term_param_names(func: Any, leading_args: int = 1) -> list[str]:
+    """Names of the parameters a term declares (see ``term_param_defaults``), in declaration order."""
+    return list(term_param_defaults(func, leading_args))
+
+
+class ManagerTermBase:
+    """Base class of stateful terms: built once with ``(cfg, env)``, called every step, reset per row.
+
+    Subclasses declare their parameters in ``PARAMS`` and read them from ``self.params`` (merged and checked
+    here); ``__call__`` takes only ``env`` (and ``env_mask`` for events).
+    """
+
+    PARAMS: ClassVar[Mapping[str, Any]] = {}
+    """Declared parameters: name -> default (``REQUIRED`` for none)."""
+
+    @cold_path
     def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
         self.cfg = cfg
         self.env = env
         self.num_envs = env.num_envs
         self.device = env.device
+        self.params = merge_term_params(type(self).__name__, cfg.params, self.PARAMS)
+        """The term's parameters: ``cfg.params`` over the declared defaults."""
 
-    def __call__(self, env: ManagerBasedRlEnv, **params: Any) -> torch.Tensor:
+    def __call__(self, env: ManagerBasedRlEnv) -> torch.Tensor:
         """Evaluate the term for all rows."""
         raise NotImplementedError(f"{type(self).__name__} must implement __call__")
 
@@ -37,44 +101,50 @@ class ManagerTermBase:
 
 
 @cold_path
-def resolve_term(kind: str, name: str, cfg: Any, env: ManagerBasedRlEnv, leading_args: int = 1) -> Callable:
-    """Return the callable for a term config: the function itself, or an instance of a term class.
+def resolve_term(
+    kind: str, name: str, cfg: Any, env: ManagerBasedRlEnv, leading_args: int = 1
+) -> tuple[Callable, dict[str, Any]]:
+    """Return the callable for a term config and the params its manager passes on every call.
 
-    Checks that ``leading_args`` positional arguments (``env``, and ``env_mask`` for events) plus the
-    configured ``params`` bind to the callable's signature, so a misspelled parameter fails at construction.
+    A function comes back with its params merged over its declared defaults; a class is instantiated (it
+    checks and keeps its params itself) and comes back with no per-call params. Unknown or missing params
+    fail here, at construction, with the valid set in the message.
     """
     func = cfg.func
-    if inspect.isclass(func):
-        term = func(cfg, env)
-        target = term.__call__
-    elif callable(func):
-        term = func
-        target = func
-    else:
-        raise ValueError(f"{kind} term {name!r}: func must be a function or a class, got {func!r}")
     if not isinstance(cfg.params, dict):
         raise ValueError(f"{kind} term {name!r}: params must be a dict, got {type(cfg.params).__name__}")
-    try:
-        signature = inspect.signature(target)
-    except (TypeError, ValueError):  # builtins without a signature: nothing to check
-        return term
-    try:
-        signature.bind(*([None] * leading_args), **cfg.params)
-    except TypeError as err:
-        raise ValueError(
-            f"{kind} term {name!r}: params {sorted(cfg.params)} do not fit {getattr(func, '__name__', func)}"
-            f"{signature}: {err}"
-        ) from err
-    return term
+    owner = f"{kind} term {name!r} ({callable_name(func)})"
+    if inspect.isclass(func):
+        merge_term_params(owner, cfg.params, term_param_defaults(func))  # also for classes off the bases
+        term = func(cfg, env)
+        params: dict[str, Any] = {}
+        try:
+            inspect.signature(term.__call__).bind(*([None] * leading_args))
+        except TypeError as err:
+            leading = "env, env_mask" if leading_args == 2 else "env"
+            raise ValueError(
+                f"{owner}: __call__ must take only ({leading}) and read its params from self.params: {err}"
+            ) from err
+        return term, params
+    if not callable(func):
+        raise ValueError(f"{kind} term {name!r}: func must be a function or a class, got {func!r}")
+    return func, merge_term_params(owner, cfg.params, term_param_defaults(func, leading_args))
 
 
 @cold_path
-def merge_term_params(owner: str, params: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
-    """Merge a term's ``params`` over its ``defaults``; ValueError naming unknown keys and the valid set."""
+def merge_term_params(owner: str, params: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge a term's ``params`` over its declared ``defaults``; the one check of every term's params.
+
+    ValueError naming unknown keys and the valid set, or the declared parameters left ``REQUIRED``.
+    """
     unknown = sorted(set(params) - set(defaults))
     if unknown:
         raise ValueError(f"{owner}: unknown params {unknown}; valid: {sorted(defaults)}")
-    return {**defaults, **params}
+    merged = {**defaults, **params}
+    missing = [key for key, value in merged.items() if value is REQUIRED]
+    if missing:
+        raise ValueError(f"{owner}: missing required params {missing}; set them in the term's params")
+    return merged
 
 
 @cold_path

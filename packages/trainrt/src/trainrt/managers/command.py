@@ -9,13 +9,14 @@ freshly sampled command, e.g. the reference state of a motion clip at the sample
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
 from trainrt.hotpath import cold_path
-from trainrt.managers.base import ManagerBase, callable_name
+from trainrt.managers.base import ManagerBase, callable_name, merge_term_params
 
 if TYPE_CHECKING:
     from trainrt.envs.manager_based_rl_env import ManagerBasedRlEnv
@@ -39,14 +40,20 @@ class CommandTerm:
     """Base of command terms. Subclasses implement ``command``, ``_resample`` and optionally ``_update``.
 
     ``_resample(env_mask)`` must change only the rows where ``env_mask`` (num_envs,) is True and draw every
-    random number from ``self.env.rng``.
+    random number from ``self.env.rng``. Parameters are declared in ``PARAMS`` and read from ``self.params``.
     """
 
+    PARAMS: ClassVar[Mapping[str, Any]] = {}
+    """Declared parameters: name -> default (``REQUIRED`` for none)."""
+
+    @cold_path
     def __init__(self, cfg: CommandTermCfg, env: ManagerBasedRlEnv) -> None:
         self.cfg = cfg
         self.env = env
         self.num_envs = env.num_envs
         self.device = env.device
+        self.params = merge_term_params(type(self).__name__, cfg.params, self.PARAMS)
+        """The term's parameters: ``cfg.params`` over the declared defaults."""
         low, high = cfg.resampling_time_range_s
         self._time_low, self._time_span = float(low), float(high - low)
         self.time_left = torch.zeros(env.num_envs, device=env.device)

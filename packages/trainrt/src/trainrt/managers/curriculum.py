@@ -43,8 +43,8 @@ class CurriculumManager(ManagerBase):
         for name, term_cfg in cfg.items():
             if not isinstance(term_cfg, CurriculumTermCfg):
                 raise ValueError(f"curriculum term {name!r} must be a CurriculumTermCfg, got {term_cfg!r}")
-            fn = resolve_term("curriculum", name, term_cfg, env, leading_args=2)
-            self._terms.append((name, fn, term_cfg.params))
+            fn, params = resolve_term("curriculum", name, term_cfg, env, leading_args=2)
+            self._terms.append((name, fn, params))
         self._stateful = stateful_terms([fn for _, fn, _ in self._terms])
         self._state: dict[str, torch.Tensor] = {}
 

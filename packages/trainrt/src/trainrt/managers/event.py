@@ -77,9 +77,9 @@ class EventManager(ManagerBase):
         for name, term_cfg in cfg.items():
             if not isinstance(term_cfg, EventTermCfg):
                 raise ValueError(f"event term {name!r} must be an EventTermCfg, got {term_cfg!r}")
-            fn = resolve_term("event", name, term_cfg, env, leading_args=2)
+            fn, params = resolve_term("event", name, term_cfg, env, leading_args=2)
             fns.append(fn)
-            self._by_mode[term_cfg.mode].append((name, fn, term_cfg.params))
+            self._by_mode[term_cfg.mode].append((name, fn, params))
             if term_cfg.mode == "interval":
                 low, high = term_cfg.interval_range_s  # type: ignore[misc]
                 self._timers.append(_IntervalTimer(low, high, env))

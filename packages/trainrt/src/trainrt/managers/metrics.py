@@ -40,7 +40,7 @@ class MetricsManager(ManagerBase):
         for i, (name, term_cfg) in enumerate(cfg.items()):
             if not isinstance(term_cfg, MetricTermCfg):
                 raise ValueError(f"metric term {name!r} must be a MetricTermCfg, got {term_cfg!r}")
-            self._terms.append((i, resolve_term("metric", name, term_cfg, env), term_cfg.params))
+            self._terms.append((i, *resolve_term("metric", name, term_cfg, env)))
         self._stateful = stateful_terms([fn for _, fn, _ in self._terms])
         n, m = env.num_envs, len(self._term_names)
         self.step_values = torch.zeros(n, m, device=env.device)

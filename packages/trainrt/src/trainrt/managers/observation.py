@@ -59,13 +59,19 @@ class _ObsTerm:
     """A resolved observation term with its preallocated buffers."""
 
     def __init__(
-        self, name: str, cfg: ObsTermCfg, fn: Callable, frame_dim: int, env: ManagerBasedRlEnv
+        self,
+        name: str,
+        cfg: ObsTermCfg,
+        fn: Callable,
+        params: dict[str, Any],
+        frame_dim: int,
+        env: ManagerBasedRlEnv,
     ) -> None:
         n, device = env.num_envs, env.device
         self.name = name
         self.cfg = cfg
         self.fn = fn
-        self.params = cfg.params
+        self.params = params
         self.frame_dim = frame_dim
         self.history_length = cfg.history_length
         self.out_dim = frame_dim * max(cfg.history_length, 1)
@@ -135,15 +141,15 @@ class ObservationManager(ManagerBase):
                 raise ValueError(f"observation group {group_name!r} has no terms")
             terms = []
             for term_name, term_cfg in group_cfg.terms.items():
-                fn = resolve_term("observation", f"{group_name}/{term_name}", term_cfg, env)
-                value = fn(env, **term_cfg.params)
+                fn, params = resolve_term("observation", f"{group_name}/{term_name}", term_cfg, env)
+                value = fn(env, **params)
                 if not isinstance(value, torch.Tensor) or value.ndim == 0 or value.shape[0] != env.num_envs:
                     shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
                     raise ValueError(
                         f"observation term {group_name}/{term_name} must return (num_envs, D), got {shape}"
                     )
                 frame_dim = int(value.reshape(env.num_envs, -1).shape[1])
-                terms.append(_ObsTerm(term_name, term_cfg, fn, frame_dim, env))
+                terms.append(_ObsTerm(term_name, term_cfg, fn, params, frame_dim, env))
                 fns.append(fn)
             self._groups[group_name] = _ObsGroup(group_name, group_cfg, terms, env)
         self._term_names = [f"{g}/{t.name}" for g, grp in self._groups.items() for t in grp.terms]

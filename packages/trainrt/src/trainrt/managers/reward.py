@@ -42,10 +42,10 @@ class RewardManager(ManagerBase):
         for i, (name, term_cfg) in enumerate(cfg.items()):
             if not isinstance(term_cfg, RewardTermCfg):
                 raise ValueError(f"reward term {name!r} must be a RewardTermCfg, got {term_cfg!r}")
-            fn = resolve_term("reward", name, term_cfg, env)
+            fn, params = resolve_term("reward", name, term_cfg, env)
             fns.append(fn)
             if term_cfg.weight != 0.0:
-                self._evaluated.append((i, fn, term_cfg.params, float(term_cfg.weight)))
+                self._evaluated.append((i, fn, params, float(term_cfg.weight)))
         self._stateful = stateful_terms(fns)
         n, t = env.num_envs, len(self._term_names)
         self.reward = torch.zeros(n, device=env.device)

@@ -41,7 +41,7 @@ class TerminationManager(ManagerBase):
         for i, (name, term_cfg) in enumerate(cfg.items()):
             if not isinstance(term_cfg, TerminationTermCfg):
                 raise ValueError(f"termination term {name!r} must be a TerminationTermCfg, got {term_cfg!r}")
-            self._terms.append((i, resolve_term("termination", name, term_cfg, env), term_cfg.params))
+            self._terms.append((i, *resolve_term("termination", name, term_cfg, env)))
         self._stateful = stateful_terms([fn for _, fn, _ in self._terms])
         n, t, device = env.num_envs, len(self._term_names), env.device
         self._time_out_columns = torch.tensor(

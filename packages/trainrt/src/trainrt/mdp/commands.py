@@ -13,7 +13,6 @@ import torch
 
 from trainrt.hotpath import cold_path
 from trainrt.managers import CommandTerm, CommandTermCfg
-from trainrt.managers.base import merge_term_params
 from trainrt.mdp.math import wrap_to_pi
 
 if TYPE_CHECKING:
@@ -41,7 +40,7 @@ class UniformVelocityCommand(CommandTerm):
         heading_stiffness: gain of the heading controller (1/s).
     """
 
-    DEFAULTS: ClassVar[dict[str, Any]] = {
+    PARAMS: ClassVar[dict[str, Any]] = {
         "lin_vel_x": (-1.0, 1.0),
         "lin_vel_y": (-0.5, 0.5),
         "ang_vel_z": (-1.0, 1.0),
@@ -55,12 +54,11 @@ class UniformVelocityCommand(CommandTerm):
     def __init__(self, cfg: CommandTermCfg, env: ManagerBasedRlEnv) -> None:
         super().__init__(cfg, env)
         owner = type(self).__name__
-        p = merge_term_params(owner, cfg.params, self.DEFAULTS)
+        p = self.params
         ranges = [_check_range(owner, k, p[k]) for k in ("lin_vel_x", "lin_vel_y", "ang_vel_z", "heading")]
         for key in ("rel_heading_envs", "rel_standing_envs"):
             if not 0.0 <= float(p[key]) <= 1.0:
                 raise ValueError(f"{owner}: {key} must lie in [0, 1], got {p[key]!r}")
-        self.params = p
         dev = env.device
         self._low = torch.tensor([r[0] for r in ranges], device=dev)
         self._span = torch.tensor([r[1] - r[0] for r in ranges], device=dev)
@@ -119,12 +117,12 @@ class GaitPhaseCommand(CommandTerm):
         period_s: duration of one gait cycle (s).
     """
 
-    DEFAULTS: ClassVar[dict[str, Any]] = {"period_s": 0.8}
+    PARAMS: ClassVar[dict[str, Any]] = {"period_s": 0.8}
 
     @cold_path
     def __init__(self, cfg: CommandTermCfg, env: ManagerBasedRlEnv) -> None:
         super().__init__(cfg, env)
-        p = merge_term_params(type(self).__name__, cfg.params, self.DEFAULTS)
+        p = self.params
         period = float(p["period_s"])
         if not (math.isfinite(period) and period > 0.0):
             raise ValueError(f"GaitPhaseCommand: period_s must be a positive number, got {p['period_s']!r}")

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import mujoco
 import torch
 
 from trainrt.hotpath import cold_path
-from trainrt.managers import ManagerTermBase
+from trainrt.managers import REQUIRED, ManagerTermBase
 from trainrt.mdp.math import quat_apply_inverse, quat_from_euler_xyz, quat_mul, quat_normalize
 from trainrt.mdp.name_matching import match_names
 from trainrt.mdp.state_layout import robot_state_layout
@@ -58,22 +58,18 @@ class ResetRootStateUniform(ManagerTermBase):
         velocity_range: ``{x, y, z, roll, pitch, yaw}`` world-frame velocities.
     """
 
+    PARAMS: ClassVar[Mapping[str, Any]] = {"pose_range": {}, "velocity_range": {}}
+
     @cold_path
     def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
         super().__init__(cfg, env)
         self.layout = robot_state_layout(env)
         name = type(self).__name__
-        self.pose_bounds = range_bounds(name, cfg.params.get("pose_range", {}), env.device)
-        self.velocity_bounds = range_bounds(name, cfg.params.get("velocity_range", {}), env.device)
+        self.pose_bounds = range_bounds(name, self.params["pose_range"], env.device)
+        self.velocity_bounds = range_bounds(name, self.params["velocity_range"], env.device)
         self._draw = torch.zeros(env.num_envs, 12, device=env.device)
 
-    def __call__(
-        self,
-        env: ManagerBasedRlEnv,
-        env_mask: torch.Tensor,
-        pose_range: Mapping[str, Sequence[float]] | None = None,
-        velocity_range: Mapping[str, Sequence[float]] | None = None,
-    ) -> None:
+    def __call__(self, env: ManagerBasedRlEnv, env_mask: torch.Tensor) -> None:
         """Write the payload's root pose and velocity for rows where ``env_mask`` is True."""
         lay, qpos, qvel = self.layout, env.reset_payload["qpos"], env.reset_payload["qvel"]
         self._draw.uniform_(0.0, 1.0, generator=env.rng)
@@ -103,27 +99,27 @@ class ResetJointsAroundDefault(ManagerTermBase):
         velocity_range: ``(low, high)`` in rad/s.
     """
 
+    PARAMS: ClassVar[Mapping[str, Any]] = {"position_range": (0.0, 0.0), "velocity_range": (0.0, 0.0)}
+
     @cold_path
     def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
         super().__init__(cfg, env)
         self.layout = robot_state_layout(env)
+        ranges = []
         for key in ("position_range", "velocity_range"):
-            low, high = (float(v) for v in cfg.params.get(key, (0.0, 0.0)))
+            low, high = (float(v) for v in self.params[key])
             if not low <= high:
                 raise ValueError(f"ResetJointsAroundDefault: {key} must be (low, high) with low <= high")
+            ranges.append((low, high))
+        self.position_range, self.velocity_range = ranges
         limits = env.robot.joint_pos_limits
         self.lower, self.upper = limits[:, 0], limits[:, 1]
         self._draw = torch.zeros(env.num_envs, 2, env.robot.num_joints, device=env.device)
 
-    def __call__(
-        self,
-        env: ManagerBasedRlEnv,
-        env_mask: torch.Tensor,
-        position_range: Sequence[float] = (0.0, 0.0),
-        velocity_range: Sequence[float] = (0.0, 0.0),
-    ) -> None:
+    def __call__(self, env: ManagerBasedRlEnv, env_mask: torch.Tensor) -> None:
         """Write the payload's joint positions and velocities for rows where ``env_mask`` is True."""
         lay, qpos, qvel = self.layout, env.reset_payload["qpos"], env.reset_payload["qvel"]
+        position_range, velocity_range = self.position_range, self.velocity_range
         self._draw.uniform_(0.0, 1.0, generator=env.rng)
         offset = position_range[0] + (position_range[1] - position_range[0]) * self._draw[:, 0]
         velocity = velocity_range[0] + (velocity_range[1] - velocity_range[0]) * self._draw[:, 1]
@@ -143,20 +139,17 @@ class PushByVelocity(ManagerTermBase):
         velocity_range: ``{x, y, z, roll, pitch, yaw}`` velocity changes.
     """
 
+    PARAMS: ClassVar[Mapping[str, Any]] = {"velocity_range": {}}
+
     @cold_path
     def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
         super().__init__(cfg, env)
         self.layout = robot_state_layout(env)
-        self.bounds = range_bounds(type(self).__name__, cfg.params.get("velocity_range", {}), env.device)
+        self.bounds = range_bounds(type(self).__name__, self.params["velocity_range"], env.device)
         self._draw = torch.zeros(env.num_envs, 6, device=env.device)
         self._root = slice(self.layout.root_lin_vel.start, self.layout.root_ang_vel.stop)
 
-    def __call__(
-        self,
-        env: ManagerBasedRlEnv,
-        env_mask: torch.Tensor,
-        velocity_range: Mapping[str, Sequence[float]] | None = None,
-    ) -> None:
+    def __call__(self, env: ManagerBasedRlEnv, env_mask: torch.Tensor) -> None:
         """Add the kick to the root velocity of rows where ``env_mask`` is True."""
         qvel = env.backend.qvel
         self._draw.uniform_(0.0, 1.0, generator=env.rng)
@@ -176,6 +169,8 @@ class RandomizeGeomFriction(ManagerTermBase):
         friction_range: ``(low, high)`` sliding friction coefficient.
     """
 
+    PARAMS: ClassVar[Mapping[str, Any]] = {"geom_names": REQUIRED, "friction_range": (1.0, 1.0)}
+
     @cold_path
     def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
         super().__init__(cfg, env)
@@ -190,25 +185,20 @@ class RandomizeGeomFriction(ManagerTermBase):
             )
         model = env.backend.mj_model
         names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, g) or "" for g in range(model.ngeom)]
-        ids = match_names(cfg.params.get("geom_names", ()), names, "geom")
+        ids = match_names(self.params["geom_names"], names, "geom")
         self.geom_ids = torch.tensor(ids, dtype=torch.long, device=env.device)
-        low, high = (float(v) for v in cfg.params.get("friction_range", (1.0, 1.0)))
+        low, high = (float(v) for v in self.params["friction_range"])
         if not 0.0 <= low <= high:
             raise ValueError(
                 f"RandomizeGeomFriction: friction_range must be 0 <= low <= high, got {(low, high)}"
             )
+        self.friction_range = (low, high)
         self._draw = torch.zeros(env.num_envs, 1, device=env.device)
 
-    def __call__(
-        self,
-        env: ManagerBasedRlEnv,
-        env_mask: torch.Tensor,
-        geom_names: Sequence[str] = (),
-        friction_range: Sequence[float] = (1.0, 1.0),
-    ) -> None:
+    def __call__(self, env: ManagerBasedRlEnv, env_mask: torch.Tensor) -> None:
         """Draw and write the friction of the selected geoms in worlds where ``env_mask`` is True."""
         friction = env.backend.model_fields["geom_friction"]
-        self._draw.uniform_(float(friction_range[0]), float(friction_range[1]), generator=env.rng)
+        self._draw.uniform_(*self.friction_range, generator=env.rng)
         current = friction[:, self.geom_ids, 0]
         new = self._draw.to(friction.dtype).expand_as(current)
         friction[:, self.geom_ids, 0] = torch.where(env_mask.unsqueeze(1), new, current)

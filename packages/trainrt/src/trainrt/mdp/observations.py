@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
+from trainrt.hotpath import cold_path
 from trainrt.mdp.term_bases import BodySubsetTerm, ContactSubsetTerm, contact_mask
 
 if TYPE_CHECKING:
@@ -55,7 +57,7 @@ def generated_commands(env: ManagerBasedRlEnv, command_name: str) -> torch.Tenso
 class BodyHeight(BodySubsetTerm):
     """Heights above flat ground (world z) of the bodies ``body_names`` (num_envs, len(body_names))."""
 
-    def __call__(self, env: ManagerBasedRlEnv, body_names: tuple[str, ...] = ()) -> torch.Tensor:
+    def __call__(self, env: ManagerBasedRlEnv) -> torch.Tensor:
         """Evaluate for all rows."""
         return env.robot.body_pos_w[:, self.body_ids, 2]
 
@@ -63,8 +65,13 @@ class BodyHeight(BodySubsetTerm):
 class FootContact(ContactSubsetTerm):
     """1.0 where a foot's net contact force exceeds ``force_threshold`` newtons, else 0.0 (num_envs, F)."""
 
-    def __call__(
-        self, env: ManagerBasedRlEnv, contact_body_names: tuple[str, ...] = (), force_threshold: float = 1.0
-    ) -> torch.Tensor:
+    PARAMS: ClassVar[Mapping[str, Any]] = {**ContactSubsetTerm.PARAMS, "force_threshold": 1.0}
+
+    @cold_path
+    def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
+        super().__init__(cfg, env)
+        self.force_threshold = float(self.params["force_threshold"])
+
+    def __call__(self, env: ManagerBasedRlEnv) -> torch.Tensor:
         """Evaluate for all rows."""
-        return contact_mask(env, self.contact_ids, force_threshold).to(torch.float32)
+        return contact_mask(env, self.contact_ids, self.force_threshold).to(torch.float32)

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
 from trainrt.hotpath import cold_path
-from trainrt.managers import ManagerTermBase
+from trainrt.managers import REQUIRED, ManagerTermBase
 from trainrt.mdp.name_matching import values_by_pattern
-from trainrt.mdp.term_bases import ContactSubsetTerm, JointSubsetTerm, contact_mask
+from trainrt.mdp.term_bases import ContactSubsetTerm, JointSubsetTerm, contact_mask, nonempty_names
 
 if TYPE_CHECKING:
     from trainrt.envs import ManagerBasedRlEnv
@@ -85,10 +85,12 @@ class JointPosLimits(ManagerTermBase):
         soft_ratio: the soft range is the hard range shrunk about its middle to this fraction.
     """
 
+    PARAMS: ClassVar[Mapping[str, Any]] = {"soft_ratio": 1.0}
+
     @cold_path
     def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
         super().__init__(cfg, env)
-        ratio = float(cfg.params.get("soft_ratio", 1.0))
+        ratio = float(self.params["soft_ratio"])
         if not 0.0 < ratio <= 1.0:
             raise ValueError(f"JointPosLimits: soft_ratio must lie in (0, 1], got {ratio}")
         limits = env.robot.joint_pos_limits
@@ -97,7 +99,7 @@ class JointPosLimits(ManagerTermBase):
         half = torch.where(limited, 0.5 * (limits[:, 1] - limits[:, 0]) * ratio, math.inf)
         self.lower, self.upper = middle - half, middle + half
 
-    def __call__(self, env: ManagerBasedRlEnv, soft_ratio: float = 1.0) -> torch.Tensor:
+    def __call__(self, env: ManagerBasedRlEnv) -> torch.Tensor:
         """Evaluate for all rows."""
         q = env.robot.joint_pos
         below = (self.lower - q).clamp_min(0.0)
@@ -113,19 +115,15 @@ class JointDeviationL1(JointSubsetTerm):
         joint_weights: one weight for all, or ``{pattern: weight}`` (unmatched selected joints weigh 1).
     """
 
+    PARAMS: ClassVar[Mapping[str, Any]] = {**JointSubsetTerm.PARAMS, "joint_weights": 1.0}
+
     @cold_path
     def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
         super().__init__(cfg, env)
-        weights = cfg.params.get("joint_weights", 1.0)
-        values = values_by_pattern(weights, self.joint_names, "joint", default=1.0)
+        values = values_by_pattern(self.params["joint_weights"], self.joint_names, "joint", default=1.0)
         self.weights = torch.tensor(values, device=env.device)
 
-    def __call__(
-        self,
-        env: ManagerBasedRlEnv,
-        joint_names: tuple[str, ...] = (),
-        joint_weights: float | Mapping[str, float] = 1.0,
-    ) -> torch.Tensor:
+    def __call__(self, env: ManagerBasedRlEnv) -> torch.Tensor:
         """Evaluate for all rows."""
         deviation = env.robot.joint_pos[:, self.joint_ids] - env.robot.default_joint_pos[:, self.joint_ids]
         return (deviation.abs() * self.weights).sum(dim=1)
@@ -134,7 +132,7 @@ class JointDeviationL1(JointSubsetTerm):
 # --- feet and contacts -----------------------------------------------------------------------------------------
 
 
-class FeetSlipL2(ManagerTermBase):
+class FeetSlipL2(ContactSubsetTerm):
     """Squared horizontal speed of feet in contact, summed over feet (num_envs,) in (m/s)^2.
 
     Params:
@@ -143,26 +141,27 @@ class FeetSlipL2(ManagerTermBase):
         force_threshold: contact force (N) above which a foot counts as in contact.
     """
 
+    PARAMS: ClassVar[Mapping[str, Any]] = {
+        **ContactSubsetTerm.PARAMS,
+        "body_names": REQUIRED,
+        "force_threshold": 1.0,
+    }
+
     @cold_path
     def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
         super().__init__(cfg, env)
-        bodies, contacts = cfg.params.get("body_names"), cfg.params.get("contact_body_names")
-        if not bodies or not contacts or len(bodies) != len(contacts):
-            raise ValueError("FeetSlipL2 needs body_names and contact_body_names of equal, non-zero length")
+        bodies = nonempty_names(type(self).__name__, self.params, "body_names")
+        if len(bodies) != len(self.contact_ids):
+            raise ValueError(
+                f"FeetSlipL2: body_names {bodies} and contact_body_names "
+                f"{list(self.params['contact_body_names'])} must name the same feet, same length and order"
+            )
         self.body_ids = torch.tensor(env.robot.body_ids(bodies), dtype=torch.long, device=env.device)
-        self.contact_ids = torch.tensor(
-            [env.plan.contact_index(n) for n in contacts], dtype=torch.long, device=env.device
-        )
+        self.force_threshold = float(self.params["force_threshold"])
 
-    def __call__(
-        self,
-        env: ManagerBasedRlEnv,
-        body_names: tuple[str, ...] = (),
-        contact_body_names: tuple[str, ...] = (),
-        force_threshold: float = 1.0,
-    ) -> torch.Tensor:
+    def __call__(self, env: ManagerBasedRlEnv) -> torch.Tensor:
         """Evaluate for all rows."""
-        in_contact = contact_mask(env, self.contact_ids, force_threshold)
+        in_contact = contact_mask(env, self.contact_ids, self.force_threshold)
         speed_sq = env.robot.body_lin_vel_w[:, self.body_ids, :2].square().sum(dim=-1)
         return torch.where(in_contact, speed_sq, 0.0).sum(dim=1)
 
@@ -182,29 +181,46 @@ class FeetContactPhase(ContactSubsetTerm):
         standing_threshold: command norm below which a row stands.
     """
 
-    def __call__(
-        self,
-        env: ManagerBasedRlEnv,
-        contact_body_names: tuple[str, ...] = (),
-        gait_command_name: str = "gait",
-        velocity_command_name: str = "twist",
-        stance_fraction: float = 0.55,
-        force_threshold: float = 1.0,
-        standing_threshold: float = 0.1,
-    ) -> torch.Tensor:
+    PARAMS: ClassVar[Mapping[str, Any]] = {
+        **ContactSubsetTerm.PARAMS,
+        "gait_command_name": "gait",
+        "velocity_command_name": "twist",
+        "stance_fraction": 0.55,
+        "force_threshold": 1.0,
+        "standing_threshold": 0.1,
+    }
+
+    @cold_path
+    def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
+        super().__init__(cfg, env)
+        p = self.params
+        self.gait_command_name = str(p["gait_command_name"])
+        self.velocity_command_name = str(p["velocity_command_name"])
+        self.stance_fraction = float(p["stance_fraction"])
+        self.force_threshold = float(p["force_threshold"])
+        self.standing_threshold = float(p["standing_threshold"])
+
+    def __call__(self, env: ManagerBasedRlEnv) -> torch.Tensor:
         """Evaluate for all rows."""
-        foot_phase = env.command_manager.get_term(gait_command_name).foot_phase
-        standing = env.command_manager.command(velocity_command_name).norm(dim=1) < standing_threshold
-        expect_stance = (foot_phase < stance_fraction) | standing.unsqueeze(1)
-        in_contact = contact_mask(env, self.contact_ids, force_threshold)
+        foot_phase = env.command_manager.get_term(self.gait_command_name).foot_phase
+        standing = (
+            env.command_manager.command(self.velocity_command_name).norm(dim=1) < self.standing_threshold
+        )
+        expect_stance = (foot_phase < self.stance_fraction) | standing.unsqueeze(1)
+        in_contact = contact_mask(env, self.contact_ids, self.force_threshold)
         return (in_contact == expect_stance).to(torch.float32).mean(dim=1)
 
 
 class UndesiredContacts(ContactSubsetTerm):
     """Number of listed contact bodies pushed by more than ``force_threshold`` newtons (num_envs,)."""
 
-    def __call__(
-        self, env: ManagerBasedRlEnv, contact_body_names: tuple[str, ...] = (), force_threshold: float = 1.0
-    ) -> torch.Tensor:
+    PARAMS: ClassVar[Mapping[str, Any]] = {**ContactSubsetTerm.PARAMS, "force_threshold": 1.0}
+
+    @cold_path
+    def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
+        super().__init__(cfg, env)
+        self.force_threshold = float(self.params["force_threshold"])
+
+    def __call__(self, env: ManagerBasedRlEnv) -> torch.Tensor:
         """Evaluate for all rows."""
-        return contact_mask(env, self.contact_ids, force_threshold).to(torch.float32).sum(dim=1)
+        return contact_mask(env, self.contact_ids, self.force_threshold).to(torch.float32).sum(dim=1)

@@ -1,17 +1,19 @@
 """Base classes of stateful terms that select bodies, contact bodies or joints by name once, at construction.
 
-The names come from the term's ``params`` (``body_names``, ``contact_body_names``, ``joint_names``); the
-resolved indices are device tensors, so the per-step ``__call__`` only gathers.
+The names come from the term's ``params`` (``body_names``, ``contact_body_names``, ``joint_names``, each
+declared ``REQUIRED`` in ``PARAMS``; subclasses extend ``PARAMS`` with their own); the resolved indices are
+device tensors, so the per-step ``__call__`` only gathers.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
 from trainrt.hotpath import cold_path
-from trainrt.managers import ManagerTermBase
+from trainrt.managers import REQUIRED, ManagerTermBase
 from trainrt.mdp.name_matching import match_names
 
 if TYPE_CHECKING:
@@ -19,31 +21,36 @@ if TYPE_CHECKING:
 
 
 @cold_path
-def _required(cfg: Any, key: str, owner: str) -> Any:
-    value = cfg.params.get(key)
-    if not value:
-        raise ValueError(f"{owner} needs params[{key!r}]")
-    return value
+def nonempty_names(owner: str, params: Mapping[str, Any], key: str) -> list[str]:
+    """``params[key]`` as a non-empty list of names (a single string is one name); ValueError otherwise."""
+    value = params[key]
+    names = [value] if isinstance(value, str) else list(value or ())
+    if not names:
+        raise ValueError(f"{owner} needs a non-empty params[{key!r}]")
+    return names
 
 
 class BodySubsetTerm(ManagerTermBase):
     """A term over read-plan bodies ``params['body_names']``: ``self.body_ids`` (B,) long."""
 
+    PARAMS: ClassVar[Mapping[str, Any]] = {"body_names": REQUIRED}
+
     @cold_path
     def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
         super().__init__(cfg, env)
-        names = _required(cfg, "body_names", type(self).__name__)
+        names = nonempty_names(type(self).__name__, self.params, "body_names")
         self.body_ids = torch.tensor(env.robot.body_ids(names), dtype=torch.long, device=env.device)
 
 
 class ContactSubsetTerm(ManagerTermBase):
     """A term over the plan's contact bodies ``params['contact_body_names']``: ``self.contact_ids`` (C,) long."""
 
+    PARAMS: ClassVar[Mapping[str, Any]] = {"contact_body_names": REQUIRED}
+
     @cold_path
     def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
         super().__init__(cfg, env)
-        names = _required(cfg, "contact_body_names", type(self).__name__)
-        names = [names] if isinstance(names, str) else list(names)
+        names = nonempty_names(type(self).__name__, self.params, "contact_body_names")
         self.contact_ids = torch.tensor(
             [env.plan.contact_index(name) for name in names], dtype=torch.long, device=env.device
         )
@@ -52,10 +59,12 @@ class ContactSubsetTerm(ManagerTermBase):
 class JointSubsetTerm(ManagerTermBase):
     """A term over the robot joints matched by ``params['joint_names']``: ``self.joint_ids`` (J,) long."""
 
+    PARAMS: ClassVar[Mapping[str, Any]] = {"joint_names": REQUIRED}
+
     @cold_path
     def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
         super().__init__(cfg, env)
-        patterns = _required(cfg, "joint_names", type(self).__name__)
+        patterns = nonempty_names(type(self).__name__, self.params, "joint_names")
         self.joint_names = [
             env.robot.joint_names[i] for i in match_names(patterns, env.robot.joint_names, "joint")
         ]

@@ -17,8 +17,7 @@ import torch
 
 import simcore
 from trainrt.hotpath import cold_path
-from trainrt.managers import CommandTerm, CommandTermCfg, ManagerTermBase
-from trainrt.managers.base import merge_term_params
+from trainrt.managers import REQUIRED, CommandTerm, CommandTermCfg, ManagerTermBase
 from trainrt.mdp.events import range_bounds
 from trainrt.mdp.math import (
     quat_apply,
@@ -81,7 +80,7 @@ class MotionCommand(CommandTerm):
             the adaptive sampler (see above).
     """
 
-    DEFAULTS: ClassVar[dict[str, Any]] = {
+    PARAMS: ClassVar[dict[str, Any]] = {
         "motion_file": None,
         "anchor_body": "torso_link",
         "body_names": (),
@@ -98,8 +97,7 @@ class MotionCommand(CommandTerm):
     @cold_path
     def __init__(self, cfg: CommandTermCfg, env: ManagerBasedRlEnv) -> None:
         super().__init__(cfg, env)
-        p = merge_term_params("MotionCommand", cfg.params, self.DEFAULTS)
-        self.params = p
+        p = self.params
         body_names = tuple(p["body_names"])
         if p["anchor_body"] not in body_names:
             raise ValueError(
@@ -436,11 +434,15 @@ def _gravity_z_in_frame(quat: torch.Tensor) -> torch.Tensor:
 class BodyHeightError(ManagerTermBase):
     """Rows where any of ``body_names`` is off its anchor-relative target height by more than ``threshold``."""
 
+    PARAMS: ClassVar[dict[str, Any]] = {"command_name": "motion", "threshold": REQUIRED, "body_names": REQUIRED}
+
     @cold_path
     def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
         super().__init__(cfg, env)
-        motion = env.command_manager.get_term(cfg.params.get("command_name", "motion"))
-        names = cfg.params.get("body_names", ())
+        self.command_name = str(self.params["command_name"])
+        self.threshold = float(self.params["threshold"])
+        motion = env.command_manager.get_term(self.command_name)
+        names = tuple(self.params["body_names"])
         missing = [n for n in names if n not in motion.body_names]
         if not names or missing:
             raise ValueError(
@@ -450,14 +452,12 @@ class BodyHeightError(ManagerTermBase):
             [motion.body_names.index(n) for n in names], dtype=torch.long, device=env.device
         )
 
-    def __call__(
-        self, env: ManagerBasedRlEnv, command_name: str, threshold: float, body_names: tuple[str, ...] = ()
-    ) -> torch.Tensor:
+    def __call__(self, env: ManagerBasedRlEnv) -> torch.Tensor:
         """Evaluate for all rows."""
-        m = _motion(env, command_name)
+        m = _motion(env, self.command_name)
         target, _ = m.relative_body_targets()
         error = (target[:, self.indices, 2] - m.robot_body_pos_w[:, self.indices, 2]).abs()
-        return (error > threshold).any(dim=1)
+        return (error > self.threshold).any(dim=1)
 
 
 # --- metrics --------------------------------------------------------------------------------------------------
