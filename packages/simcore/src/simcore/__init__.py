@@ -6,19 +6,21 @@ Public names live here; implementation lives in ``simcore._src``.
 """
 
 from simcore._src.assets import G1Assets, g1_asset_paths
-from simcore._src.backend import SimBackend, make_backend
+from simcore._src.backend import SimBackend
 from simcore._src.capability import Capability
 from simcore._src.config import SimConfig
 from simcore._src.diagnostics import BackendDiagnostics
+from simcore._src.factory import make_backend
 from simcore._src.g1 import G1_DEFAULT_JOINT_POS, G1_JOINT_NAMES, g1_default_qpos, g1_pd_gains, load_g1
 from simcore._src.graph import CapturedWork
-from simcore._src.model import PdGains, load_model
+from simcore._src.model import SELF_COLLISION_SENSOR, PdGains, load_model
 from simcore._src.read_plan import ReadPlan
 from simcore._src.reset import ResetSpec
 
 __all__ = [
     "G1_DEFAULT_JOINT_POS",
     "G1_JOINT_NAMES",
+    "SELF_COLLISION_SENSOR",
     "BackendDiagnostics",
     "Capability",
     "CapturedWork",

@@ -15,8 +15,9 @@ from typing import Any
 import mujoco
 import torch
 
-from simcore._src.backend import SimBackend, make_backend
+from simcore._src.backend import SimBackend
 from simcore._src.config import DEFAULT_RANDOMIZED_FIELDS, SimConfig
+from simcore._src.factory import make_backend
 from simcore._src.g1 import g1_default_qpos, load_g1
 from simcore._src.graph import CapturedWork
 

@@ -1,4 +1,4 @@
-"""SimBackend: the contract every simulation backend honours, and ``make_backend`` to build one by name."""
+"""SimBackend: the contract every simulation backend honours (``simcore._src.factory`` builds one by name)."""
 
 from __future__ import annotations
 
@@ -27,8 +27,6 @@ from simcore._src.reset import (
 
 if TYPE_CHECKING:
     from simcore._src.graph import CapturedWork
-
-BACKEND_NAMES: tuple[str, ...] = ("mujoco", "mjwarp")
 
 
 class SimBackend(abc.ABC):
@@ -124,8 +122,10 @@ class SimBackend(abc.ABC):
         """Write ``payload`` into rows where ``mask`` (num_envs,) is true; other rows keep every bit.
 
         Afterwards derived constants (for mass/inertia channels) and derived state are recomputed over all
-        rows, which reproduces identical values in unselected rows. Step products (contact forces, acceleration
-        sensors) read zero in reset rows until the next step. Fixed-shape and sync-free on device backends.
+        rows, which reproduces identical values in unselected rows; when no row is selected the derived-state
+        refresh is skipped (on device backends without reading the mask on the host: a conditional graph
+        node). Step products (contact forces, acceleration sensors) read zero in reset rows until the next
+        step. Fixed-shape and sync-free on device backends.
         """
         if spec.backend_id != id(self):
             raise ValueError("this ResetSpec was built by another backend; call reset_spec() on this one")
@@ -135,6 +135,10 @@ class SimBackend(abc.ABC):
         clear_masked(mask, self._derived.sensordata, self._acc_sensor_columns)
         if spec.recompute_constants:
             self._recompute_constants(mask)
+        self._refresh_after_reset(mask)
+
+    def _refresh_after_reset(self, mask: torch.Tensor) -> None:
+        """Derived state and plans after a reset transaction; backends may skip the work when ``mask`` is empty."""
         self.forward()
 
     def _refresh_plans(self) -> None:
@@ -291,18 +295,3 @@ class SimBackend(abc.ABC):
                 adr = int(model.sensor_adr[i])
                 columns[adr : adr + int(model.sensor_dim[i])] = True
         return columns.to(device)
-
-
-def make_backend(
-    name: str, model: mujoco.MjModel, config: SimConfig, require: Iterable[Capability] = ()
-) -> SimBackend:
-    """Build backend ``name`` ("mujoco" or "mjwarp"); missing required capabilities raise NotImplementedError."""
-    if name == "mujoco":
-        from simcore._src.mujoco_backend import MujocoBackend
-
-        return MujocoBackend(model, config, require=require)
-    if name == "mjwarp":
-        from simcore._src.mjwarp_backend import MjwarpBackend
-
-        return MjwarpBackend(model, config, require=require)
-    raise ValueError(f"unknown backend {name!r}; valid: {list(BACKEND_NAMES)}")
