@@ -6,6 +6,8 @@ Cold path only (runs once at construction); NumPy is used here on host-side mode
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +21,12 @@ PD_NATURAL_FREQUENCY_HZ = 10.0
 PD_DAMPING_RATIO = 2.0
 
 FLOOR_NAME = "floor"
+
+SELF_COLLISION_SENSOR = "self_collision"
+"""Name of the contact sensor ``load_model(self_collision_pairs=...)`` adds: per world, the number of contacts
+between the robot's own geoms (one float, ``data="found"``)."""
+
+_MAX_COLLISION_PAIRS = 31  # contype/conaffinity bits 1..31; bit 0 is the floor's
 
 
 @dataclass(frozen=True)
@@ -119,6 +127,64 @@ def _disable_self_collision(spec: mujoco.MjSpec) -> None:
             geom.contype, geom.conaffinity = 1, 0
 
 
+def _enable_collision_pairs(spec: mujoco.MjSpec, pairs: Sequence[tuple[str, str]]) -> None:
+    """Let the collision geoms of each pair's two body groups touch; add the ``SELF_COLLISION_SENSOR``.
+
+    Runs after ``_disable_self_collision`` (robot geoms: contype 1, conaffinity 0). Pair ``k`` gets bit
+    ``k + 1``: the first group's geoms set it in ``contype``, the second group's in ``conaffinity``. MuJoCo
+    collides two geoms when ``contype`` of one shares a bit with ``conaffinity`` of the other, so exactly the
+    listed pairs (and the floor, bit 0) collide, and the broadphase still filters them like any other contact.
+    """
+    if isinstance(pairs, str) or len(pairs) > _MAX_COLLISION_PAIRS:
+        raise ValueError(
+            f"self_collision_pairs must be a sequence of at most {_MAX_COLLISION_PAIRS} (pattern, pattern) "
+            f"pairs, got {pairs!r}"
+        )
+    colliding: dict[str, list[mujoco.MjsGeom]] = {}
+    for geom in spec.geoms:
+        if geom.name != FLOOR_NAME and not _is_visual_only(geom):
+            colliding.setdefault(geom.parent.name, []).append(geom)
+    roots: set[str] = set()
+    for index, pair in enumerate(pairs):
+        if len(pair) != 2 or not all(isinstance(p, str) for p in pair):
+            raise ValueError(f"self_collision_pairs[{index}] must be two body-name patterns, got {pair!r}")
+        groups = []
+        for pattern in pair:
+            bodies = [name for name in colliding if re.fullmatch(pattern, name)]
+            if not bodies:
+                raise ValueError(
+                    f"self_collision_pairs[{index}]: pattern {pattern!r} matches no body with collision geoms; "
+                    f"bodies with collision geoms: {sorted(colliding)}"
+                )
+            groups.append(bodies)
+        shared = sorted(set(groups[0]) & set(groups[1]))
+        if shared:
+            raise ValueError(f"self_collision_pairs[{index}]: bodies {shared} are on both sides of {pair!r}")
+        bit = 1 << (index + 1)
+        for body in groups[0]:
+            for geom in colliding[body]:
+                geom.contype |= bit
+        for body in groups[1]:
+            for geom in colliding[body]:
+                geom.conaffinity |= bit
+        for body in groups[0] + groups[1]:
+            element = spec.body(body)
+            while element.parent.name != spec.worldbody.name:
+                element = element.parent
+            roots.add(element.name)
+    if len(roots) != 1:
+        raise NotImplementedError(
+            f"self_collision_pairs span the bodies of {sorted(roots)}; pairs within one robot only"
+        )
+    root = roots.pop()
+    sensor = spec.add_sensor()
+    sensor.name = SELF_COLLISION_SENSOR
+    sensor.type = mujoco.mjtSensor.mjSENS_CONTACT
+    sensor.objtype, sensor.objname = mujoco.mjtObj.mjOBJ_XBODY, root
+    sensor.reftype, sensor.refname = mujoco.mjtObj.mjOBJ_XBODY, root
+    sensor.intprm[0:3] = [1, 0, 1]  # data "found", no reduction, one slot: the count of matching contacts
+
+
 def apply_pd_servos(model: mujoco.MjModel, gains: PdGains) -> None:
     """Turn every joint actuator into a force-limited PD position servo: ctrl is the target position."""
     if gains.kp.shape != (model.nu,):
@@ -148,6 +214,7 @@ def load_model(
     add_floor: bool = True,
     floor_friction: float = 0.4,
     self_collision: bool = False,
+    self_collision_pairs: Sequence[tuple[str, str]] = (),
 ) -> mujoco.MjModel:
     """Load an MJCF file into a physics-ready MjModel.
 
@@ -162,6 +229,11 @@ def load_model(
         add_floor: add a ground plane named ``floor`` (replacing explicit floor contact pairs).
         floor_friction: sliding friction of the floor, the lower bound of every floor contact.
         self_collision: keep robot-robot collisions (off by default: fewer contacts).
+        self_collision_pairs: with ``self_collision`` off, enable only these robot-robot contacts: pairs of body
+            name patterns (regular expressions, full match); the collision geoms of bodies matching the first
+            may touch those of bodies matching the second (at most 31 pairs; MuJoCo still skips parent-child
+            bodies). Adds the contact sensor ``SELF_COLLISION_SENSOR`` that counts the robot's own contacts
+            per world. Default none: the model is unchanged.
     """
     path = Path(mjcf_path)
     if not path.is_file():
@@ -172,6 +244,10 @@ def load_model(
         raise ValueError(f"solver/ls iterations must be >= 1, got {solver_iterations}, {ls_iterations}")
     if pd is not None and pd_from_armature:
         raise ValueError("pass either pd or pd_from_armature, not both")
+    if self_collision and self_collision_pairs:
+        raise ValueError(
+            "self_collision=True already keeps every robot-robot contact; drop self_collision_pairs"
+        )
     spec = mujoco.MjSpec.from_file(str(path))
     if headless:
         _strip_visuals(spec)
@@ -179,6 +255,8 @@ def load_model(
         _add_floor(spec, floor_friction)
     if not self_collision:
         _disable_self_collision(spec)
+    if self_collision_pairs:
+        _enable_collision_pairs(spec, self_collision_pairs)
     try:
         model = spec.compile()
     except ValueError as err:
