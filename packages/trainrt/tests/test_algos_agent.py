@@ -77,8 +77,10 @@ def test_export_carries_the_normalizer(algo):
     obs = _obs(2)
     exported = agent.actor_for_export()
     agent.actor_obs_normalizer.mean.add_(10.0)  # the export is a snapshot, not a view
+    agent.publish_policy()
     assert not torch.allclose(exported(obs["policy"]), agent.act(obs, deterministic=True))
     agent.actor_obs_normalizer.mean.sub_(10.0)
+    agent.publish_policy()
     torch.testing.assert_close(exported(obs["policy"]), agent.act(obs, deterministic=True))
 
 

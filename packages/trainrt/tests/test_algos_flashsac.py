@@ -37,18 +37,24 @@ def _agent_and_buffer(num_envs: int = 8, **overrides):
 
 
 def _assert_unit_norm(module: torch.nn.Module) -> int:
+    """Check every norm-bounded layer of every stacked member; return the number of member layers."""
     checked = 0
     for layer in module.modules():
-        if isinstance(layer, _UnitLinear):
-            torch.testing.assert_close(layer.weight.norm(dim=-1), torch.ones(layer.weight.shape[0]))
-        elif isinstance(layer, _BatchNorm):
-            joint = torch.cat([layer.weight, layer.bias]).norm()
-            assert joint.item() == pytest.approx(math.sqrt(layer.weight.shape[0]), rel=1e-5)
-        elif isinstance(layer, _RmsNorm):
-            assert layer.weight.norm().item() == pytest.approx(math.sqrt(layer.weight.shape[0]), rel=1e-5)
+        if isinstance(layer, _UnitLinear):  # weight (M, in, out): each output unit's vector has norm 1
+            members, _, out_features = layer.weight.shape
+            torch.testing.assert_close(layer.weight.norm(dim=1), torch.ones(members, out_features))
+        elif isinstance(layer, _BatchNorm):  # per member: (scale, shift) jointly at norm sqrt(dim)
+            members = layer.members
+            joint = torch.cat([layer.weight.view(members, -1), layer.bias.view(members, -1)], -1).norm(dim=-1)
+            torch.testing.assert_close(joint, torch.full((members,), math.sqrt(layer.dim)))
+        elif isinstance(layer, _RmsNorm):  # weight (M, 1, D): per member at norm sqrt(D)
+            members, _, dim = layer.weight.shape
+            torch.testing.assert_close(
+                layer.weight.norm(dim=-1).view(-1), torch.full((members,), math.sqrt(dim))
+            )
         else:
             continue
-        checked += 1
+        checked += layer.weight.shape[0] if not isinstance(layer, _BatchNorm) else layer.members
     return checked
 
 

@@ -7,6 +7,7 @@ import torch
 
 from trainrt.algos import SacConfig, make_agent
 from trainrt.algos.distributional import expected_value
+from trainrt.algos.networks import tanh_gaussian_sample
 from trainrt.replay import Batch
 
 OBS_DIMS = {"policy": 6, "critic": 9}
@@ -135,7 +136,8 @@ def test_critic_target_matches_a_float64_soft_bellman_reference(monkeypatch):
     # the update changes the actor
     rng_before = agent.update_rng.get_state()
     with torch.no_grad():
-        _, next_log_prob = agent._sample_policy(batch.next_obs["policy"])
+        mean, log_std = agent.actor(batch.next_obs["policy"])
+        _, next_log_prob = tanh_gaussian_sample(mean, log_std, agent._policy_noise(32))
     agent.update_rng.set_state(rng_before)
     agent.update(batch)
     support = agent.support.double()

@@ -1,29 +1,39 @@
 """The `Agent` base: what the runner codes against, plus the learner-graph lifecycle both algorithms share.
 
 Each algorithm module (`sac`, `flashsac`) implements `act`, `_update_step` and checkpointing; this
-base owns the random generators, the loss tensors, the actor-update schedule and the CUDA graph that
-replays `sample + update` as one unit.
+base owns the random generators, the loss tensors, the actor-update schedule, the learning-rate
+schedule, the acting copy of the policy and the CUDA graphs that replay `sample + update`.
 
 Learner graph lifecycle:
-    agent.capture_update(lambda generator: buffer.sample(cfg.batch_size, generator))
-    for _ in range(cfg.updates_per_iteration):
-        agent.replay_update()     # one graph replay on CUDA; eager sample + update otherwise
+    agent.capture_update(lambda generator: buffer.sample(cfg.batch_size, generator),
+                         updates_per_replay=cfg.updates_per_iteration, compile=True)
+    agent.replay_updates(cfg.updates_per_iteration)   # one graph replay for all of them on CUDA
 
 On CUDA, capture runs `warmup_updates` real eager updates on a side stream (they allocate gradients
-and the capturable optimizer state), then captures one graph per update variant: with and without the
-delayed actor step when `actor_update_period` > 1. The host picks which graph to replay from its update
-counter, so the schedule is deterministic and needs no device branch. On CPU, when disabled, or when
-capture fails, `replay_update` runs eagerly and `update_fallback_reason` says why.
+and the capturable optimizer state, and compile the fused parts when `compile` is set), then captures
+one graph per single-update variant (with and without the delayed actor step) and, when the actor
+period divides `updates_per_replay`, one graph holding all `updates_per_replay` updates with their
+actor pattern. The host picks the graph from its update counter, so the schedule is deterministic
+and needs no device branch. On CPU, when disabled, or when capture fails, updates run eagerly and
+`update_fallback_reason` says why; a failed compilation falls back to uncompiled parts and says so in
+`compile_fallback_reason`.
+
+Acting copy: `act` reads `acting_actor` / `acting_obs_normalizer`, a copy of the learner's actor that
+`publish_policy` refreshes. A collector can then act while the learner updates the live weights on
+another stream (the runner's overlap schedule); `policy_version` is the number of updates the acting
+copy has seen.
 """
 
 import abc
+import contextlib
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
+from trainrt.algos.lr_schedule import LrSchedule
 from trainrt.hotpath import cold_path
 from trainrt.replay import Batch
 
@@ -66,6 +76,21 @@ class Agent(abc.ABC):
         self._graphs: dict[bool, Any] = {}  # update_actor -> torch.cuda.CUDAGraph
         self._graph_replays = 0
         self._loss_values: dict[str, torch.Tensor] = {}
+        self._multi_graph: Any = None  # torch.cuda.CUDAGraph of `updates_per_replay` updates
+        self._multi_graph_updates = 0
+        self._multi_graph_offset = 0
+        self._multi_graph_replays = 0
+        # Parts of the update that `capture_update(compile=True)` compiles (name -> callable).
+        self._parts: dict[str, Callable[..., Any]] = {}
+        self.compile_enabled = False
+        self.compile_fallback_reason = "not requested"
+        # Learning-rate schedule: a device update counter and per-optimizer tensor learning rates.
+        self._lr_schedule: LrSchedule | None = None
+        self._lr_targets: list[tuple[dict[str, Any], float]] = []
+        self._schedule_step = torch.zeros((), device=self.device, dtype=torch.float32)
+        self.policy_version = 0
+        self.acting_actor: nn.Module | None = None
+        self.acting_obs_normalizer: nn.Module | None = None
 
     # ----------------------------------------------------------------------------------------------
     # what each algorithm provides
@@ -102,6 +127,7 @@ class Agent(abc.ABC):
                 "alpha_optimizer": self.alpha_optimizer.state_dict(),
                 "rng_state": self._rng_state(),
                 "num_updates": self.num_updates,
+                "schedule_step": self._schedule_step,
             }
         )
 
@@ -122,6 +148,9 @@ class Agent(abc.ABC):
         load_optimizer_state_inplace(self.alpha_optimizer, state["alpha_optimizer"])
         self._load_rng_state(state["rng_state"])
         self.num_updates = int(state["num_updates"])
+        if "schedule_step" in state:
+            self._schedule_step.copy_(state["schedule_step"])
+        self.publish_policy()
 
     def _normalized_groups(
         self, batch: Batch
@@ -151,40 +180,56 @@ class Agent(abc.ABC):
         return self.device.type == "cuda"
 
     def update(self, batch: Batch) -> None:
-        """One eager gradient update from `batch`; losses stay on the device (see `losses`)."""
+        """One eager gradient update from `batch`, then publish the policy; losses stay on the device."""
         self._update_step(batch, self._actor_due())
         self.num_updates += 1
+        self.publish_policy()
 
     @cold_path
-    def capture_update(self, sample_fn: SampleFn, *, enabled: bool = True, warmup_updates: int = 2) -> None:
-        """Prepare `replay_update`: capture `sample_fn(update_rng)` + one update into CUDA graphs.
+    def capture_update(
+        self,
+        sample_fn: SampleFn,
+        *,
+        enabled: bool = True,
+        warmup_updates: int = 2,
+        updates_per_replay: int = 1,
+        compile: bool = False,
+    ) -> None:
+        """Prepare `replay_updates`: capture `sample_fn(update_rng)` + updates into CUDA graphs.
 
         Args:
             sample_fn: draws a fixed-shape `Batch` from persistent storage using the given generator,
                 e.g. `lambda g: buffer.sample(batch_size, g)`; it must not synchronize.
             enabled: False forces the eager path (A/B runs); the reason is recorded.
             warmup_updates: real eager updates run before capture (at least one; they count as updates).
+            updates_per_replay: M, updates the runner asks for at once; when the actor period divides M,
+                one graph replays all M (one launch per iteration).
+            compile: compile the update's network parts with torch.compile (CUDA only) before capture.
         """
+        if updates_per_replay < 1:
+            raise ValueError(f"updates_per_replay must be >= 1, got {updates_per_replay}")
         self._sample_fn = sample_fn
         self._graphs = {}
+        self._multi_graph = None
         self.update_graph_enabled = False
         if self.device.type != "cuda":
             self.update_fallback_reason = "cpu device"
+            self.compile_fallback_reason = "cpu device" if compile else "not requested"
             return
         if not enabled:
             self.update_fallback_reason = "disabled by configuration"
             return
+        if compile:
+            self._compile_parts()
         try:
-            current = torch.cuda.current_stream(self.device)
-            side = torch.cuda.Stream(self.device)
-            side.wait_stream(current)
-            with torch.cuda.stream(side):
-                # Full updates first: they create every gradient and optimizer-state tensor the graphs use.
-                for _ in range(max(1, warmup_updates)):
-                    self._update_step(sample_fn(self.update_rng), update_actor=True)
-                    self.num_updates += 1
-            current.wait_stream(side)
-            self.update_warmup_updates = max(1, warmup_updates)
+            self._warm_up_updates(sample_fn, max(1, warmup_updates))
+        except Exception as exc:
+            if not self.compile_enabled:
+                raise
+            # A compiled part that fails at its first call: record why, warm up uncompiled instead.
+            self._uncompile_parts(f"compiled update failed: {type(exc).__name__}: {exc}"[:500])
+            self._warm_up_updates(sample_fn, max(1, warmup_updates))
+        try:
             variants = [True] if self.actor_update_period == 1 else [True, False]
             pool = None
             for update_actor in variants:
@@ -194,28 +239,168 @@ class Agent(abc.ABC):
                     self._update_step(sample_fn(self.update_rng), update_actor=update_actor)
                 pool = graph.pool()
                 self._graphs[update_actor] = graph
+            if updates_per_replay > 1 and updates_per_replay % self.actor_update_period == 0:
+                offset = self.num_updates % self.actor_update_period
+                graph = torch.cuda.CUDAGraph()
+                graph.register_generator_state(self.update_rng)
+                with torch.cuda.graph(graph, pool=pool):
+                    for index in range(updates_per_replay):
+                        due = (offset + index) % self.actor_update_period == 0
+                        self._update_step(sample_fn(self.update_rng), update_actor=due)
+                self._multi_graph = graph
+                self._multi_graph_updates = updates_per_replay
+                self._multi_graph_offset = offset
         except Exception as exc:  # capture is best effort: record why and run eagerly
             self._graphs = {}
+            self._multi_graph = None
             self.update_fallback_reason = f"capture failed: {type(exc).__name__}: {exc}"[:500]
             return
         self.update_graph_enabled = True
         self.update_fallback_reason = ""
 
+    @cold_path
+    def _warm_up_updates(self, sample_fn: SampleFn, count: int) -> None:
+        """Real eager full updates on a side stream: they create every gradient and optimizer state."""
+        current = torch.cuda.current_stream(self.device)
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(current)
+        with torch.cuda.stream(side):
+            for _ in range(count):
+                self._update_step(sample_fn(self.update_rng), update_actor=True)
+                self.num_updates += 1
+        current.wait_stream(side)
+        self.update_warmup_updates += count
+
+    @cold_path
+    def _compile_parts(self) -> None:
+        """Replace the update's declared parts by torch.compile'd versions (fused kernels, same math)."""
+        try:
+            self._parts = {
+                name: torch.compile(getattr(self, name), fullgraph=True, dynamic=False)
+                for name in self.compiled_parts
+            }
+        except Exception as exc:
+            self._uncompile_parts(f"torch.compile unavailable: {type(exc).__name__}: {exc}"[:500])
+            return
+        self.compile_enabled = True
+        self.compile_fallback_reason = ""
+
+    @cold_path
+    def _uncompile_parts(self, reason: str) -> None:
+        """Back to the plain parts, recording why."""
+        self._parts = {}
+        self.compile_enabled = False
+        self.compile_fallback_reason = reason
+
+    compiled_parts: ClassVar[tuple[str, ...]] = ()
+    """Names of the methods `_update_step` calls through `_part` (the compilable network math)."""
+
+    def _part(self, name: str) -> Callable[..., Any]:
+        """The compiled version of update part `name` when compiled, the method itself otherwise."""
+        return self._parts.get(name) or getattr(self, name)
+
     def replay_update(self) -> None:
         """One update: replay the captured graph, or eagerly sample and update when there is none."""
+        self.replay_updates(1)
+
+    def replay_updates(self, count: int, *, publish: bool = True) -> None:
+        """`count` updates: one replay of the all-updates graph when it fits, else one per update.
+
+        Args:
+            count: updates to run.
+            publish: refresh the acting copy afterwards (`publish_policy`). The runner's overlap
+                schedule passes False and publishes at iteration boundaries, while no collector acts.
+        """
         if self._sample_fn is None:
             raise RuntimeError("replay_update() needs capture_update(sample_fn) first")
-        update_actor = self._actor_due()
-        if self.update_graph_enabled:
-            self._graphs[update_actor].replay()
-            self._graph_replays += 1
+        fits = (
+            self.update_graph_enabled
+            and self._multi_graph is not None
+            and count == self._multi_graph_updates
+            and self.num_updates % self.actor_update_period == self._multi_graph_offset
+        )
+        if fits:
+            self._multi_graph.replay()
+            self._multi_graph_replays += 1
+            self.num_updates += count
         else:
-            self._update_step(self._sample_fn(self.update_rng), update_actor)
-        self.num_updates += 1
+            for _ in range(count):
+                update_actor = self._actor_due()
+                if self.update_graph_enabled:
+                    self._graphs[update_actor].replay()
+                    self._graph_replays += 1
+                else:
+                    self._update_step(self._sample_fn(self.update_rng), update_actor)
+                self.num_updates += 1
+        if publish:
+            self.publish_policy()
 
     def _actor_due(self) -> bool:
         """Whether the next update includes the (delayed) actor and temperature step."""
         return self.num_updates % self.actor_update_period == 0
+
+    # ----------------------------------------------------------------------------------------------
+    # the acting copy
+    # ----------------------------------------------------------------------------------------------
+    @cold_path
+    def _init_acting_policy(self) -> None:
+        """Create the acting copy of actor and normalizer (subclasses call this once, at the end of init)."""
+        self.acting_actor = copy.deepcopy(self.actor).requires_grad_(False)
+        self.acting_obs_normalizer = copy.deepcopy(self.actor_obs_normalizer)
+        self._acting_pairs = [
+            (dst, src)
+            for live, acting in (
+                (self.actor, self.acting_actor),
+                (self.actor_obs_normalizer, self.acting_obs_normalizer),
+            )
+            for dst, src in zip(
+                [*acting.parameters(), *acting.buffers()], [*live.parameters(), *live.buffers()], strict=True
+            )
+        ]
+        self.policy_version = self.num_updates
+
+    def publish_policy(self) -> None:
+        """Copy the learner's actor and normalizer into the acting copy (sync-free, fixed addresses)."""
+        if self.acting_actor is None:
+            return
+        with torch.no_grad():
+            torch._foreach_copy_([d for d, _ in self._acting_pairs], [s for _, s in self._acting_pairs])
+        self.policy_version = self.num_updates
+
+    # ----------------------------------------------------------------------------------------------
+    # learning-rate schedule
+    # ----------------------------------------------------------------------------------------------
+    @cold_path
+    def _init_lr_schedule(self, schedule: LrSchedule | None, optimizers: list[torch.optim.Optimizer]) -> None:
+        """Give ``optimizers`` tensor learning rates that `_advance_lr_schedule` sets inside the graph."""
+        self._lr_schedule = schedule
+        self._lr_targets = []
+        if schedule is None:
+            return
+        for optimizer in optimizers:
+            for group in optimizer.param_groups:
+                base = float(group["lr"])
+                group["lr"] = torch.tensor(base * schedule.factor(0), device=self.device)
+                self._lr_targets.append((group, base))
+
+    @cold_path
+    def set_lr_horizon(self, total_updates: int) -> None:
+        """Updates over which the schedule decays when its config leaves the horizon to the run."""
+        if self._lr_schedule is not None:
+            self._lr_schedule.set_horizon(total_updates)
+
+    def _advance_lr_schedule(self) -> None:
+        """Set each scheduled learning rate for this update from the device update counter; sync-free."""
+        if self._lr_schedule is None:
+            return
+        factor = self._lr_schedule.factor_tensor(self._schedule_step)
+        for group, base in self._lr_targets:
+            group["lr"].copy_(factor * base)
+        self._schedule_step.add_(1.0)
+
+    def learning_rates(self) -> dict[str, torch.Tensor]:
+        """Current learning rate of each scheduled optimizer group (device scalars; empty if constant)."""
+        return {f"lr_{index}": group["lr"] for index, (group, _) in enumerate(self._lr_targets)}
 
     # ----------------------------------------------------------------------------------------------
     # losses and diagnostics
@@ -245,6 +430,11 @@ class Agent(abc.ABC):
             "update_graph_variants": len(self._graphs),
             "update_graph_replays": self._graph_replays,
             "update_warmup_updates": self.update_warmup_updates,
+            "updates_per_graph_replay": self._multi_graph_updates if self._multi_graph is not None else 1,
+            "update_multi_graph_replays": self._multi_graph_replays,
+            "compile_enabled": self.compile_enabled,
+            "compile_fallback_reason": self.compile_fallback_reason,
+            "policy_version": self.policy_version,
             "num_updates": self.num_updates,
         }
 
@@ -279,6 +469,23 @@ class Agent(abc.ABC):
         self.update_rng.set_state(state["update_rng"])
 
 
+@contextlib.contextmanager
+def frozen(module: nn.Module) -> Iterator[None]:
+    """Treat ``module``'s parameters as constants inside the block (no gradients computed for them).
+
+    A host-side flag flip: it launches nothing, so it is safe inside graph capture, and a compiled
+    loss sees the module's weights as constants.
+    """
+    params = [p for p in module.parameters() if p.requires_grad]
+    for param in params:
+        param.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for param in params:
+            param.requires_grad_(True)
+
+
 def clone_state(tree: Any) -> Any:
     """Deep copy of a state tree with tensors detached and cloned (a snapshot later updates cannot touch)."""
     if isinstance(tree, torch.Tensor):
@@ -297,7 +504,11 @@ def load_optimizer_state_inplace(optimizer: torch.optim.Optimizer, state: dict[s
     stepping the old ones. Hyperparameters (learning rates) stay as configured.
     """
     if not optimizer.state:
+        # Keep the configured learning rates (tensor ones stay the objects a captured graph reads).
+        learning_rates = [group["lr"] for group in optimizer.param_groups]
         optimizer.load_state_dict(state)
+        for group, lr in zip(optimizer.param_groups, learning_rates):
+            group["lr"] = lr
         return
     params = [p for group in optimizer.param_groups for p in group["params"]]
     saved = state["state"]

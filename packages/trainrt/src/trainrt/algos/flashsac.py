@@ -28,15 +28,16 @@ What makes it FlashSAC rather than plain SAC, in the order the code meets it:
 
 import copy
 import math
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
 
-from trainrt.algos.agent import Agent, clone_state
+from trainrt.algos.agent import Agent, clone_state, frozen
 from trainrt.algos.distributional import categorical_projection, categorical_support, expected_value
+from trainrt.algos.lr_schedule import lr_schedule_from
 from trainrt.algos.networks import bounded_log_std, tanh_gaussian_sample
 from trainrt.algos.normalizer import RunningObsNormalizer
 from trainrt.hotpath import cold_path
@@ -77,6 +78,13 @@ class FlashSacConfig(BaseModel):
     actor_lr: float = Field(3e-4, gt=0.0)
     critic_lr: float = Field(3e-4, gt=0.0)
     alpha_lr: float = Field(3e-4, gt=0.0)
+    # Actor and critic learning rates: linear warm-up, then cosine decay to lr_final_ratio of the
+    # initial rate over lr_decay_updates (None: the run's total updates), as the authors decay 3e-4
+    # to 1.5e-4 over training; "constant" keeps them fixed.
+    lr_schedule: Literal["constant", "warmup_cosine"] = "warmup_cosine"
+    lr_warmup_updates: int = Field(0, ge=0)
+    lr_final_ratio: float = Field(0.5, gt=0.0, le=1.0)
+    lr_decay_updates: int | None = Field(None, ge=1)
     weight_decay: float = Field(0.0, ge=0.0)
     adam_betas: tuple[float, float] = (0.9, 0.999)
     # Large batch, few updates: 8192 per update and one update per 2048-env step replays each
@@ -121,61 +129,85 @@ class FlashSacConfig(BaseModel):
 
 
 # --------------------------------------------------------------------------------------------------
-# norm-bounded layers, (B, D) activations; the twin critic is two independent networks
+# norm-bounded layers over member-stacked activations (M, B, D): the twin critic is M = 2 independent
+# networks evaluated with one batched GEMM per layer, the actor is M = 1
 # --------------------------------------------------------------------------------------------------
-class _UnitLinear(nn.Linear):
-    """Linear layer whose weight rows (one per output unit) are kept at unit norm."""
+class _UnitLinear(nn.Module):
+    """M linear layers (M, B, in) -> (M, B, out) whose weight vectors (one per output unit) keep unit norm."""
 
-    def __init__(self, in_features: int, out_features: int, *, bias: bool = False):
-        super().__init__(in_features, out_features, bias=bias)
-        nn.init.orthogonal_(self.weight)
-        if self.bias is not None:
-            nn.init.zeros_(self.bias)
+    def __init__(self, members: int, in_features: int, out_features: int, *, bias: bool = False):
+        super().__init__()
+        weight = torch.empty(members, out_features, in_features)
+        for member in weight:
+            nn.init.orthogonal_(member)
+        self.weight = nn.Parameter(weight.transpose(1, 2).contiguous())  # (M, in, out)
+        self.bias = nn.Parameter(torch.zeros(members, 1, out_features)) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(M, B, in) -> (M, B, out)."""
+        out = torch.bmm(x, self.weight.to(x.dtype))
+        return out if self.bias is None else out + self.bias.to(out.dtype)
 
     @torch.no_grad()
     def project_(self) -> None:
         """Rescale every output unit's weight vector to unit L2 norm."""
-        self.weight.div_(self.weight.norm(dim=-1, keepdim=True).clamp(min=1e-8))
+        self.weight.div_(self.weight.norm(dim=1, keepdim=True).clamp(min=1e-8))
 
 
 class _BatchNorm(nn.Module):
-    """BatchNorm over the batch axis, (B, D) -> (B, D); the mode is an explicit argument.
+    """BatchNorm over the batch axis of each member, (M, B, D) -> (M, B, D); the mode is an argument.
 
     `F.batch_norm` keeps bf16 activations in bf16 with float32 statistics and fuses the statistics,
-    the running-average update and the affine map, which is what makes wide blocks affordable.
+    the running-average update and the affine map. Member m's feature d is channel m * D + d.
     """
 
-    def __init__(self, dim: int, momentum: float, eps: float = 1e-5):
+    def __init__(self, members: int, dim: int, momentum: float, eps: float = 1e-5):
         super().__init__()
+        self.members = members
+        self.dim = dim
         self.momentum = momentum
         self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
-        self.bias = nn.Parameter(torch.zeros(dim))
-        self.register_buffer("running_mean", torch.zeros(dim))
-        self.register_buffer("running_var", torch.ones(dim))
+        self.weight = nn.Parameter(torch.ones(members * dim))
+        self.bias = nn.Parameter(torch.zeros(members * dim))
+        self.register_buffer("running_mean", torch.zeros(members * dim))
+        self.register_buffer("running_var", torch.ones(members * dim))
 
     def forward(self, x: torch.Tensor, training: bool) -> torch.Tensor:
         """Batch statistics (and a running-statistics update) when training, running statistics otherwise."""
-        return F.batch_norm(
-            x, self.running_mean, self.running_var, self.weight, self.bias, training, self.momentum, self.eps
+        flat = x.squeeze(0) if self.members == 1 else x.transpose(0, 1).flatten(1)
+        out = F.batch_norm(
+            flat,
+            self.running_mean,
+            self.running_var,
+            self.weight,
+            self.bias,
+            training,
+            self.momentum,
+            self.eps,
+        )
+        return (
+            out.unsqueeze(0)
+            if self.members == 1
+            else out.unflatten(1, (self.members, self.dim)).transpose(0, 1)
         )
 
     @torch.no_grad()
     def project_(self) -> None:
-        """Rescale the (scale, shift) pair jointly to norm sqrt(dim)."""
-        norm = (self.weight.square().sum() + self.bias.square().sum()).sqrt().clamp(min=1e-8)
-        factor = math.sqrt(self.weight.shape[0]) / norm
-        self.weight.mul_(factor)
-        self.bias.mul_(factor)
+        """Rescale each member's (scale, shift) pair jointly to norm sqrt(dim)."""
+        weight, bias = self.weight.view(self.members, self.dim), self.bias.view(self.members, self.dim)
+        norm = (weight.square().sum(-1, keepdim=True) + bias.square().sum(-1, keepdim=True)).sqrt()
+        factor = math.sqrt(self.dim) / norm.clamp(min=1e-8)
+        weight.mul_(factor)
+        bias.mul_(factor)
 
 
 class _RmsNorm(nn.Module):
-    """RMSNorm, (B, D) -> (B, D) float32: bounds each row's feature norm."""
+    """RMSNorm per member, (M, B, D) -> (M, B, D) float32: bounds each row's feature norm."""
 
-    def __init__(self, dim: int, eps: float = 1e-6):
+    def __init__(self, members: int, dim: int, eps: float = 1e-6):
         super().__init__()
         self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
+        self.weight = nn.Parameter(torch.ones(members, 1, dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Divide each row by its root mean square, then scale."""
@@ -184,8 +216,9 @@ class _RmsNorm(nn.Module):
 
     @torch.no_grad()
     def project_(self) -> None:
-        """Rescale the scale vector to norm sqrt(dim)."""
-        self.weight.mul_(math.sqrt(self.weight.shape[0]) / self.weight.norm().clamp(min=1e-8))
+        """Rescale each member's scale vector to norm sqrt(dim)."""
+        dim = self.weight.shape[-1]
+        self.weight.mul_(math.sqrt(dim) / self.weight.norm(dim=-1, keepdim=True).clamp(min=1e-8))
 
 
 _PROJECTED_LAYERS = (_UnitLinear, _BatchNorm, _RmsNorm)
@@ -200,35 +233,37 @@ def project_to_unit_norm(module: nn.Module) -> None:
 
 
 class _InvertedResidualBlock(nn.Module):
-    """x + ReLU(BN(W2 ReLU(BN(W1 x)))) with W1 expanding the width `expansion` times."""
+    """x + ReLU(BN(W2 ReLU(BN(W1 x)))) with W1 expanding the width `expansion` times, per member."""
 
-    def __init__(self, dim: int, expansion: int, momentum: float):
+    def __init__(self, members: int, dim: int, expansion: int, momentum: float):
         super().__init__()
-        self.expand = _UnitLinear(dim, dim * expansion)
-        self.expand_norm = _BatchNorm(dim * expansion, momentum)
-        self.project = _UnitLinear(dim * expansion, dim)
-        self.project_norm = _BatchNorm(dim, momentum)
+        self.expand = _UnitLinear(members, dim, dim * expansion)
+        self.expand_norm = _BatchNorm(members, dim * expansion, momentum)
+        self.project = _UnitLinear(members, dim * expansion, dim)
+        self.project_norm = _BatchNorm(members, dim, momentum)
 
     def forward(self, x: torch.Tensor, training: bool) -> torch.Tensor:
-        """(B, dim) -> (B, dim)."""
+        """(M, B, dim) -> (M, B, dim)."""
         hidden = F.relu(self.expand_norm(self.expand(x), training))
         return x + F.relu(self.project_norm(self.project(hidden), training))
 
 
 class _FlashTrunk(nn.Module):
-    """BatchNorm -> unit linear embedding -> inverted-residual blocks -> RMSNorm: (B, in) -> (B, hidden)."""
+    """BatchNorm -> unit linear embedding -> inverted-residual blocks -> RMSNorm: (M, B, in) -> (M, B, hidden)."""
 
-    def __init__(self, in_dim: int, hidden_dim: int, num_blocks: int, expansion: int, momentum: float):
+    def __init__(
+        self, members: int, in_dim: int, hidden_dim: int, num_blocks: int, expansion: int, momentum: float
+    ):
         super().__init__()
-        self.input_norm = _BatchNorm(in_dim, momentum)
-        self.embed = _UnitLinear(in_dim, hidden_dim)
+        self.input_norm = _BatchNorm(members, in_dim, momentum)
+        self.embed = _UnitLinear(members, in_dim, hidden_dim)
         self.blocks = nn.ModuleList(
-            _InvertedResidualBlock(hidden_dim, expansion, momentum) for _ in range(num_blocks)
+            _InvertedResidualBlock(members, hidden_dim, expansion, momentum) for _ in range(num_blocks)
         )
-        self.output_norm = _RmsNorm(hidden_dim)
+        self.output_norm = _RmsNorm(members, hidden_dim)
 
     def forward(self, x: torch.Tensor, training: bool) -> torch.Tensor:
-        """Inputs (B, in) -> features (B, hidden)."""
+        """Inputs (M, B, in) -> features (M, B, hidden)."""
         x = self.embed(self.input_norm(x, training))
         for block in self.blocks:
             x = block(x, training)
@@ -243,7 +278,12 @@ class FlashSacActor(nn.Module):
         self.log_std_min = cfg.log_std_min
         self.log_std_max = cfg.log_std_max
         self.trunk = _FlashTrunk(
-            obs_dim, cfg.actor_hidden_dim, cfg.actor_num_blocks, cfg.block_expansion, cfg.batch_norm_momentum
+            1,
+            obs_dim,
+            cfg.actor_hidden_dim,
+            cfg.actor_num_blocks,
+            cfg.block_expansion,
+            cfg.batch_norm_momentum,
         )
         # The head is not norm-bounded: it sets the action scale. Near-zero mean, mid-range std at start.
         self.head = nn.Linear(cfg.actor_hidden_dim, 2 * num_actions)
@@ -253,36 +293,33 @@ class FlashSacActor(nn.Module):
 
     def forward(self, obs: torch.Tensor, training: bool) -> tuple[torch.Tensor, torch.Tensor]:
         """Pre-squash mean (B, A) and bounded log-std (B, A)."""
-        mean, raw_log_std = self.head(self.trunk(obs, training)).chunk(2, dim=-1)
+        features = self.trunk(obs.unsqueeze(0), training).squeeze(0)
+        mean, raw_log_std = self.head(features).chunk(2, dim=-1)
         return mean, bounded_log_std(raw_log_std, self.log_std_min, self.log_std_max)
 
 
-class _CriticMember(nn.Module):
-    """One categorical critic: (B, Dc + A) -> logits (B, num_atoms)."""
-
-    def __init__(self, in_dim: int, cfg: FlashSacConfig):
-        super().__init__()
-        self.trunk = _FlashTrunk(
-            in_dim, cfg.critic_hidden_dim, cfg.critic_num_blocks, cfg.block_expansion, cfg.batch_norm_momentum
-        )
-        self.head = _UnitLinear(cfg.critic_hidden_dim, cfg.num_atoms, bias=True)
-
-    def forward(self, x: torch.Tensor, training: bool) -> torch.Tensor:
-        """Return-distribution logits (B, num_atoms)."""
-        return self.head(self.trunk(x, training))
-
-
 class FlashSacCritic(nn.Module):
-    """Twin categorical critic: (critic obs (B, Dc), action (B, A)) -> logits (2, B, num_atoms)."""
+    """Twin categorical critic: (critic obs (B, Dc), action (B, A)) -> logits (2, B, num_atoms).
+
+    The two members are independent networks (own weights, own BatchNorm statistics) stored stacked.
+    """
 
     def __init__(self, obs_dim: int, num_actions: int, cfg: FlashSacConfig):
         super().__init__()
-        self.members = nn.ModuleList(_CriticMember(obs_dim + num_actions, cfg) for _ in range(2))
+        self.trunk = _FlashTrunk(
+            2,
+            obs_dim + num_actions,
+            cfg.critic_hidden_dim,
+            cfg.critic_num_blocks,
+            cfg.block_expansion,
+            cfg.batch_norm_momentum,
+        )
+        self.head = _UnitLinear(2, cfg.critic_hidden_dim, cfg.num_atoms, bias=True)
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor, training: bool) -> torch.Tensor:
         """Return-distribution logits of both members (2, B, num_atoms)."""
         x = torch.cat([obs, action.to(obs.dtype)], dim=-1)
-        return torch.stack([member(x, training) for member in self.members])
+        return self.head(self.trunk(x.unsqueeze(0).expand(2, *x.shape), training))
 
 
 class _ExportedFlashSacPolicy(nn.Module):
@@ -328,6 +365,7 @@ class FlashSacAgent(Agent):
     """
 
     algo = "flashsac"
+    compiled_parts = ("_actor_loss", "_critic_target", "_critic_loss", "_project_actor", "_project_critic")
 
     def __init__(
         self,
@@ -389,6 +427,10 @@ class FlashSacAgent(Agent):
             "target_q_mean",
             "reward_scale",
         )
+        self._init_lr_schedule(
+            lr_schedule_from(cfg, self.device), [self.actor_optimizer, self.critic_optimizer]
+        )
+        self._init_acting_policy()
 
     # ----------------------------------------------------------------------------------------------
     # acting
@@ -400,9 +442,9 @@ class FlashSacAgent(Agent):
         Every stochastic call draws a fresh noise vector and hold length per env from `self.rng`
         (fixed consumption, so replays stay in step) and keeps them only where the hold expired.
         """
-        normalized = self.actor_obs_normalizer(obs[self.cfg.actor_obs_group].float())
+        normalized = self.acting_obs_normalizer(obs[self.cfg.actor_obs_group].float())
         with self._autocast():
-            mean, log_std = self.actor(normalized, training=False)
+            mean, log_std = self.acting_actor(normalized, training=False)
         mean = mean.float()
         if deterministic:
             return torch.tanh(mean)
@@ -445,10 +487,74 @@ class FlashSacAgent(Agent):
             torch.sqrt(batch.return_var + 1e-8), batch.return_abs_max / self.cfg.normalized_return_max
         )
 
-    def _sample_policy(self, mean: torch.Tensor, log_std: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Reparameterised action (B, A) and log-prob (B,) with noise from `update_rng`."""
-        noise = torch.randn(mean.shape, device=self.device, generator=self.update_rng)
-        return tanh_gaussian_sample(mean.float(), log_std.float(), noise)
+    def _policy_noise(self, batch_size: int) -> torch.Tensor:
+        """Standard normal policy noise (B, A) from `update_rng` (drawn outside the compiled parts)."""
+        return torch.randn(batch_size, self.num_actions, device=self.device, generator=self.update_rng)
+
+    def _actor_loss(
+        self,
+        actor_obs: torch.Tensor,
+        next_actor_obs: torch.Tensor,
+        critic_obs: torch.Tensor,
+        alpha: torch.Tensor,
+        noise: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """alpha * log pi - pessimistic Q and log pi (B,); call with the critic frozen."""
+        batch_size = actor_obs.shape[0]
+        # Current and next observations share one BatchNorm batch; only the current half enters the
+        # loss. The critic scores actions with its running statistics (eval mode).
+        with self._autocast():
+            mean, log_std = self.actor(torch.cat([actor_obs, next_actor_obs]), training=True)
+            action, log_prob = tanh_gaussian_sample(
+                mean[:batch_size].float(), log_std[:batch_size].float(), noise
+            )
+            q_logits = self.critic(critic_obs, action, training=False)
+        q_value = expected_value(F.softmax(q_logits.float(), dim=-1), self.support).min(0).values
+        return (alpha * log_prob - q_value).mean(), log_prob
+
+    def _critic_target(
+        self,
+        next_actor_obs: torch.Tensor,
+        both_obs: torch.Tensor,
+        action: torch.Tensor,
+        reward: torch.Tensor,
+        continuation: torch.Tensor,
+        alpha: torch.Tensor,
+        noise: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Projected target (B, K) from the pessimistic target member, and the next actions (B, A)."""
+        batch_size = next_actor_obs.shape[0]
+        with torch.no_grad(), self._autocast():
+            next_mean, next_log_std = self.actor(next_actor_obs, training=False)
+            next_action, next_log_prob = tanh_gaussian_sample(next_mean.float(), next_log_std.float(), noise)
+            both_actions = torch.cat([action, next_action])
+            target_logits = self.critic_target(both_obs, both_actions, training=True)[:, batch_size:]
+            target_probs = F.softmax(target_logits.float(), dim=-1)
+            first_is_lower = expected_value(target_probs, self.support).argmin(0) == 0
+            chosen = torch.where(first_is_lower.unsqueeze(-1), target_probs[0], target_probs[1])
+            target_atoms = reward.unsqueeze(-1) + continuation.unsqueeze(-1) * (
+                self.support - alpha * next_log_prob.unsqueeze(-1)
+            )
+            return categorical_projection(chosen, target_atoms, self.cfg.v_min, self.cfg.v_max), both_actions
+
+    def _critic_loss(
+        self, both_obs: torch.Tensor, both_actions: torch.Tensor, target: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Cross-entropy of both members to the target on the current half of the batch, and the mean Q."""
+        batch_size = target.shape[0]
+        with self._autocast():
+            logits = self.critic(both_obs, both_actions, training=True)[:, :batch_size]
+        log_probs = F.log_softmax(logits.float(), dim=-1)
+        loss = -(target.unsqueeze(0) * log_probs).sum(-1).mean()
+        return loss, expected_value(log_probs.detach().exp(), self.support).mean()
+
+    def _project_actor(self) -> None:
+        """Re-project the actor's norm-bounded layers (a compilable part)."""
+        project_to_unit_norm(self.actor)
+
+    def _project_critic(self) -> None:
+        """Re-project the critic's norm-bounded layers (a compilable part)."""
+        project_to_unit_norm(self.critic)
 
     def _update_step(self, batch: Batch, update_actor: bool) -> None:
         """Actor and temperature (when due), then critic, then target update; losses land in `losses()`."""
@@ -458,20 +564,21 @@ class FlashSacAgent(Agent):
         reward_scale = self._reward_scale(batch)
         reward = batch.reward / reward_scale
         losses: dict[str, torch.Tensor] = {"reward_scale": reward_scale}
+        self._advance_lr_schedule()
 
         if update_actor:
-            # Actor: current and next observations share one BatchNorm batch; only the current half
-            # enters the loss. The critic scores actions with its running statistics (eval mode).
-            with self._autocast():
-                mean, log_std = self.actor(torch.cat([actor_obs, next_actor_obs]), training=True)
-                action, log_prob = self._sample_policy(mean[:batch_size], log_std[:batch_size])
-                q_logits = self.critic(critic_obs, action, training=False)
-            q_value = expected_value(F.softmax(q_logits.float(), dim=-1), self.support).min(0).values
-            actor_loss = (self.log_alpha.exp().detach() * log_prob - q_value).mean()
+            with frozen(self.critic):
+                actor_loss, log_prob = self._part("_actor_loss")(
+                    actor_obs,
+                    next_actor_obs,
+                    critic_obs,
+                    self.log_alpha.exp().detach(),
+                    self._policy_noise(batch_size),
+                )
             self.actor_optimizer.zero_grad(set_to_none=False)
-            actor_loss.backward(inputs=self._actor_params)
+            actor_loss.backward()
             self.actor_optimizer.step()
-            project_to_unit_norm(self.actor)
+            self._part("_project_actor")()
             # Temperature: alpha * (entropy - target) shrinks alpha while entropy exceeds the target.
             entropy = -log_prob.detach().mean()
             alpha_loss = self.log_alpha.exp() * (entropy - self.target_entropy)
@@ -482,36 +589,28 @@ class FlashSacAgent(Agent):
 
         # Critic: target from the pessimistic target member, observations and next observations in
         # one BatchNorm batch for both the target and the online critic.
-        alpha = self.log_alpha.exp().detach()
-        with torch.no_grad(), self._autocast():
-            next_mean, next_log_std = self.actor(next_actor_obs, training=False)
-            next_action, next_log_prob = self._sample_policy(next_mean, next_log_std)
-            both_obs = torch.cat([critic_obs, next_critic_obs])
-            both_actions = torch.cat([batch.action, next_action])
-            target_logits = self.critic_target(both_obs, both_actions, training=True)[:, batch_size:]
-            target_probs = F.softmax(target_logits.float(), dim=-1)
-            first_is_lower = expected_value(target_probs, self.support).argmin(0) == 0
-            chosen = torch.where(first_is_lower.unsqueeze(-1), target_probs[0], target_probs[1])
-            continuation = (batch.discount * batch.bootstrap).unsqueeze(-1)
-            target_atoms = reward.unsqueeze(-1) + continuation * (
-                self.support - alpha * next_log_prob.unsqueeze(-1)
-            )
-            target = categorical_projection(chosen, target_atoms, cfg.v_min, cfg.v_max)
-        with self._autocast():
-            logits = self.critic(both_obs, both_actions, training=True)[:, :batch_size]
-        log_probs = F.log_softmax(logits.float(), dim=-1)
-        critic_loss = -(target.unsqueeze(0) * log_probs).sum(-1).mean()
+        both_obs = torch.cat([critic_obs, next_critic_obs])
+        target, both_actions = self._part("_critic_target")(
+            next_actor_obs,
+            both_obs,
+            batch.action,
+            reward,
+            batch.discount * batch.bootstrap,
+            self.log_alpha.exp().detach(),
+            self._policy_noise(batch_size),
+        )
+        critic_loss, q_mean = self._part("_critic_loss")(both_obs, both_actions, target)
         self.critic_optimizer.zero_grad(set_to_none=False)
         critic_loss.backward()
         self.critic_optimizer.step()
-        project_to_unit_norm(self.critic)
+        self._part("_project_critic")()
 
         with torch.no_grad():
             torch._foreach_lerp_(self._target_params, self._critic_params, cfg.tau)
         losses |= {
             "critic_loss": critic_loss,
             "alpha": self.log_alpha.exp(),
-            "q_mean": expected_value(log_probs.detach().exp(), self.support).mean(),
+            "q_mean": q_mean,
             "target_q_mean": expected_value(target, self.support).mean(),
         }
         self._record_losses(losses)

@@ -1,9 +1,11 @@
-"""Policy math shared by `sac` and `flashsac`: the bounded log-std and the tanh-squashed Gaussian."""
+"""Network pieces shared by `sac` and `flashsac`: the bounded log-std, the tanh-squashed Gaussian, and
+member-stacked layers that evaluate several independent networks (the twin critics) as one batched GEMM."""
 
 import math
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 _HALF_LOG_TWO_PI = 0.5 * math.log(2.0 * math.pi)
 _LOG_TWO = math.log(2.0)
@@ -33,3 +35,78 @@ def tanh_gaussian_sample(
     log_det_jacobian = 2.0 * (_LOG_TWO - pre_tanh - F.softplus(-2.0 * pre_tanh))
     log_prob = (gaussian_log_prob - log_det_jacobian).sum(-1)
     return torch.tanh(pre_tanh), log_prob
+
+
+# --------------------------------------------------------------------------------------------------
+# member-stacked layers: M independent networks evaluated as one batched GEMM per layer
+# --------------------------------------------------------------------------------------------------
+class StackedLinear(nn.Module):
+    """``members`` independent linear layers in one batched matmul: (B, in) or (M, B, in) -> (M, B, out).
+
+    The weights are stored as one ``(M, in, out)`` tensor, so the twin critics of SAC and FlashSAC cost
+    one batched GEMM per layer instead of one GEMM per member (half the kernels, forward and backward).
+    Each member is initialized like ``nn.Linear`` (uniform in +-1/sqrt(in)).
+    """
+
+    def __init__(self, members: int, in_features: int, out_features: int, *, bias: bool = True):
+        super().__init__()
+        self.members = members
+        self.in_features = in_features
+        self.out_features = out_features
+        bound = 1.0 / math.sqrt(in_features)
+        self.weight = nn.Parameter(torch.empty(members, in_features, out_features).uniform_(-bound, bound))
+        self.bias = (
+            nn.Parameter(torch.empty(members, 1, out_features).uniform_(-bound, bound)) if bias else None
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, in) shared by every member, or (M, B, in) one input per member -> (M, B, out)."""
+        if x.dim() == 2:
+            x = x.unsqueeze(0).expand(self.members, *x.shape)
+        out = torch.bmm(x, self.weight.to(x.dtype))
+        return out if self.bias is None else out + self.bias.to(out.dtype)
+
+    def extra_repr(self) -> str:
+        """Summary line for `print(module)`."""
+        return f"members={self.members}, in={self.in_features}, out={self.out_features}"
+
+
+class StackedLayerNorm(nn.Module):
+    """LayerNorm over the last axis with a separate affine map per member: (M, B, D) -> (M, B, D)."""
+
+    def __init__(self, members: int, dim: int, eps: float = 1e-5):
+        super().__init__()
+        self.dim = dim
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(members, 1, dim))
+        self.bias = nn.Parameter(torch.zeros(members, 1, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Normalize each row, then scale and shift with the member's own parameters."""
+        normalized = F.layer_norm(x, (self.dim,), eps=self.eps)
+        return normalized * self.weight.to(normalized.dtype) + self.bias.to(normalized.dtype)
+
+
+class StackedLayerNormMlp(nn.Module):
+    """M independent Linear -> LayerNorm -> SiLU MLPs with a linear output: (B, in) -> (M, B, out).
+
+    With ``members=1`` it is a plain MLP whose output keeps the leading member axis of size 1.
+    """
+
+    def __init__(self, members: int, in_dim: int, hidden_dims: list[int], out_dim: int):
+        super().__init__()
+        self.members = members
+        self.linears = nn.ModuleList()
+        self.norms = nn.ModuleList()
+        width = in_dim
+        for hidden in hidden_dims:
+            self.linears.append(StackedLinear(members, width, hidden))
+            self.norms.append(StackedLayerNorm(members, hidden))
+            width = hidden
+        self.output = StackedLinear(members, width, out_dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Inputs (B, in) (shared) or (M, B, in) -> outputs (M, B, out)."""
+        for linear, norm in zip(self.linears, self.norms):
+            x = F.silu(norm(linear(x)))
+        return self.output(x)

@@ -14,15 +14,17 @@ target update. No step reads a tensor value on the host, so the whole update cap
 
 import copy
 import math
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
 
-from trainrt.algos.agent import Agent
+from trainrt.algos.agent import Agent, frozen
 from trainrt.algos.distributional import categorical_projection, categorical_support, expected_value
-from trainrt.algos.networks import bounded_log_std, tanh_gaussian_sample
+from trainrt.algos.lr_schedule import lr_schedule_from
+from trainrt.algos.networks import StackedLayerNormMlp, bounded_log_std, tanh_gaussian_sample
 from trainrt.algos.normalizer import RunningObsNormalizer
 from trainrt.hotpath import cold_path
 from trainrt.replay import Batch
@@ -54,6 +56,12 @@ class SacConfig(BaseModel):
     actor_lr: float = Field(3e-4, gt=0.0)
     critic_lr: float = Field(3e-4, gt=0.0)
     alpha_lr: float = Field(3e-4, gt=0.0)
+    # Actor and critic learning-rate schedule ("constant", or linear warm-up then cosine decay to
+    # lr_final_ratio over lr_decay_updates; None: the run's total updates).
+    lr_schedule: Literal["constant", "warmup_cosine"] = "constant"
+    lr_warmup_updates: int = Field(0, ge=0)
+    lr_final_ratio: float = Field(1.0, gt=0.0, le=1.0)
+    lr_decay_updates: int | None = Field(None, ge=1)
     weight_decay: float = Field(1e-3, ge=0.0)
     adam_betas: tuple[float, float] = (0.9, 0.95)
     # 8192 transitions per update and one update per 2048-env step replays each transition ~4 times,
@@ -95,17 +103,6 @@ class SacConfig(BaseModel):
 # --------------------------------------------------------------------------------------------------
 # networks
 # --------------------------------------------------------------------------------------------------
-def _layer_norm_mlp(in_dim: int, hidden_dims: list[int], out_dim: int) -> nn.Sequential:
-    """Linear -> LayerNorm -> SiLU per hidden layer, then a linear output: (B, in) -> (B, out)."""
-    layers: list[nn.Module] = []
-    width = in_dim
-    for hidden in hidden_dims:
-        layers += [nn.Linear(width, hidden), nn.LayerNorm(hidden), nn.SiLU()]
-        width = hidden
-    layers.append(nn.Linear(width, out_dim))
-    return nn.Sequential(*layers)
-
-
 def _funnel(width: int) -> list[int]:
     """FastSAC's hidden widths: width, width/2, width/4."""
     return [width, width // 2, width // 4]
@@ -120,30 +117,31 @@ class SacActor(nn.Module):
         super().__init__()
         self.log_std_min = log_std_min
         self.log_std_max = log_std_max
-        self.net = _layer_norm_mlp(obs_dim, _funnel(hidden_dim), 2 * num_actions)
+        self.net = StackedLayerNormMlp(1, obs_dim, _funnel(hidden_dim), 2 * num_actions)
         # Zero output layer: the first policy is centred on the default pose with mid-range noise.
-        nn.init.zeros_(self.net[-1].weight)
-        nn.init.zeros_(self.net[-1].bias)
+        nn.init.zeros_(self.net.output.weight)
+        nn.init.zeros_(self.net.output.bias)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Pre-squash mean (B, A) and bounded log-std (B, A)."""
-        mean, raw_log_std = self.net(obs).chunk(2, dim=-1)
+        mean, raw_log_std = self.net(obs).squeeze(0).chunk(2, dim=-1)
         return mean, bounded_log_std(raw_log_std, self.log_std_min, self.log_std_max)
 
 
 class SacCritic(nn.Module):
-    """Twin distributional critics: (critic obs (B, Dc), action (B, A)) -> logits (2, B, num_atoms)."""
+    """Twin distributional critics: (critic obs (B, Dc), action (B, A)) -> logits (2, B, num_atoms).
+
+    The two members are independent networks stored stacked, so each layer of both runs as one batched
+    GEMM.
+    """
 
     def __init__(self, obs_dim: int, num_actions: int, hidden_dim: int, num_atoms: int):
         super().__init__()
-        self.members = nn.ModuleList(
-            _layer_norm_mlp(obs_dim + num_actions, _funnel(hidden_dim), num_atoms) for _ in range(2)
-        )
+        self.net = StackedLayerNormMlp(2, obs_dim + num_actions, _funnel(hidden_dim), num_atoms)
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """Return-distribution logits of both members (2, B, num_atoms)."""
-        x = torch.cat([obs, action.to(obs.dtype)], dim=-1)
-        return torch.stack([member(x) for member in self.members])
+        return self.net(torch.cat([obs, action.to(obs.dtype)], dim=-1))
 
 
 class _ExportedSacPolicy(nn.Module):
@@ -167,6 +165,7 @@ class SacAgent(Agent):
     """FastSAC-style agent. Construct through `trainrt.algos.make_agent("sac", ...)`."""
 
     algo = "sac"
+    compiled_parts = ("_critic_target", "_critic_loss", "_actor_loss")
 
     def __init__(
         self,
@@ -214,6 +213,10 @@ class SacAgent(Agent):
         self._declare_losses(
             "critic_loss", "actor_loss", "alpha_loss", "alpha", "entropy", "q_mean", "target_q_mean"
         )
+        self._init_lr_schedule(
+            lr_schedule_from(cfg, self.device), [self.actor_optimizer, self.critic_optimizer]
+        )
+        self._init_acting_policy()
 
     # ----------------------------------------------------------------------------------------------
     # acting
@@ -221,9 +224,9 @@ class SacAgent(Agent):
     @torch.no_grad()
     def act(self, obs: dict[str, torch.Tensor], deterministic: bool = False) -> torch.Tensor:
         """Actions (N, A) in [-1, 1]: tanh(mean) or a tanh-Gaussian sample drawn with `self.rng`."""
-        normalized = self.actor_obs_normalizer(obs[self.cfg.actor_obs_group].float())
+        normalized = self.acting_obs_normalizer(obs[self.cfg.actor_obs_group].float())
         with self._autocast():
-            mean, log_std = self.actor(normalized)
+            mean, log_std = self.acting_actor(normalized)
         mean = mean.float()
         if deterministic:
             return torch.tanh(mean)
@@ -233,52 +236,88 @@ class SacAgent(Agent):
     # ----------------------------------------------------------------------------------------------
     # learning
     # ----------------------------------------------------------------------------------------------
-    def _sample_policy(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Reparameterised action (B, A) and log-prob (B,) from normalized obs, noise from `update_rng`."""
-        mean, log_std = self.actor(obs)
-        noise = torch.randn(mean.shape, device=self.device, generator=self.update_rng)
-        return tanh_gaussian_sample(mean.float(), log_std.float(), noise)
+    def _policy_noise(self, batch_size: int) -> torch.Tensor:
+        """Standard normal policy noise (B, A) from `update_rng` (drawn outside the compiled parts)."""
+        return torch.randn(batch_size, self.num_actions, device=self.device, generator=self.update_rng)
+
+    def _critic_target(
+        self,
+        next_actor_obs: torch.Tensor,
+        next_critic_obs: torch.Tensor,
+        reward: torch.Tensor,
+        continuation: torch.Tensor,
+        alpha: torch.Tensor,
+        noise: torch.Tensor,
+    ) -> torch.Tensor:
+        """Projected soft Bellman target distributions (2, B, K), one per target member; no gradients."""
+        with torch.no_grad(), self._autocast():
+            mean, log_std = self.actor(next_actor_obs)
+            next_action, next_log_prob = tanh_gaussian_sample(mean.float(), log_std.float(), noise)
+            target_probs = F.softmax(self.critic_target(next_critic_obs, next_action).float(), dim=-1)
+            # Soft value: every return atom is shifted by the entropy bonus before discounting.
+            target_atoms = reward.unsqueeze(-1) + continuation.unsqueeze(-1) * (
+                self.support - alpha * next_log_prob.unsqueeze(-1)
+            )
+            return categorical_projection(
+                target_probs, target_atoms.expand_as(target_probs), self.cfg.v_min, self.cfg.v_max
+            )
+
+    def _critic_loss(
+        self, critic_obs: torch.Tensor, action: torch.Tensor, target: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Cross-entropy of both members to their targets (summed over members) and the mean Q."""
+        with self._autocast():
+            logits = self.critic(critic_obs, action)
+        log_probs = F.log_softmax(logits.float(), dim=-1)
+        loss = -(target * log_probs).sum(-1).mean(-1).sum()
+        return loss, expected_value(log_probs.detach().exp(), self.support).mean()
+
+    def _actor_loss(
+        self, actor_obs: torch.Tensor, critic_obs: torch.Tensor, alpha: torch.Tensor, noise: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """alpha * log pi - mean twin Q and log pi (B,); call with the critic frozen."""
+        with self._autocast():
+            mean, log_std = self.actor(actor_obs)
+            action, log_prob = tanh_gaussian_sample(mean.float(), log_std.float(), noise)
+            q_probs = F.softmax(self.critic(critic_obs, action).float(), dim=-1)
+        q_value = expected_value(q_probs, self.support).mean(0)
+        return (alpha * log_prob - q_value).mean(), log_prob
 
     def _update_step(self, batch: Batch, update_actor: bool) -> None:
         """Critic, actor (when due), temperature, then target update; losses land in `losses()`."""
         cfg = self.cfg
         actor_obs, next_actor_obs, critic_obs, next_critic_obs = self._normalized_groups(batch)
         alpha = self.log_alpha.exp().detach()
+        batch_size = batch.batch_size
+        self._advance_lr_schedule()
 
         # Critic: cross-entropy to the projected soft Bellman target, one target per member.
-        with torch.no_grad(), self._autocast():
-            next_action, next_log_prob = self._sample_policy(next_actor_obs)
-            target_probs = F.softmax(self.critic_target(next_critic_obs, next_action).float(), dim=-1)
-            continuation = (batch.discount * batch.bootstrap).unsqueeze(-1)
-            # Soft value: every return atom is shifted by the entropy bonus before discounting.
-            target_atoms = batch.reward.unsqueeze(-1) + continuation * (
-                self.support - alpha * next_log_prob.unsqueeze(-1)
-            )
-            target = categorical_projection(
-                target_probs, target_atoms.expand_as(target_probs), cfg.v_min, cfg.v_max
-            )
-        with self._autocast():
-            logits = self.critic(critic_obs, batch.action)
-        log_probs = F.log_softmax(logits.float(), dim=-1)
-        critic_loss = -(target * log_probs).sum(-1).mean(-1).sum()
+        target = self._part("_critic_target")(
+            next_actor_obs,
+            next_critic_obs,
+            batch.reward,
+            batch.discount * batch.bootstrap,
+            alpha,
+            self._policy_noise(batch_size),
+        )
+        critic_loss, q_mean = self._part("_critic_loss")(critic_obs, batch.action, target)
         self.critic_optimizer.zero_grad(set_to_none=False)
         critic_loss.backward()
         self.critic_optimizer.step()
         losses = {
             "critic_loss": critic_loss,
-            "q_mean": expected_value(log_probs.detach().exp(), self.support).mean(),
+            "q_mean": q_mean,
             "target_q_mean": expected_value(target, self.support).mean(),
         }
 
         if update_actor:
             # Actor: maximize the twin critics' mean value plus entropy.
-            with self._autocast():
-                action, log_prob = self._sample_policy(actor_obs)
-                q_probs = F.softmax(self.critic(critic_obs, action).float(), dim=-1)
-            q_value = expected_value(q_probs, self.support).mean(0)
-            actor_loss = (alpha * log_prob - q_value).mean()
+            with frozen(self.critic):  # the critic's weight gradients are not needed
+                actor_loss, log_prob = self._part("_actor_loss")(
+                    actor_obs, critic_obs, alpha, self._policy_noise(batch_size)
+                )
             self.actor_optimizer.zero_grad(set_to_none=False)
-            actor_loss.backward(inputs=self._actor_params)  # the critic's gradients are not needed
+            actor_loss.backward()
             self.actor_optimizer.step()
             # Temperature: raise alpha when entropy falls below the target, lower it above.
             log_prob = log_prob.detach()
