@@ -6,8 +6,10 @@
     trainrt bench collector            # diagnostic timings (not the acceptance number)
     trainrt train --gpus 2 ...         # data-parallel: one rank per GPU (torchrun launches work too)
 
-Also runs as ``python -m trainrt ...``. Exit codes: 0 success, 1 a failed run, 2 a bad command line or
-config (the message lists the valid choices), 130 interrupted (Ctrl-C; a checkpoint and summary are saved).
+Also runs as ``python -m trainrt ...``. Exit codes: 0 success; 1 a failed run; 2 a bad command line, config
+or run directory (one line naming the problem and the fix); 130 interrupted by Ctrl-C, 143 by SIGTERM, 129 by
+SIGHUP (each saves a checkpoint of the last completed iteration and an ``interrupted`` summary). Expected
+failures print one line; a traceback means a bug, or ``trainrt --debug ...`` asked for it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,25 @@ app = typer.Typer(
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+# 128 + the signal number, as shells report a process ended by a signal.
+EXIT_TERMINATED = 143
+EXIT_HANGUP = 129
+
+
+class _CliState:
+    """Global options of the command line (``trainrt --debug ...``)."""
+
+    debug = False
+
+
+@app.callback()
+def _global_options(
+    debug: Annotated[
+        bool, typer.Option("--debug", help="print the full traceback of every error, also expected ones")
+    ] = False,
+) -> None:
+    """trainrt: off-policy RL (SAC, FlashSAC) for the Unitree G1 on simcore (MuJoCo / MuJoCo Warp)."""
+    _CliState.debug = debug
 
 
 class Algo(enum.StrEnum):
@@ -84,9 +105,34 @@ OverridesArg = Annotated[
 
 
 def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
-    """Print ``message`` to stderr and return the exit to raise."""
+    """Print ``message`` to stderr (with the traceback under ``--debug``) and return the exit to raise."""
+    if _CliState.debug and sys.exc_info()[0] is not None:
+        traceback.print_exc()
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(code)
+
+
+def _warn(line: str) -> None:
+    """A warning line on stderr."""
+    typer.echo(f"warning: {line}", err=True)
+
+
+def check_device_available(cfg: TrainConfig, *, cuda_available: bool, cuda_device_count: int) -> None:
+    """``ValueError`` with the fix when ``sim.device`` names a CUDA device this machine does not have."""
+    device = cfg.sim.device
+    if device is None or not device.startswith("cuda"):
+        return
+    if not cuda_available:
+        raise ValueError(
+            f"sim.device={device} but no CUDA device is visible (torch.cuda.is_available() is False); "
+            "use sim.device=cpu, or leave sim.device unset to pick CUDA when present"
+        )
+    index = int(device.partition(":")[2] or 0)
+    if index >= cuda_device_count:
+        raise ValueError(
+            f"sim.device={device} but only {cuda_device_count} CUDA device(s) are visible "
+            f"(cuda:0..cuda:{cuda_device_count - 1}); choose one of them"
+        )
 
 
 def resolve_train_config(
@@ -126,8 +172,13 @@ def resolve_train_config(
                 f"this command says --algo {algo} --task {task}"
             )
         chosen = "resumed run config"
+        # The resumed run writes where this command says: the resumed directory unless training.run_dir is
+        # given (the saved config's run_dir may name the directory it was copied from), and never clears it.
         base = base.model_copy(
-            update={"sim": base.sim.model_copy(update={"backend": sim or base.sim.backend})}
+            update={
+                "sim": base.sim.model_copy(update={"backend": sim or base.sim.backend}),
+                "training": base.training.model_copy(update={"run_dir": None, "overwrite": False}),
+            }
         )
     else:
         use_canonical = preset_choice == "canonical" or (preset_choice == "auto" and cuda_available)
@@ -139,7 +190,12 @@ def resolve_train_config(
             # Without CUDA, CPU MuJoCo steps the G1 several times faster than MuJoCo Warp on Warp's CPU device.
             base = cpu_demo_preset(algo, task, sim or "mujoco")
             chosen = "cpu-demo"
-    cfg = apply_overrides(base, parsed, reserved=reserved)
+    cfg = apply_overrides(base, parsed, reserved=reserved, warn=_warn)
+    check_device_available(
+        cfg,
+        cuda_available=cuda_available,
+        cuda_device_count=torch.cuda.device_count() if cuda_available else 0,
+    )
     return cfg, {"preset": chosen, "overrides": list(overrides), "cuda_available": cuda_available}
 
 
@@ -195,16 +251,25 @@ def train(
             "not a throughput measurement. Pass --preset canonical for the 2048-env settings.\n" + "=" * 78
         )
     from trainrt.runner import OffPolicyRunner
+    from trainrt.runner.off_policy_runner import ExpectedRunFailure, RunInterrupted
 
     try:
         runner = OffPolicyRunner(cfg, manifest=resolution)
-    except (ValueError, FileNotFoundError) as err:  # e.g. a training.resume that cannot continue
+    except (ValueError, FileNotFoundError) as err:  # a run directory or training.resume that cannot be used
         raise _fail(str(err)) from None
     try:
         runner.run()
+    except RunInterrupted as err:
+        typer.echo(f"interrupted by {err.signal_name}; summary: {runner.summary_path}", err=True)
+        raise typer.Exit(err.exit_code) from None
     except KeyboardInterrupt:
         typer.echo(f"interrupted; summary: {runner.summary_path}", err=True)
         raise typer.Exit(EXIT_INTERRUPTED) from None
+    except ExpectedRunFailure as err:
+        if _CliState.debug:
+            traceback.print_exc()
+        typer.echo(f"training failed: {err}\nsummary: {runner.summary_path}", err=True)
+        raise typer.Exit(EXIT_FAILED) from None
     except Exception as err:
         traceback.print_exc()
         typer.echo(f"training failed: {type(err).__name__}: {err}\nsummary: {runner.summary_path}", err=True)
@@ -238,7 +303,7 @@ def _launch_ranks(
     if sim is not None:
         args += ["--sim", sim.value]
     code = launch_ranks([*args, *overrides], gpus)
-    if code in (0, EXIT_USAGE, EXIT_INTERRUPTED):
+    if code in (0, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_HANGUP):
         raise typer.Exit(code)
     typer.echo(f"training failed: a rank exited with code {code}", err=True)
     raise typer.Exit(EXIT_FAILED)

@@ -14,7 +14,8 @@ import enum
 import json
 import types
 import typing
-from collections.abc import Iterable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import PurePath
 from typing import Any, TypeVar
 
@@ -139,8 +140,26 @@ def describe_keys(obj: Any) -> str:
 
 
 @cold_path
+def duplicate_override_warnings(overrides: Iterable[Override]) -> list[str]:
+    """One line per key given more than once, saying which value wins (the last one)."""
+    seen: dict[str, list[Override]] = {}
+    for override in overrides:
+        seen.setdefault(override.key, []).append(override)
+    return [
+        f"{key} is given {len(given)} times ({', '.join(repr(o.source) for o in given)}); "
+        f"the last one wins: {given[-1].source!r}"
+        for key, given in seen.items()
+        if len(given) > 1
+    ]
+
+
+@cold_path
 def apply_overrides(
-    config: ModelT, overrides: Iterable[str | Override], *, reserved: Mapping[str, str] | None = None
+    config: ModelT,
+    overrides: Iterable[str | Override],
+    *,
+    reserved: Mapping[str, str] | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> ModelT:
     """Return a new ``config`` with the overrides applied and the result validated by its schema.
 
@@ -148,10 +167,16 @@ def apply_overrides(
         config: the preset (a validated pydantic model).
         overrides: ``"a.b=value"`` strings (or parsed :class:`Override`), applied left to right.
         reserved: keys that may not be overridden, mapped to what sets them instead (e.g. ``--algo``).
+        warn: receives a line for every key given more than once (default: ``warnings.warn``).
     """
     reserved = reserved or {}
     merged = config.model_dump()
     parsed = [item if isinstance(item, Override) else parse_override(item) for item in overrides]
+    for line in duplicate_override_warnings(parsed):
+        if warn is not None:
+            warn(line)
+        else:
+            warnings.warn(line, UserWarning, stacklevel=2)
     by_key: dict[tuple[str, ...], Override] = {}
     for override in parsed:
         if override.key in reserved:

@@ -132,6 +132,26 @@ class TrainingSection(BaseModel):
     distributed: DistributedSection = Field(
         default_factory=DistributedSection, description="multi-process (one rank per GPU) settings"
     )
+    overwrite: bool = Field(
+        False, description="clear a non-empty training.run_dir before a new run (else it is refused)"
+    )
+    fail_on_overflow: bool = Field(
+        False, description="a contact or constraint buffer overflow fails the run (else a warning)"
+    )
+    save_replay: bool = Field(
+        False, description="save the replay buffer's rings in every checkpoint (resume without refilling)"
+    )
+
+    @field_validator("run_dir", "resume")
+    @classmethod
+    def _path_is_not_empty(cls, value: str | None, info) -> str | None:
+        if value is not None and not value.strip():
+            example = "runs/<run>" if info.field_name == "resume" else "runs/my_run"
+            raise ValueError(
+                f"training.{info.field_name} is empty: give a run directory (training.{info.field_name}="
+                f"{example}) or leave it out"
+            )
+        return value
 
 
 class TrainConfig(BaseModel):

@@ -276,3 +276,76 @@ class DeviceReplayBuffer:
         tensors = [*self.obs.values(), *self.next_obs.values(), self.action, self.reward]
         tensors += [self.terminated, self.truncated, self.valid]
         return sum(t.numel() * t.element_size() for t in tensors)
+
+    # ----------------------------------------------------------------------------------------------
+    # checkpoint state (cold path)
+    # ----------------------------------------------------------------------------------------------
+    _STATISTICS = ("return_mean", "return_var", "return_count", "return_abs_max", "running_return")
+    _RINGS = ("action", "reward", "terminated", "truncated", "valid", "cursor", "rows_written")
+
+    @cold_path
+    def state_dict(self, include_rings: bool = False) -> dict[str, object]:
+        """CPU copies of the return statistics (FlashSAC's reward scale) and, optionally, of the rings.
+
+        Args:
+            include_rings: also save every stored transition and the write cursor (``memory_bytes()`` of
+                data), so a resumed run samples the same replay instead of refilling it.
+        """
+        state: dict[str, object] = {
+            "statistics": {name: getattr(self, name).detach().cpu().clone() for name in self._STATISTICS},
+        }
+        if include_rings:
+            rings: dict[str, object] = {
+                name: getattr(self, name).detach().cpu().clone() for name in self._RINGS
+            }
+            rings["obs"] = {g: t.detach().cpu().clone() for g, t in self.obs.items()}
+            rings["next_obs"] = {g: t.detach().cpu().clone() for g, t in self.next_obs.items()}
+            state["rings"] = rings
+        return state
+
+    @cold_path
+    def load_state_dict(self, state: dict[str, object]) -> list[str]:
+        """Copy a :meth:`state_dict` into this buffer's tensors in place (captured graphs keep working).
+
+        The statistics always load; ``running_return`` only when the env count matches (else every env's
+        return restarts at zero). The rings load only when their shapes match this buffer's exactly.
+
+        Returns:
+            notes on what did not load and why (empty when everything loaded).
+        """
+        notes: list[str] = []
+        statistics = state.get("statistics", {})
+        for name in self._STATISTICS:
+            if name not in statistics:
+                notes.append(f"replay state has no {name}; it starts fresh")
+                continue
+            saved, mine = statistics[name], getattr(self, name)
+            if tuple(saved.shape) != tuple(mine.shape):
+                notes.append(
+                    f"replay {name} has shape {tuple(saved.shape)}, this run {tuple(mine.shape)}; it starts fresh"
+                )
+                continue
+            mine.copy_(saved.to(device=mine.device, dtype=mine.dtype))
+        rings = state.get("rings")
+        if rings is None:
+            return notes
+        mine_rings = {name: getattr(self, name) for name in self._RINGS}
+        mine_rings.update({f"obs.{g}": t for g, t in self.obs.items()})
+        mine_rings.update({f"next_obs.{g}": t for g, t in self.next_obs.items()})
+        saved_rings = {name: rings[name] for name in self._RINGS if name in rings}
+        saved_rings.update({f"obs.{g}": t for g, t in rings.get("obs", {}).items()})
+        saved_rings.update({f"next_obs.{g}": t for g, t in rings.get("next_obs", {}).items()})
+        mismatched = [
+            name
+            for name, tensor in mine_rings.items()
+            if name not in saved_rings or tuple(saved_rings[name].shape) != tuple(tensor.shape)
+        ]
+        if mismatched:
+            notes.append(
+                f"saved replay rings do not fit this buffer ({', '.join(mismatched[:4])} differ: other num_envs, "
+                "buffer size or observations); the replay refills"
+            )
+            return notes
+        for name, tensor in mine_rings.items():
+            tensor.copy_(saved_rings[name].to(device=tensor.device, dtype=tensor.dtype))
+        return notes

@@ -5,13 +5,21 @@ whatever ``agent.state_dict()`` returns), every RNG state of the run, the comple
 per-iteration timings so far (a resumed run's summary covers the whole run; the checkpointed iteration's
 wall time is the one known when the checkpoint was written, short of the write itself), and what export needs to
 rebuild the actor without an env (observation sizes, action metadata, observation term names).
-The replay buffer is not saved: a resumed run refills it during warm-up.
+It also carries the ``run_id`` of the run that wrote it (see ``trainrt.runner.run_dir``) and the replay
+buffer's return statistics; the replay's rings only with ``training.save_replay=true``, otherwise a
+resumed run refills the replay during warm-up.
+
+Loading names the file and the problem (empty, truncated, not a checkpoint); loading a run directory
+falls back to the newest checkpoint that loads and belongs to the directory's run, saying so.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
+import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +27,7 @@ import torch
 
 from trainrt.hotpath import cold_path
 from trainrt.runner.atomic_files import atomic_torch_save
+from trainrt.runner.manifest import recorded_run_id
 
 CHECKPOINT_DIR_NAME = "checkpoints"
 CHECKPOINT_FORMAT_VERSION = 1
@@ -36,8 +45,8 @@ def checkpoint_path(run_dir: str | os.PathLike, iteration: int) -> Path:
 
 
 @cold_path
-def latest_checkpoint(run_dir: str | os.PathLike) -> Path:
-    """The checkpoint with the highest iteration in ``run_dir`` (``FileNotFoundError`` when there is none)."""
+def checkpoints_newest_first(run_dir: str | os.PathLike) -> list[Path]:
+    """The ``ckpt_<iteration>.pt`` files of ``run_dir``, highest iteration first (``[]`` when there are none)."""
     folder = checkpoint_dir(run_dir)
     found = []
     if folder.is_dir():
@@ -45,9 +54,16 @@ def latest_checkpoint(run_dir: str | os.PathLike) -> Path:
             match = _CHECKPOINT_NAME.match(entry.name)
             if match:
                 found.append((int(match.group(1)), entry))
+    return [entry for _, entry in sorted(found, reverse=True)]
+
+
+@cold_path
+def latest_checkpoint(run_dir: str | os.PathLike) -> Path:
+    """The checkpoint with the highest iteration in ``run_dir`` (``FileNotFoundError`` when there is none)."""
+    found = checkpoints_newest_first(run_dir)
     if not found:
-        raise FileNotFoundError(f"no checkpoint (ckpt_<iteration>.pt) in {folder}")
-    return max(found)[1]
+        raise FileNotFoundError(f"no checkpoint (ckpt_<iteration>.pt) in {checkpoint_dir(run_dir)}")
+    return found[0]
 
 
 @cold_path
@@ -59,21 +75,91 @@ def save_checkpoint(run_dir: str | os.PathLike, iteration: int, payload: dict[st
     )
 
 
+class CheckpointError(ValueError):
+    """A checkpoint file cannot be used: the message names the file and the problem."""
+
+
 @cold_path
-def load_checkpoint(path: str | os.PathLike, map_location: torch.device | str = "cpu") -> dict[str, Any]:
-    """Load a checkpoint file (or the latest one of a run directory) and check its format version."""
+def read_checkpoint_file(path: str | os.PathLike, map_location: torch.device | str = "cpu") -> dict[str, Any]:
+    """Load one checkpoint file; ``CheckpointError`` naming the file for an empty, torn or foreign file."""
     path = Path(path)
-    if path.is_dir():
-        path = latest_checkpoint(path)
-    # weights_only=False: the payload holds plain containers and tensors we wrote ourselves.
-    data = torch.load(path, map_location=map_location, weights_only=False)
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint not found: {path}")
+    size = path.stat().st_size
+    if size == 0:
+        raise CheckpointError(f"checkpoint {path} is empty (0 bytes): the write that made it did not finish")
+    # torch.save writes a zip archive; checking the archive first keeps torn files away from torch's reader.
+    if not zipfile.is_zipfile(path):
+        with open(path, "rb") as handle:
+            starts_like_zip = handle.read(4) == b"PK\x03\x04"
+        problem = (
+            f"is truncated ({size} bytes, the archive's end is missing)"
+            if starts_like_zip
+            else f"is not a checkpoint ({size} bytes that are not a torch.save archive)"
+        )
+        raise CheckpointError(f"checkpoint {path} {problem}")
+    try:
+        # weights_only=False: the payload holds plain containers and tensors we wrote ourselves.
+        data = torch.load(path, map_location=map_location, weights_only=False)
+    except Exception as err:  # torch reports torn archives as RuntimeError, EOFError, UnpicklingError...
+        raise CheckpointError(
+            f"checkpoint {path} cannot be read ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+            "; it is damaged or was not written by trainrt"
+        ) from None
     if not isinstance(data, dict) or data.get("format_version") != CHECKPOINT_FORMAT_VERSION:
         found = data.get("format_version") if isinstance(data, dict) else type(data).__name__
-        raise ValueError(
+        raise CheckpointError(
             f"{path} is not a trainrt checkpoint of format {CHECKPOINT_FORMAT_VERSION} (found {found})"
         )
     data["path"] = str(path)
     return data
+
+
+@cold_path
+def load_checkpoint(
+    path: str | os.PathLike,
+    map_location: torch.device | str = "cpu",
+    *,
+    run_id: str | None = None,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Load a checkpoint file, or the newest usable checkpoint of a run directory.
+
+    For a directory, checkpoints are tried newest first: one that does not load (empty, truncated, garbage)
+    or that another run wrote (its ``run_id`` differs from ``run_id``, by default the id the directory's
+    ``manifest.json`` records) is skipped with a note to ``log`` (stderr by default) naming the file and why,
+    and the next older one is tried. ``FileNotFoundError`` when the directory has none, ``CheckpointError``
+    listing every problem when none is usable. A file is loaded as it is (no fallback, no run-id check).
+    """
+    path = Path(path)
+    if not path.is_dir():
+        return read_checkpoint_file(path, map_location)
+    say = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    candidates = checkpoints_newest_first(path)
+    if not candidates:
+        raise FileNotFoundError(f"no checkpoint (ckpt_<iteration>.pt) in {checkpoint_dir(path)}")
+    owner = run_id if run_id is not None else recorded_run_id(path)
+    problems = []
+    for candidate in candidates:
+        try:
+            data = read_checkpoint_file(candidate, map_location)
+        except CheckpointError as err:
+            problems.append(str(err))
+            continue
+        written_by = data.get("run_id")
+        if owner is not None and written_by is not None and written_by != owner:
+            problems.append(
+                f"checkpoint {candidate} belongs to run {written_by}, not to run {owner} of {path}"
+            )
+            continue
+        for problem in problems:
+            say(f"warning: {problem}; skipping it")
+        if problems:
+            say(
+                f"falling back to {candidate} (iteration {data['iteration']}), the newest checkpoint that loads"
+            )
+        return data
+    raise CheckpointError(f"no usable checkpoint in {checkpoint_dir(path)}:\n  " + "\n  ".join(problems))
 
 
 @cold_path

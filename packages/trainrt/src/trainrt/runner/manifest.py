@@ -46,3 +46,14 @@ def write_manifest(run_dir: str | os.PathLike, **facts: Any) -> Path:
     return atomic_write_text(
         Path(run_dir) / MANIFEST_FILE_NAME, json.dumps(json_safe(record), indent=2) + "\n"
     )
+
+
+@cold_path
+def recorded_run_id(run_dir: str | os.PathLike) -> str | None:
+    """The run id ``<run_dir>/manifest.json`` records (``None`` for a directory without one)."""
+    manifest = Path(run_dir) / MANIFEST_FILE_NAME
+    try:
+        value = json.loads(manifest.read_text()).get("run_id")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return str(value) if value else None

@@ -13,8 +13,17 @@ Lifecycle of ``OffPolicyRunner.run()``:
    An iteration's wall time spans all of it.
 4. **End**: last checkpoint, optional evaluation rollout and ONNX export, ``run_summary.json``.
 
-Ctrl-C saves a checkpoint of the last completed iteration and writes a summary with status
-``interrupted``; any exception writes status ``failed`` with the error text and is re-raised.
+Ctrl-C, SIGTERM and SIGHUP save a checkpoint of the last completed iteration and write a summary with
+status ``interrupted`` naming the signal (``RunInterrupted`` carries the exit code, 128 + the signal number);
+any exception writes status ``failed`` with the error text and is re-raised. While the run runs, the summary
+says ``running`` and is rewritten at every checkpoint and at most every ``_RUNNING_SUMMARY_EVERY_SEC`` at log
+time, so a run killed without warning (``kill -9``) still leaves the truth on disk.
+
+The run owns its directory (``trainrt.runner.run_dir``): a lock while it runs, a refusal of a directory
+holding another run's files (unless resuming it, or ``training.overwrite=true``), and a run id in every
+checkpoint. A contact or constraint buffer overflow is reported at log time naming ``sim.nconmax`` /
+``sim.njmax`` with a suggested value, and listed in the summary's ``warnings``
+(``training.fail_on_overflow=true`` fails the run instead).
 
 Launched as several ranks (``torchrun`` or ``trainrt train --gpus N``; see ``trainrt.runner.distributed``),
 every rank runs this same lifecycle on its own envs, device and replay shard; gradients are averaged
@@ -27,8 +36,11 @@ export. Rank 0's ``run_summary.json`` sums env steps over ranks and lists each r
 from __future__ import annotations
 
 import math
+import signal
+import threading
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -66,10 +78,18 @@ from trainrt.runner.export import ONNX_FILE_NAME, export_metadata, export_policy
 from trainrt.runner.iteration_clock import IterationClock
 from trainrt.runner.manifest import (
     CONFIG_FILE_NAME,
+    recorded_run_id,
     write_manifest,
     write_resolved_config,
 )
 from trainrt.runner.play import evaluate_policy
+from trainrt.runner.run_dir import (
+    RunDirError,
+    RunDirLock,
+    check_run_dir_usable,
+    new_run_id,
+    refuse_a_used_run_dir,
+)
 from trainrt.runner.summary import (
     SUMMARY_FILE_NAME,
     IterationTiming,
@@ -87,6 +107,30 @@ from trainrt.runner.summary import (
 TENSORBOARD_DIR_NAME = "tensorboard"
 RANKS_DIR_NAME = "ranks"
 _ERROR_TEXT_LIMIT = 4000
+_RUNNING_SUMMARY_EVERY_SEC = 10.0  # log-time rewrites of the running summary, at most this often
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """The run was stopped by a signal (SIGTERM, SIGHUP) and handled like Ctrl-C.
+
+    Attributes:
+        signal_name: ``"SIGTERM"`` or ``"SIGHUP"``.
+        exit_code: 128 + the signal number (143 for SIGTERM, 129 for SIGHUP).
+    """
+
+    def __init__(self, signum: int) -> None:
+        self.signal_name = signal.Signals(signum).name
+        self.exit_code = 128 + int(signum)
+        super().__init__(self.signal_name)
+
+
+class ExpectedRunFailure(RuntimeError):
+    """A run that fails for a reason the user can fix (the message says how); not a bug, so no traceback."""
+
+
+class ContactBufferOverflow(ExpectedRunFailure):
+    """A contact or constraint buffer overflowed and ``training.fail_on_overflow=true``."""
 
 
 @cold_path
@@ -135,6 +179,7 @@ class OffPolicyRunner:
         else:
             self.run_dir = default_run_dir(cfg)
         self.run_dir = Path(self.ranks.shared_object(str(self.run_dir)))  # rank 0's default run directory
+        check_run_dir_usable(self.run_dir)
         self.summary_path = self.run_dir / SUMMARY_FILE_NAME
         self.device = resolve_device(cfg)
         # What this rank builds from: its own device and seed (the config itself for one process).
@@ -170,8 +215,48 @@ class OffPolicyRunner:
         self.onnx_path: str | None = None
         self.started_at = utc_now()
         self._writer: Any = None
+        self.warnings: list[str] = []
+        self.stop_signal: str | None = None
+        self._overflow_reported: dict[str, int] = {}
+        self._running_summary_at = 0.0
+        self._provenance: dict[str, Any] | None = None
+        self._lock: RunDirLock | None = None
         # A resume that cannot work is a usage error: raised here, before the run (and its summary) starts.
         self._resume_checkpoint = self._load_resume_checkpoint(Path(resume)) if resume is not None else None
+        self.run_id = self._run_id_to_continue(resume) if resume is not None else new_run_id()
+        # So is a run directory that is in use or holds another run: refused before anything is written.
+        if self.ranks.is_main:
+            self._claim_run_dir(resume)
+
+    @cold_path
+    def _run_id_to_continue(self, resume: str) -> str:
+        """The run id a resume continues: the checkpoint's, else the resumed directory's, else a new one."""
+        checkpoint = self._resume_checkpoint or {}
+        return checkpoint.get("run_id") or recorded_run_id(resume) or new_run_id()
+
+    @cold_path
+    def _claim_run_dir(self, resume: str | None) -> None:
+        """Lock the run directory; refuse (or, with ``training.overwrite``, clear) one that holds another run."""
+        resumes_here = resume is not None and _same_path(Path(resume), self.run_dir)
+        overwrite = self.cfg.training.overwrite
+        if resumes_here and overwrite:
+            raise RunDirError(
+                f"training.overwrite=true would delete {self.run_dir}, the run being resumed; drop "
+                "training.overwrite, or give another training.run_dir to resume into"
+            )
+        self._lock = RunDirLock(self.run_dir, self.run_id, log=self.log)
+        try:
+            if not resumes_here:
+                refuse_a_used_run_dir(self.run_dir, overwrite=overwrite, log=self.log)
+        except BaseException:
+            self._release_run_dir()
+            raise
+
+    @cold_path
+    def _release_run_dir(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     @property
     def completed_iterations(self) -> int:
@@ -193,25 +278,53 @@ class OffPolicyRunner:
     @cold_path
     def run(self) -> RunSummary:
         """Set up, warm up, train, finish; always leaves a validated ``run_summary.json`` behind."""
+        previous_handlers = self._install_signal_handlers()
         try:
-            self._set_up()
-            self._warm_up()
-            self._train()
-            self._finish()
-        except KeyboardInterrupt:
-            self.log("\ninterrupted: saving a checkpoint of the last completed iteration")
-            self._save_checkpoint_if_new()
-            self._write_summary("interrupted", "KeyboardInterrupt")
-            raise
-        except BaseException as exc:
-            error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-            self._write_summary("failed", error[-_ERROR_TEXT_LIMIT:])
-            raise
+            try:
+                self._set_up()
+                self._warm_up()
+                self._train()
+                self._finish()
+            except KeyboardInterrupt as exc:
+                self.stop_signal = exc.signal_name if isinstance(exc, RunInterrupted) else "SIGINT"
+                self.log(
+                    f"\ninterrupted ({self.stop_signal}): saving a checkpoint of the last completed iteration"
+                )
+                self._save_checkpoint_if_new()
+                self._write_summary("interrupted", f"interrupted by {self.stop_signal}")
+                raise
+            except BaseException as exc:
+                error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+                self._write_summary("failed", error[-_ERROR_TEXT_LIMIT:])
+                raise
+            finally:
+                self._close_writer()
+            summary = self._write_summary("completed", None)
         finally:
-            self._close_writer()
-        summary = self._write_summary("completed", None)
+            self._restore_signal_handlers(previous_handlers)
+            self._release_run_dir()
         self.ranks.close()
         return summary
+
+    @cold_path
+    def _install_signal_handlers(self) -> dict[int, Any]:
+        """SIGTERM and SIGHUP raise ``RunInterrupted`` (once) in the main thread, like Ctrl-C does."""
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        raised = []
+
+        def stop(signum: int, frame: Any) -> None:
+            if raised:  # a second signal while saving: let the save finish
+                return
+            raised.append(signum)
+            raise RunInterrupted(signum)
+
+        return {sig: signal.signal(sig, stop) for sig in _STOP_SIGNALS}
+
+    @staticmethod
+    def _restore_signal_handlers(previous: dict[int, Any]) -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
     @cold_path
     def _set_up(self) -> None:
@@ -222,7 +335,7 @@ class OffPolicyRunner:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if self.ranks.is_main:
             write_resolved_config(self.run_dir, cfg)
-            write_manifest(self.run_dir, device=self.device, **self.manifest)
+            write_manifest(self.run_dir, device=self.device, run_id=self.run_id, **self.manifest)
         self.log(f"run directory: {self.run_dir.resolve()}")
         self.log(
             f"training {cfg.algo.name} on {cfg.task.name} with {cfg.sim.backend} ({self.device}), "
@@ -240,12 +353,19 @@ class OffPolicyRunner:
         self.log(str(self.env))
         if self.ranks.is_main:
             write_manifest(
-                self.run_dir, device=str(self.env.device), env=env_cfg_summary(self.env.cfg), **self.manifest
+                self.run_dir,
+                device=str(self.env.device),
+                env=env_cfg_summary(self.env.cfg),
+                run_id=self.run_id,
+                **self.manifest,
             )
         self.env_meta = env_metadata(self.env)
         self.agent = build_agent(rank_cfg, self.env.obs_dims, self.env.num_actions, self.env.device)
         self.replay = build_replay(rank_cfg, self.env)
         self.ranks.attach_agent(self.agent)  # rank 0's initial weights everywhere; gradients averaged
+        if cfg.training.save_replay:
+            size_mib = self.replay.memory_bytes() / 2**20
+            self.log(f"training.save_replay=true: every checkpoint holds the replay ({size_mib:,.1f} MiB)")
         if checkpoint is not None:
             load_agent_weights(self.agent, checkpoint)
             if torch.device(checkpoint["device"]).type == self.env.device.type:
@@ -259,11 +379,34 @@ class OffPolicyRunner:
             self.last_checkpoint = Path(checkpoint["path"])
             self.last_checkpoint_iteration = self.resumed_from_iteration
             self.log(f"resumed from {checkpoint['path']} at iteration {self.resumed_from_iteration}")
+            self._restore_replay(checkpoint.get("replay"))
+        if self.ranks.is_main:
+            self._write_summary("running", None)
+
+    @cold_path
+    def _restore_replay(self, state: dict[str, Any] | None) -> None:
+        """Load the checkpoint's replay state (return statistics; rings if saved) and say what refills."""
+        if state is None:
+            self.log(
+                "note: the checkpoint has no replay state; return statistics restart and the replay refills"
+            )
+            return
+        for note in self.replay.load_state_dict(state):
+            self.log(f"note: {note}")
+        if "rings" in state:
+            self.log(f"replay restored from the checkpoint ({self.replay.num_rows()} rows per env)")
+        else:
+            self.log(
+                "replay statistics restored; the replay itself refills during warm-up "
+                "(training.save_replay=true saves it in checkpoints)"
+            )
 
     @cold_path
     def _load_resume_checkpoint(self, resume_dir: Path) -> dict[str, Any]:
-        """Load the last checkpoint of ``resume_dir``; ``ValueError`` unless it can continue this config."""
-        checkpoint = load_checkpoint(resume_dir, map_location="cpu")
+        """Load the last usable checkpoint of ``resume_dir``; ``ValueError`` unless it can continue this config."""
+        if not resume_dir.is_dir():
+            raise FileNotFoundError(f"training.resume={resume_dir}: no such run directory")
+        checkpoint = load_checkpoint(resume_dir, map_location="cpu", log=self.log)
         saved = checkpoint["config"]
         for key, now in (("algo", self.cfg.algo.name), ("task", self.cfg.task.name)):
             before = saved.get(key, {}).get("name")
@@ -392,6 +535,7 @@ class OffPolicyRunner:
     ) -> None:
         """Console block and TensorBoard scalars of one iteration (reads device values: cold path)."""
         cfg = self.cfg
+        self._check_overflow(iteration)
         losses = _scalars(self.agent.losses())
         episode = {**self.collector.episode_summary(), **self.env.episode_stats()}
         self.episode_statistics.update(episode)
@@ -429,6 +573,36 @@ class OffPolicyRunner:
             for name, value in episode.items():
                 tag = name if "/" in name else f"Episode/{name}"
                 self._writer.add_scalar(tag, value, step)
+        if time.perf_counter() - self._running_summary_at >= _RUNNING_SUMMARY_EVERY_SEC:
+            self._write_running_summary()
+
+    @cold_path
+    def _check_overflow(self, iteration: int) -> None:
+        """Report contact/constraint buffer overflows new since the last check (reads device counters)."""
+        diag = _quiet_backend_diagnostics(self.env.backend)
+        grown = {k: v for k, v in diag.overflow.items() if v > self._overflow_reported.get(k, 0)}
+        if not grown:
+            return
+        self._overflow_reported.update(grown)
+        num_envs = max(diag.num_envs, 1)
+        advice = []
+        if grown.get("contacts", 0) or any("contact" in k for k in grown):
+            wanted = max(2 * diag.nconmax, math.ceil(1.5 * diag.contacts / num_envs))
+            advice.append(f"sim.nconmax={wanted} (now {diag.nconmax})")
+        if grown.get("constraints", 0) or any("constraint" in k or "efc" in k for k in grown):
+            wanted = max(2 * diag.njmax, math.ceil(1.5 * diag.max_constraints))
+            advice.append(f"sim.njmax={wanted} (now {diag.njmax})")
+        worlds = ", ".join(f"{k}: {v} of {diag.num_envs} worlds" for k, v in grown.items())
+        message = (
+            f"iteration {iteration}: {diag.backend} buffer overflow ({worlds}) "
+            f"(contacts or constraint rows beyond the buffer are dropped, so physics is wrong there); "
+            f"raise {' and '.join(advice) or 'sim.nconmax / sim.njmax'}"
+        )
+        if message not in self.warnings:
+            self.warnings.append(message)
+        if self.cfg.training.fail_on_overflow:
+            raise ContactBufferOverflow(message + " (training.fail_on_overflow=true)")
+        self.log(f"warning: {message}")
 
     @cold_path
     def _finish(self) -> None:
@@ -481,9 +655,12 @@ class OffPolicyRunner:
             "config": self.cfg.model_dump(mode="json"),
             "env_meta": self.env_meta,
             "device": str(self.env.device),
+            "run_id": self.run_id,
+            "replay": self.replay.state_dict(include_rings=self.cfg.training.save_replay),
         }
         self.last_checkpoint = save_checkpoint(self.run_dir, iteration, payload)
         self.last_checkpoint_iteration = iteration
+        self._write_running_summary()
 
     @cold_path
     def _save_checkpoint_if_new(self) -> None:
@@ -511,8 +688,15 @@ class OffPolicyRunner:
             fallback = self._summary_fields("failed", problem, measurement=False)
             write_run_summary(self.summary_path, fallback)
             raise RuntimeError(problem) from exc
-        self._announce_outputs(written)
+        if status != "running":
+            self._announce_outputs(written)
         return written
+
+    @cold_path
+    def _write_running_summary(self) -> None:
+        """Rewrite the summary with status ``running`` (after a checkpoint, or every few seconds at log time)."""
+        self._running_summary_at = time.perf_counter()
+        self._write_summary("running", None)
 
     @cold_path
     def _summary_fields(
@@ -523,9 +707,19 @@ class OffPolicyRunner:
         timings = self._run_timings() if measurement else []
         tail = tail_throughput(timings, cfg.training.tail_window)
         diagnostics = self._diagnostics() if measurement else ({}, {}, {})
+        if status == "running":
+            self._provenance = self._provenance or provenance(
+                self.env.device if self.env is not None else self.device
+            )
+            origin = self._provenance
+        else:
+            origin = provenance(self.env.device if self.env is not None else self.device)
         return {
             "status": status,
             "error": error,
+            "signal": self.stop_signal if status == "interrupted" else None,
+            "warnings": list(self.warnings),
+            "run_id": self.run_id,
             "algo": cfg.algo.name,
             "task": cfg.task.name,
             "sim_backend": cfg.sim.backend,
@@ -559,8 +753,9 @@ class OffPolicyRunner:
             "run_dir": str(self.run_dir.resolve()),
             "config_path": str((self.run_dir / CONFIG_FILE_NAME).resolve()),
             "started_at": self.started_at,
-            "finished_at": utc_now(),
-            **provenance(self.env.device if self.env is not None else self.device),
+            "finished_at": None if status == "running" else utc_now(),
+            "updated_at": utc_now(),
+            **origin,
         }
 
     def _run_timings(self) -> list[IterationTiming]:
@@ -574,7 +769,7 @@ class OffPolicyRunner:
         """(collector graph, learner graph, backend) diagnostics as JSON-safe dicts ({} for unbuilt parts)."""
         collector = json_safe(self.collector.diagnostics()) if self.collector is not None else {}
         learner = json_safe(self.agent.update_diagnostics()) if self.agent is not None else {}
-        backend = json_safe(self.env.backend.diagnostics()) if self.env is not None else {}
+        backend = json_safe(_quiet_backend_diagnostics(self.env.backend)) if self.env is not None else {}
         if hasattr(backend, "items") is False:
             backend = {"value": backend}
         return collector, learner, backend
@@ -602,6 +797,22 @@ class OffPolicyRunner:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+
+@cold_path
+def _quiet_backend_diagnostics(backend: Any) -> Any:
+    """The backend's diagnostics without its own overflow warning (the runner reports overflows itself)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*buffer overflow", category=RuntimeWarning)
+        return backend.diagnostics()
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    """Whether two paths name the same directory (also through symlinks or relative spellings)."""
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False
 
 
 def _graph_status(facts: dict[str, Any]) -> str:

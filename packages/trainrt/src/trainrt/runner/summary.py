@@ -8,6 +8,11 @@ update) is recorded separately in ``warmup_time_sec`` and never enters an iterat
 A summary is validated against :class:`RunSummary` before it is written and when it is read; a summary
 that does not validate (a missing field, a non-finite number, a tail value that does not follow from the
 recorded timings) is a malformed summary, and a run that produced one is a failed run.
+
+A run rewrites its summary with status ``running`` while it runs (at checkpoints and every few seconds at log
+time), so the file on disk always tells the truth: ``running`` with the iterations done so far, then
+``completed``, ``failed`` (with ``error``) or ``interrupted`` (with the ``signal``). A ``running`` summary
+whose process is gone (no lock holder, see ``trainrt.runner.run_dir``) is a run that was killed.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from trainrt.runner.atomic_files import atomic_write_text
 
 SUMMARY_FILE_NAME = "run_summary.json"
 SUMMARY_SCHEMA_VERSION = 1
-RunStatus = Literal["completed", "failed", "interrupted"]
+RunStatus = Literal["running", "completed", "failed", "interrupted"]
 COMMIT_ENV = "TRAINRT_REPO_COMMIT"
 
 # Distribution name -> module name, for the versions recorded in every summary.
@@ -115,8 +120,17 @@ class RunSummary(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     schema_version: Literal[1] = SUMMARY_SCHEMA_VERSION
-    status: RunStatus
-    error: str | None = Field(None, description="error text of a failed run (None otherwise)")
+    status: RunStatus = Field(
+        description="running (rewritten as the run goes), completed, failed or interrupted"
+    )
+    error: str | None = Field(None, description="error text of a failed run, what stopped an interrupted one")
+    signal: str | None = Field(
+        None, description="SIGINT, SIGTERM or SIGHUP for an interrupted run (else None)"
+    )
+    warnings: list[str] = Field(
+        default_factory=list, description="problems that did not stop the run (e.g. contact buffer overflow)"
+    )
+    run_id: str | None = Field(None, description="id of the run that owns the run directory")
     # What ran.
     algo: str
     task: str
@@ -180,7 +194,8 @@ class RunSummary(BaseModel):
     gpu_name: str | None
     cuda_visible_devices: str | None
     started_at: str
-    finished_at: str
+    finished_at: str | None = Field(None, description="when the run ended (None while it runs)")
+    updated_at: str | None = Field(None, description="when this summary was written")
 
     @model_validator(mode="after")
     @cold_path
@@ -219,6 +234,8 @@ class RunSummary(BaseModel):
             raise ValueError("a completed run carries no error")
         if self.status == "failed" and not self.error:
             raise ValueError("a failed run must say why (error)")
+        if self.status != "running" and self.finished_at is None:
+            raise ValueError(f"a {self.status} run must say when it finished (finished_at)")
         return self
 
 
