@@ -195,3 +195,120 @@ def test_spec_errors_are_raised_at_spec_time(small_model, name):
     other = simcore.make_backend(name, small_model, cpu_config(num_envs=2))
     with pytest.raises(ValueError, match="another backend"):
         other.reset(mask, payload, spec)
+
+
+def _count_refreshes(backend: simcore.SimBackend) -> list[int]:
+    """Patch the backend's derived-state refresh to count its runs; returns the one-element counter."""
+    calls = [0]
+    name = "_derived_kernels" if backend.name == "mjwarp" else "_refresh_derived"
+    original = getattr(backend, name)
+
+    def counted() -> None:
+        calls[0] += 1
+        original()
+
+    setattr(backend, name, counted)
+    return calls
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_no_op_reset_skips_the_refresh_and_a_later_reset_still_refreshes(small_model, name):
+    backend, plan = make(name, small_model)
+    spec = backend.reset_spec(STATE_CHANNELS)
+    assert not spec.recompute_constants
+    payload = random_payload(backend, spec, seed=4)
+    calls = _count_refreshes(backend)
+    before = snapshot(backend, plan)
+    for _ in range(2):
+        backend.reset(torch.zeros(NUM_ENVS, dtype=torch.bool), payload, spec)
+    assert calls[0] == 0  # nothing was selected, so nothing was recomputed
+    assert_rows(before, snapshot(backend, plan), torch.ones(NUM_ENVS, dtype=torch.bool))
+
+    mask = torch.tensor([False, True, False, True])
+    backend.reset(mask, payload, spec)
+    assert calls[0] == 1
+    after = snapshot(backend, plan)
+    assert_rows(before, after, ~mask)
+    tol = 1e-10 if name == "mujoco" else 5e-5
+    for world in (1, 3):
+        assert torch.equal(backend.qpos[world], payload["qpos"][world])
+        ref = reference_data(backend, world)
+        for b, body in enumerate(plan.body_names):
+            bid = small_model.body(body).id
+            np.testing.assert_allclose(plan.body_pos_w[world, b].double().numpy(), ref.xpos[bid], atol=tol)
+            np.testing.assert_allclose(plan.body_quat_w[world, b].double().numpy(), ref.xquat[bid], atol=tol)
+        np.testing.assert_allclose(
+            plan.sensor("tip_pos")[world].double().numpy(), ref.sensor("tip_pos").data, atol=tol
+        )
+    # the skipped refreshes left nothing stale: stepping on matches a backend that always refreshed
+    twin, twin_plan = make(name, small_model)
+    twin.reset(mask, payload, twin.reset_spec(STATE_CHANNELS))
+    for _ in range(2):
+        backend.step()
+        twin.step()
+    assert torch.equal(plan.body_pos_w, twin_plan.body_pos_w)
+    assert torch.equal(backend.qvel, twin.qvel)
+
+
+@pytest.mark.parametrize("scene", ["small", "g1"])
+def test_mjwarp_reset_refresh_allocates_nothing(request, scene):
+    """The refresh becomes a conditional graph node's body, which cannot hold memory-allocation nodes."""
+    model = request.getfixturevalue(f"{scene}_model")
+    backend = simcore.make_backend("mjwarp", model, cpu_config(num_envs=2))
+    assert backend._refresh_allocation_free
+    allocations = []
+    names = ("empty", "zeros", "full", "clone", "empty_like", "zeros_like", "full_like", "array")
+    originals = {n: getattr(wp, n) for n in names}
+
+    def counting(fn_name):
+        def alloc(*args, **kwargs):
+            array = originals[fn_name](*args, **kwargs)
+            if getattr(array, "capacity", 0) > 0:  # zero-size arrays allocate nothing
+                allocations.append(fn_name)
+            return array
+
+        return alloc
+
+    try:
+        for n in names:
+            setattr(wp, n, counting(n))
+        backend._derived_kernels()
+    finally:
+        for n, fn in originals.items():
+            setattr(wp, n, fn)
+    assert allocations == []
+
+
+@pytest.mark.gpu
+def test_captured_reset_with_no_selected_row_keeps_every_bit_and_later_resets_refresh(small_model):
+    n = 64
+    backend = simcore.make_backend("mjwarp", small_model, simcore.SimConfig(n, decimation=2, device="cuda"))
+    plan = backend.read_plan(bodies=("box", "forearm"), sensors=("tip_pos",))
+    spec = backend.reset_spec(("qpos", "qvel"))
+    payload = spec.new_payload()
+    payload["qpos"][:, 2] = 0.5
+    payload["qpos"][:, 7] = 0.8  # the arm's first hinge: moves the forearm in reset rows
+    mask = torch.zeros(n, dtype=torch.bool, device="cuda")
+    work = simcore.CapturedWork(
+        lambda: backend.reset(mask, payload, spec), backend=backend, name="reset", require_graph=True
+    )
+    work.capture()
+    assert work.graph_enabled
+    before = (backend.qpos.clone(), plan.body_pos_w.clone(), plan.sensor("tip_pos").clone())
+    work.replay()
+    after = (backend.qpos, plan.body_pos_w, plan.sensor("tip_pos"))
+    for old, new in zip(before, after):
+        assert torch.equal(old, new)
+    mask.copy_(torch.arange(n, device="cuda") % 4 == 1)
+    work.replay()
+    torch.cuda.synchronize()
+    rows = mask.cpu()
+    qpos, body_pos = backend.qpos.cpu(), plan.body_pos_w.cpu()
+    assert torch.equal(qpos[rows], payload["qpos"].cpu()[rows])
+    assert torch.equal(body_pos[~rows], before[1].cpu()[~rows])
+    for world in torch.arange(n)[rows].tolist():
+        ref = reference_data(backend, world)
+        for b, body in enumerate(plan.body_names):
+            np.testing.assert_allclose(
+                body_pos[world, b].double().numpy(), ref.xpos[small_model.body(body).id], atol=5e-5
+            )

@@ -135,10 +135,11 @@ class SimBackend(abc.ABC):
         clear_masked(mask, self._derived.sensordata, self._acc_sensor_columns)
         if spec.recompute_constants:
             self._recompute_constants(mask)
-        self._refresh_after_reset(mask)
+        self._refresh_after_reset(mask, constants_recomputed=spec.recompute_constants)
 
-    def _refresh_after_reset(self, mask: torch.Tensor) -> None:
-        """Derived state and plans after a reset transaction; backends may skip the work when ``mask`` is empty."""
+    def _refresh_after_reset(self, mask: torch.Tensor, constants_recomputed: bool) -> None:
+        """Derived state and plans after a reset transaction; backends may skip the work when ``mask`` is empty
+        and the constant recomputation left the derived state alone."""
         self.forward()
 
     def _refresh_plans(self) -> None:

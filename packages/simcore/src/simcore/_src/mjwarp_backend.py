@@ -116,7 +116,17 @@ class MjwarpBackend(SimBackend):
             if self._has_constant_sources:
                 # recompute once here, so later recomputations reproduce unselected rows bit for bit
                 mjw.set_const(self._m, self._d, groups=_CONSTANT_GROUPS, restore=False)
+            # How many rows the latest reset selected (1,) int32: the condition of the post-reset refresh.
+            self._reset_row_count = wp.zeros(1, dtype=wp.int32)
             wp.synchronize_device(self._wp_device)
+        self._reset_row_count_view = wp.to_torch(self._reset_row_count, requires_grad=False)
+        # A conditional node's body cannot allocate; these sensors make MuJoCo Warp allocate scratch arrays.
+        self._refresh_allocation_free = not (
+            self._m.nrangefinder
+            or self._m.nsensorcollision
+            or self._m.nsensortaxel
+            or model.opt.enableflags & mujoco.mjtEnableBit.mjENBL_ENERGY
+        )
 
         m, d, dev = self._model, self._d, self.device
         self.time = _torch_view(d.time, (n,), dev)
@@ -221,6 +231,27 @@ class MjwarpBackend(SimBackend):
         mjw.com_vel(self._m, self._d)
         mjw.sensor_pos(self._m, self._d)
         mjw.sensor_vel(self._m, self._d)
+
+    def _refresh_after_reset(self, mask: torch.Tensor, constants_recomputed: bool) -> None:
+        # Unselected rows keep every bit, so a reset that selects no row needs no refresh. The decision stays
+        # on the device: inside a graph capture it is a conditional node on the selected-row count; on Warp's
+        # CPU device the count is read in place. Eager CUDA work always refreshes (reading the count would
+        # synchronize with the host, which costs more than the kernels it saves), and so does a reset that
+        # recomputed constants (set_const runs kinematics at qpos0 in every world, overwriting derived state).
+        with self._warp_scope():
+            if not constants_recomputed and self._reset_refresh_is_conditional():
+                torch.sum(mask, dim=0, keepdim=True, dtype=torch.int32, out=self._reset_row_count_view)
+                wp.capture_if(self._reset_row_count, on_true=self._derived_kernels)
+            else:
+                self._derived_kernels()
+        self._refresh_plans()
+
+    def _reset_refresh_is_conditional(self) -> bool:
+        """Whether the post-reset refresh can branch on the device-side selected-row count without a sync."""
+        if not self._wp_device.is_cuda:
+            return True
+        capturing = self._wp_device.captures.get(self._wp_device.stream) is not None
+        return capturing and self._refresh_allocation_free and wp.is_conditional_graph_supported()
 
     def _recompute_constants(self, mask: torch.Tensor) -> None:
         # set_const runs over all worlds; unselected worlds recompute identical constants from identical fields

@@ -147,6 +147,12 @@ class MujocoBackend(SimBackend):
             self._refresh_world(m, d)
         self._from_host()
 
+    def _refresh_after_reset(self, mask: torch.Tensor, constants_recomputed: bool) -> None:
+        # The host bridge reads the mask anyway: a reset that selects no row changed nothing to refresh
+        # (constants are recomputed in selected worlds only).
+        if self._mask_to_host(mask).any():
+            self.forward()
+
     @staticmethod
     def _refresh_world(m: mujoco.MjModel, d: mujoco.MjData) -> None:
         mujoco.mj_kinematics(m, d)
