@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import mujoco
 import torch
@@ -36,13 +37,22 @@ class ActionTermCfg:
 
 
 class ActionTerm:
-    """Base of action terms: owns a slice of the policy action and turns it into backend controls."""
+    """Base of action terms: owns a slice of the policy action and turns it into backend controls.
 
+    Parameters are declared in ``PARAMS`` and read from ``self.params``.
+    """
+
+    PARAMS: ClassVar[Mapping[str, Any]] = {}
+    """Declared parameters: name -> default (``REQUIRED`` for none)."""
+
+    @cold_path
     def __init__(self, cfg: ActionTermCfg, env: ManagerBasedRlEnv) -> None:
         self.cfg = cfg
         self.env = env
         self.num_envs = env.num_envs
         self.device = env.device
+        self.params = merge_term_params(type(self).__name__, cfg.params, self.PARAMS)
+        """The term's parameters: ``cfg.params`` over the declared defaults."""
 
     @property
     def action_dim(self) -> int:
@@ -69,24 +79,48 @@ class ActionTerm:
         return {}
 
 
-class JointPositionAction(ActionTerm):
-    """PD position targets: ``ctrl = offset + scale * action`` for the selected joints' actuators.
+ACTION_MODES: tuple[str, ...] = ("scale", "joint_limits")
+"""How ``JointPositionAction`` maps an action to a joint target (see its docstring)."""
 
-    Params: ``joint_names`` (regex patterns, default all actuated joints, in actuator order), ``scale`` (float,
-    or dict pattern -> float covering every selected joint), ``use_default_offset`` (offset = the env's default
-    joint positions, else 0), ``clip_to_joint_range`` (clamp targets to the joint limits).
+
+class JointPositionAction(ActionTerm):
+    """PD position targets: ``ctrl = clamp(offset + scale * action, lower, upper)`` for the selected joints.
+
+    Two modes set ``scale`` (one affine map per joint in both):
+
+    ``"scale"``
+        ``scale`` is given (float, or dict pattern -> float covering every selected joint); made for unbounded
+        (Gaussian, PPO-style) actions, where an action of 1 is a modest step from the default pose.
+    ``"joint_limits"``
+        for bounded (tanh) policies whose actions lie in [-1, 1]: the offset is the default pose (action 0 is
+        the default pose) and ``scale = max(upper - default, default - lower)`` per joint, over the soft limits
+        (the joint range shrunk about its middle by ``soft_limit_factor``), so +1 and -1 reach at least the
+        limit on each side; targets are clamped to the soft limits, so the side nearer to the default pose
+        saturates early. Every pose inside the soft limits is reachable. ``scale`` must not be given; every
+        selected joint must be limited.
+
+    Params: ``joint_names`` (regex patterns, default all actuated joints, in actuator order), ``mode``,
+    ``scale`` (mode ``"scale"``), ``soft_limit_factor`` (mode ``"joint_limits"``, in (0, 1]),
+    ``use_default_offset`` (offset = the env's default joint positions, else 0; must be true for
+    ``"joint_limits"``), ``clip_to_joint_range`` (mode ``"scale"``: clamp targets to the joint limits).
     """
 
-    _PARAMS = ("joint_names", "scale", "use_default_offset", "clip_to_joint_range")
+    PARAMS: ClassVar[Mapping[str, Any]] = {
+        "joint_names": None,
+        "mode": "scale",
+        "scale": 1.0,
+        "soft_limit_factor": 1.0,
+        "use_default_offset": True,
+        "clip_to_joint_range": False,
+    }
 
     @cold_path
     def __init__(self, cfg: ActionTermCfg, env: ManagerBasedRlEnv) -> None:
         super().__init__(cfg, env)
-        merge_term_params("JointPositionAction", cfg.params, dict.fromkeys(self._PARAMS))
-        patterns = cfg.params.get("joint_names")
-        scale = cfg.params.get("scale", 1.0)
-        self.use_default_offset = bool(cfg.params.get("use_default_offset", True))
-        self.clip_to_joint_range = bool(cfg.params.get("clip_to_joint_range", False))
+        patterns = self.params["joint_names"]
+        scale = self.params["scale"]
+        self.use_default_offset = bool(self.params["use_default_offset"])
+        self.clip_to_joint_range = bool(self.params["clip_to_joint_range"])
 
         model = env.backend.mj_model
         robot = env.robot
@@ -112,6 +146,26 @@ class JointPositionAction(ActionTerm):
         self._ctrl_cols = index_or_slice(self.actuator_ids, self.device)
         self._joint_cols = index_or_slice(self.joint_ids, self.device)
 
+        self.mode = str(self.params["mode"])
+        """The mapping mode: one of ``ACTION_MODES``."""
+        if self.mode not in ACTION_MODES:
+            raise ValueError(f"JointPositionAction: mode {self.mode!r} is not one of {list(ACTION_MODES)}")
+        limits = robot.joint_pos_limits[self.joint_ids]
+        self._lower, self._upper = limits[:, 0].clone(), limits[:, 1].clone()
+        if self.mode == "joint_limits":
+            self._init_joint_limit_scale(cfg)
+        else:
+            self._init_given_scale(scale)
+
+        d = len(self.joint_names)
+        self.raw_action = torch.zeros(self.num_envs, d, device=self.device)
+        """The latest action slice (num_envs, action_dim)."""
+        self.processed_action = torch.zeros(self.num_envs, d, device=self.device)
+        """The latest joint position targets (num_envs, action_dim)."""
+
+    @cold_path
+    def _init_given_scale(self, scale: Any) -> None:
+        """Mode ``"scale"``: per-joint scales from the ``scale`` param."""
         scales = []
         for n in self.joint_names:
             if isinstance(scale, dict):
@@ -125,14 +179,30 @@ class JointPositionAction(ActionTerm):
                 scales.append(float(scale))
         self.scale = torch.tensor(scales, dtype=torch.float32, device=self.device)
         """Action scale per joint (action_dim,)."""
-        limits = robot.joint_pos_limits[self.joint_ids]
-        self._lower, self._upper = limits[:, 0].clone(), limits[:, 1].clone()
 
-        d = len(self.joint_names)
-        self.raw_action = torch.zeros(self.num_envs, d, device=self.device)
-        """The latest action slice (num_envs, action_dim)."""
-        self.processed_action = torch.zeros(self.num_envs, d, device=self.device)
-        """The latest joint position targets (num_envs, action_dim)."""
+    @cold_path
+    def _init_joint_limit_scale(self, cfg: ActionTermCfg) -> None:
+        """Mode ``"joint_limits"``: scales from the soft limits around the default pose; targets clamped to them."""
+        if "scale" in cfg.params:
+            raise ValueError(
+                "JointPositionAction: mode 'joint_limits' computes the scale from the joint limits; "
+                "drop the scale param or use mode='scale'"
+            )
+        if not self.use_default_offset:
+            raise ValueError("JointPositionAction: mode 'joint_limits' needs use_default_offset=True")
+        factor = float(self.params["soft_limit_factor"])
+        if not 0.0 < factor <= 1.0:
+            raise ValueError(f"JointPositionAction: soft_limit_factor must lie in (0, 1], got {factor}")
+        unlimited = [n for n, lo in zip(self.joint_names, self._lower.tolist()) if not math.isfinite(lo)]
+        if unlimited:
+            raise ValueError(
+                f"JointPositionAction: mode 'joint_limits' needs limited joints; unlimited: {unlimited}"
+            )
+        middle, half = (self._upper + self._lower) / 2, (self._upper - self._lower) / 2
+        self._lower, self._upper = middle - factor * half, middle + factor * half
+        default = self._offset()[0]
+        self.scale = torch.maximum(self._upper - default, default - self._lower).clamp_min(1e-6)
+        self.clip_to_joint_range = True
 
     @property
     def action_dim(self) -> int:
@@ -143,7 +213,7 @@ class JointPositionAction(ActionTerm):
         return self.env.robot.default_joint_pos[:, self._joint_cols]
 
     def process_actions(self, actions: torch.Tensor) -> None:
-        """Compute targets (num_envs, action_dim) = offset + scale * action."""
+        """Compute targets (num_envs, action_dim) = offset + scale * action (clamped where configured)."""
         self.raw_action.copy_(actions)
         torch.mul(self.raw_action, self.scale, out=self.processed_action)
         if self.use_default_offset:
@@ -166,7 +236,11 @@ class JointPositionAction(ActionTerm):
 
     @cold_path
     def meta(self) -> dict[str, Any]:
-        """Joint names, default offsets (row 0), scales, PD gains and effort limits of the controlled joints."""
+        """The controlled joints and their mapping: ``target = clamp(offset + scale * action, lower, upper)``.
+
+        Joint names (the action's column order), default offsets (row 0), mode, scales, target bounds, PD
+        gains and effort limits.
+        """
         model = self.env.backend.mj_model
         ids = self.actuator_ids
         effort = [
@@ -174,11 +248,17 @@ class JointPositionAction(ActionTerm):
             for a in ids
         ]
         offset = self._offset()[0] if self.use_default_offset else torch.zeros(self.action_dim)
+        lower = self._lower if self.clip_to_joint_range else torch.full_like(self._lower, -math.inf)
+        upper = self._upper if self.clip_to_joint_range else torch.full_like(self._upper, math.inf)
         return {
             "joint_names": list(self.joint_names),
             "actuator_ids": list(ids),
             "default_joint_pos": [float(v) for v in offset.cpu()],
+            "action_mode": self.mode,
+            "action_offset": [float(v) for v in offset.cpu()],
             "action_scale": [float(v) for v in self.scale.cpu()],
+            "target_lower": [float(v) for v in lower.cpu()],
+            "target_upper": [float(v) for v in upper.cpu()],
             "kp": [float(model.actuator_gainprm[a, 0]) for a in ids],
             "kd": [float(-model.actuator_biasprm[a, 2]) for a in ids],
             "effort_limit": effort,

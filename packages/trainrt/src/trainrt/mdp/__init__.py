@@ -38,6 +38,7 @@ from trainrt.mdp.rewards import (
     flat_orientation_l2,
     joint_torques_l2,
     lin_vel_z_l2,
+    self_collision_count,
     track_ang_vel_z_exp,
     track_lin_vel_xy_exp,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "robot_state_layout",
     "root_height",
     "root_height_below_minimum",
+    "self_collision_count",
     "time_out",
     "track_ang_vel_z_exp",
     "track_lin_vel_xy_exp",

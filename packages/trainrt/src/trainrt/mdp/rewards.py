@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
+import simcore
 from trainrt.hotpath import cold_path
 from trainrt.managers import REQUIRED, ManagerTermBase
 from trainrt.mdp.name_matching import values_by_pattern
@@ -224,3 +225,12 @@ class UndesiredContacts(ContactSubsetTerm):
     def __call__(self, env: ManagerBasedRlEnv) -> torch.Tensor:
         """Evaluate for all rows."""
         return contact_mask(env, self.contact_ids, self.force_threshold).to(torch.float32).sum(dim=1)
+
+
+def self_collision_count(env: ManagerBasedRlEnv) -> torch.Tensor:
+    """Number of contacts between the robot's own geoms (num_envs,), a count; use a negative weight.
+
+    Reads simcore's ``SELF_COLLISION_SENSOR``: the scene's model must be loaded with ``self_collision_pairs``
+    (only those pairs can touch) and list that sensor in ``SceneCfg.sensors``.
+    """
+    return env.plan.sensor(simcore.SELF_COLLISION_SENSOR)[:, 0].to(torch.float32)

@@ -2,8 +2,10 @@
 
 The exported model maps raw policy observations ``obs`` (batch, obs_dim) float32 to deterministic actions
 ``actions`` (batch, num_actions) in [-1, 1]. Its ``metadata_props`` carry what a deployment needs to turn
-actions into joint targets and to build the observation: joint names, default joint positions, PD gains,
-action scale, control step and the policy observation's term names (JSON-encoded lists and numbers).
+actions into joint targets and to build the observation: joint names (the action's column order), the
+per-joint mapping ``target = clamp(action_offset + action_scale * action, target_lower, target_upper)``
+(``action_mode`` names how each action term chose its scale), default joint positions, PD gains, control step
+and the policy observation's term names (JSON-encoded lists and numbers; an unbounded side is "inf").
 When onnxruntime is installed, the exported model is checked against the torch module on random inputs.
 """
 
@@ -53,6 +55,14 @@ def export_metadata(
     for key in ("joint_names", "default_joint_pos", "kp", "kd", "effort_limit", "action_scale"):
         if key in action:
             metadata[key] = action[key]
+    # The action -> joint target mapping, concatenated over the action terms in action-column order:
+    # target = clamp(action_offset + action_scale * action, target_lower, target_upper).
+    terms = action.get("terms", {})
+    for key in ("action_offset", "target_lower", "target_upper"):
+        if terms and all(key in term for term in terms.values()):
+            metadata[key] = [v for term in terms.values() for v in term[key]]
+    if terms and all("action_mode" in term for term in terms.values()):
+        metadata["action_mode"] = {name: term["action_mode"] for name, term in terms.items()}
     return metadata
 
 

@@ -1,4 +1,5 @@
-"""The Unitree G1 pieces both G1 tasks share: body and geom names, action scales, standing height, scene."""
+"""The Unitree G1 pieces both G1 tasks share: body and geom names, action mapping, self-collision pairs,
+standing height, scene."""
 
 from __future__ import annotations
 
@@ -12,11 +13,27 @@ import simcore
 from trainrt.envs import SceneCfg
 from trainrt.hotpath import cold_path
 
-G1_FOOT_BODIES: tuple[str, ...] = ("left_ankle_roll_link", "right_ankle_roll_link")
-"""Foot bodies, left then right (the gait clock's order)."""
+G1_FOOT_BODIES: tuple[str, ...] = simcore.G1_FOOT_BODIES
+"""Foot bodies, left then right (the gait clock's order); simcore owns the name list."""
 
 G1_FOOT_GEOMS = r"(left|right)_foot[1-7]_collision"
 """Collision geoms of the soles (seven capsules per foot)."""
+
+G1_SELF_COLLISION_PAIRS: tuple[tuple[str, str], ...] = (
+    # one leg (thigh, shin, foot) against the other: nothing else stops the legs passing through each other
+    ("left_(hip_roll|knee|ankle_roll)_link", "right_(hip_roll|knee|ankle_roll)_link"),
+    # forearms and hands against the trunk
+    ("(left|right)_(elbow|wrist_yaw)_link", "pelvis|torso_link"),
+)
+"""Robot-robot contacts the G1 scene enables (``simcore.load_model(self_collision_pairs=...)``). Hands against
+the thighs stay off: the default clip (a squat lifting a box) keeps them touching for 36 of its 325 frames,
+which a self-collision penalty would fight; with these pairs it has one frame of foot-foot contact."""
+
+G1_ACTION_PARAMS: dict[str, object] = {"mode": "joint_limits", "soft_limit_factor": 1.0}
+"""``JointPositionAction`` params of both G1 tasks: made for tanh-bounded policies (SAC, FlashSAC), action -1/+1
+reaches the joint limits on either side of the default pose (the default clip touches the ankle-roll and
+waist-pitch limits, so the soft-limit factor stays 1). ``g1_action_scale()`` is the PPO-style alternative
+(``{"mode": "scale", "scale": g1_action_scale()}``)."""
 
 G1_ACTION_SCALE_FACTOR = 0.25
 """Action scale per joint = factor * effort_limit / kp: an action of 1 asks for a quarter of the joint's peak
@@ -36,35 +53,17 @@ def g1_action_scale() -> dict[str, float]:
 
 
 @cold_path
-def _lowest_point(model: mujoco.MjModel, data: mujoco.MjData, geom: int) -> float:
-    """World z of the lowest point of a sphere, capsule or box geom after ``mj_kinematics``."""
-    kind, size = int(model.geom_type[geom]), model.geom_size[geom]
-    center, axes = data.geom_xpos[geom], data.geom_xmat[geom].reshape(3, 3)
-    if kind == mujoco.mjtGeom.mjGEOM_SPHERE.value:
-        return float(center[2] - size[0])
-    if kind == mujoco.mjtGeom.mjGEOM_CAPSULE.value:
-        return float(center[2] - size[0] - size[1] * abs(axes[2, 2]))
-    if kind == mujoco.mjtGeom.mjGEOM_BOX.value:
-        return float(center[2] - np.abs(axes[2, :]) @ size[:3])
-    raise NotImplementedError(f"geom {mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, geom)!r}: "
-                              "lowest point known for sphere, capsule and box only")  # fmt: skip
+@functools.cache
+def g1_standing_root_height() -> float:
+    """Pelvis height (m) of the default standing pose over flat ground (``simcore.g1_standing_root_height`` of
+    the G1 model, computed once)."""
+    return simcore.g1_standing_root_height(simcore.load_g1())
 
 
 @cold_path
-@functools.cache
-def g1_standing_root_height(clearance: float = 0.002) -> float:
-    """Pelvis height (m) at which the default pose's soles rest ``clearance`` above flat ground."""
-    model = simcore.load_g1()
-    data = mujoco.MjData(model)
-    data.qpos[:] = model.qpos0
-    data.qpos[:3] = 0.0
-    data.qpos[3:7] = (1.0, 0.0, 0.0, 0.0)
-    for name, value in simcore.G1_DEFAULT_JOINT_POS.items():
-        data.qpos[model.jnt_qposadr[model.joint(name).id]] = value
-    mujoco.mj_kinematics(model, data)
-    foot_bodies = {model.body(name).id for name in G1_FOOT_BODIES}
-    soles = [g for g in range(model.ngeom) if int(model.geom_bodyid[g]) in foot_bodies]
-    return -min(_lowest_point(model, data, g) for g in soles) + clearance
+def load_g1_with_self_collision() -> mujoco.MjModel:
+    """The G1 model of both tasks: ``simcore.load_g1`` with the ``G1_SELF_COLLISION_PAIRS`` contacts enabled."""
+    return simcore.load_g1(self_collision_pairs=G1_SELF_COLLISION_PAIRS)
 
 
 @cold_path
@@ -73,10 +72,12 @@ def g1_scene(
     contact_bodies: Sequence[str] = G1_FOOT_BODIES,
     foot_bodies: Sequence[str] = G1_FOOT_BODIES,
 ) -> SceneCfg:
-    """The G1 scene (headless model, floor, PD servos) reading ``bodies`` and ``contact_bodies``."""
+    """The G1 scene (headless model, floor, PD servos, limb self-collision) reading ``bodies`` and
+    ``contact_bodies``, and the self-collision count (``simcore.SELF_COLLISION_SENSOR``)."""
     return SceneCfg(
-        model_factory=simcore.load_g1,
+        model_factory=load_g1_with_self_collision,
         bodies=tuple(bodies),
+        sensors=(simcore.SELF_COLLISION_SENSOR,),
         contact_bodies=tuple(contact_bodies),
         foot_bodies=tuple(foot_bodies),
         init_root_height=g1_standing_root_height(),

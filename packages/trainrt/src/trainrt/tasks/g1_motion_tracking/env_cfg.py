@@ -25,7 +25,7 @@ from trainrt.managers import (
     UniformNoiseCfg,
 )
 from trainrt.tasks.g1_motion_tracking import mdp as tracking
-from trainrt.tasks.g1_robot import G1_FOOT_GEOMS, g1_action_scale, g1_scene
+from trainrt.tasks.g1_robot import G1_ACTION_PARAMS, G1_FOOT_GEOMS, g1_scene
 
 MOTION = "motion"
 ANCHOR_BODY = "torso_link"
@@ -129,6 +129,8 @@ def _rewards() -> dict[str, RewardTermCfg]:
             weight=-0.1,
             params={"contact_body_names": UNDESIRED_CONTACT_BODIES, "force_threshold": 1.0},
         ),
+        # mjlab G1 tracking self_collisions -10.0 (a count of the limb contacts of g1_robot.G1_SELF_COLLISION_PAIRS).
+        "self_collisions": RewardTermCfg(mdp.self_collision_count, weight=-10.0),
     }
 
 
@@ -207,11 +209,7 @@ def g1_motion_tracking_env_cfg(motion_file: str | Path | None = None) -> EnvCfg:
         scene=scene,
         decimation=4,
         episode_length_s=10.0,
-        actions={
-            "joint_pos": ActionTermCfg(
-                JointPositionAction, params={"scale": g1_action_scale(), "use_default_offset": True}
-            )
-        },
+        actions={"joint_pos": ActionTermCfg(JointPositionAction, params=dict(G1_ACTION_PARAMS))},
         observations=_observations(),
         rewards=_rewards(),
         terminations=terminations,

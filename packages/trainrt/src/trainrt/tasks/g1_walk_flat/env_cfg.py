@@ -1,7 +1,7 @@
 """``g1_walk_flat``: velocity tracking for the Unitree G1 on flat ground.
 
-dt 5 ms, decimation 4 (50 Hz control), 20 s episodes; PD position targets around the default pose with the
-per-joint action scale ``0.25 * effort_limit / kp`` (see ``g1_robot.G1_ACTION_SCALE_FACTOR``).
+dt 5 ms, decimation 4 (50 Hz control), 20 s episodes; PD position targets around the default pose, action -1/+1
+reaching the joint limits (``g1_robot.G1_ACTION_PARAMS``, made for tanh-bounded policies).
 
 Reward weights are chosen from published G1 velocity presets ("anchors"), cited per term below:
 mjlab ``velocity/config/g1`` (PPO, no penalty curriculum), holosoma ``g1_29dof_loco`` (PPO and FastSAC
@@ -30,9 +30,9 @@ from trainrt.managers import (
     UniformNoiseCfg,
 )
 from trainrt.tasks.g1_robot import (
+    G1_ACTION_PARAMS,
     G1_FOOT_BODIES,
     G1_FOOT_GEOMS,
-    g1_action_scale,
     g1_scene,
     g1_standing_root_height,
 )
@@ -131,6 +131,8 @@ def _rewards() -> dict[str, RewardTermCfg]:
         ),
         # holosoma g1_29dof_loco alive 1.0 (its FastSAC preset raises it to 10.0).
         "alive": RewardTermCfg(mdp.alive, weight=1.0),
+        # mjlab G1 velocity self_collisions -1.0 (a count of the limb contacts of g1_robot.G1_SELF_COLLISION_PAIRS).
+        "self_collisions": RewardTermCfg(mdp.self_collision_count, weight=-1.0),
     }
 
 
@@ -138,11 +140,7 @@ def _rewards() -> dict[str, RewardTermCfg]:
 def g1_walk_flat_env_cfg() -> EnvCfg:
     """The ``g1_walk_flat`` task: config of every manager (see the module docstring for the anchors)."""
     scene = g1_scene(bodies=("pelvis", "torso_link", *G1_FOOT_BODIES), contact_bodies=G1_FOOT_BODIES)
-    actions = {
-        "joint_pos": ActionTermCfg(
-            JointPositionAction, params={"scale": g1_action_scale(), "use_default_offset": True}
-        )
-    }
+    actions = {"joint_pos": ActionTermCfg(JointPositionAction, params=dict(G1_ACTION_PARAMS))}
     commands = {
         TWIST: CommandTermCfg(
             mdp.UniformVelocityCommand,
