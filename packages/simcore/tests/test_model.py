@@ -10,7 +10,7 @@ import pytest
 
 import simcore
 from simcore._src import assets as assets_mod
-from simcore._src.g1 import G1_DEFAULT_ROOT_HEIGHT, g1_default_qpos
+from simcore._src.g1 import g1_default_qpos, g1_standing_root_height
 from simcore._src.model import apply_pd_servos, pd_gains_from_armature
 
 
@@ -76,7 +76,7 @@ def test_g1_holds_default_pose_for_two_seconds(g1_mjcf):
     mujoco.mj_forward(model, data)
     for _ in range(int(2.0 / model.opt.timestep)):
         mujoco.mj_step(model, data)
-    assert data.qpos[2] > G1_DEFAULT_ROOT_HEIGHT - 0.05
+    assert data.qpos[2] > g1_standing_root_height(model) - 0.05
     up = np.zeros(9)
     mujoco.mju_quat2Mat(up, data.qpos[3:7])
     assert up[8] > math.cos(math.radians(10))  # pelvis z axis within 10 degrees of vertical

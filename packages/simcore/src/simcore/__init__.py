@@ -11,7 +11,15 @@ from simcore._src.capability import Capability
 from simcore._src.config import SimConfig
 from simcore._src.diagnostics import BackendDiagnostics
 from simcore._src.factory import make_backend
-from simcore._src.g1 import G1_DEFAULT_JOINT_POS, G1_JOINT_NAMES, g1_default_qpos, g1_pd_gains, load_g1
+from simcore._src.g1 import (
+    G1_DEFAULT_JOINT_POS,
+    G1_FOOT_BODIES,
+    G1_JOINT_NAMES,
+    g1_default_qpos,
+    g1_pd_gains,
+    g1_standing_root_height,
+    load_g1,
+)
 from simcore._src.graph import CapturedWork
 from simcore._src.model import SELF_COLLISION_SENSOR, PdGains, load_model
 from simcore._src.read_plan import ReadPlan
@@ -19,6 +27,7 @@ from simcore._src.reset import ResetSpec
 
 __all__ = [
     "G1_DEFAULT_JOINT_POS",
+    "G1_FOOT_BODIES",
     "G1_JOINT_NAMES",
     "SELF_COLLISION_SENSOR",
     "BackendDiagnostics",
@@ -33,6 +42,7 @@ __all__ = [
     "g1_asset_paths",
     "g1_default_qpos",
     "g1_pd_gains",
+    "g1_standing_root_height",
     "load_g1",
     "load_model",
     "make_backend",

@@ -39,20 +39,51 @@ G1_DEFAULT_JOINT_POS: dict[str, float] = {
 }
 """Default joint positions in radians; joints not listed are 0."""
 
-G1_DEFAULT_ROOT_HEIGHT = 0.76
-"""Pelvis height (m) of the default pose with both feet resting on the floor."""
+G1_FOOT_BODIES: tuple[str, ...] = ("left_ankle_roll_link", "right_ankle_roll_link")
+"""Foot bodies, left then right."""
 
-G1_FOOT_BODIES = ("left_ankle_roll_link", "right_ankle_roll_link")
+G1_SOLE_CLEARANCE = 0.002
+"""Gap (m) between the lowest sole point and the floor in the default standing pose."""
 
 
-def g1_default_qpos(model: mujoco.MjModel) -> np.ndarray:
-    """Return the default standing qpos ``(nq,)``: pelvis at the default height, identity orientation."""
+def _pose_qpos(model: mujoco.MjModel, root_height: float) -> np.ndarray:
+    """``qpos0`` with the default joint positions, the root at ``(0, 0, root_height)``, identity orientation."""
     qpos = model.qpos0.copy()
-    qpos[:3] = (0.0, 0.0, G1_DEFAULT_ROOT_HEIGHT)
+    qpos[:3] = (0.0, 0.0, root_height)
     qpos[3:7] = (1.0, 0.0, 0.0, 0.0)
     for name, value in G1_DEFAULT_JOINT_POS.items():
         qpos[model.jnt_qposadr[model.joint(name).id]] = value
     return qpos
+
+
+def _lowest_point(model: mujoco.MjModel, data: mujoco.MjData, geom: int) -> float:
+    """World z of the lowest point of a sphere, capsule or box geom after ``mj_kinematics``."""
+    kind, size = int(model.geom_type[geom]), model.geom_size[geom]
+    center, axes = data.geom_xpos[geom], data.geom_xmat[geom].reshape(3, 3)
+    if kind == mujoco.mjtGeom.mjGEOM_SPHERE.value:
+        return float(center[2] - size[0])
+    if kind == mujoco.mjtGeom.mjGEOM_CAPSULE.value:
+        return float(center[2] - size[0] - size[1] * abs(axes[2, 2]))
+    if kind == mujoco.mjtGeom.mjGEOM_BOX.value:
+        return float(center[2] - np.abs(axes[2, :]) @ size[:3])
+    name = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, geom)
+    raise NotImplementedError(f"geom {name!r}: lowest point known for sphere, capsule and box only")
+
+
+def g1_standing_root_height(model: mujoco.MjModel, clearance: float = G1_SOLE_CLEARANCE) -> float:
+    """Pelvis height (m) at which the default pose's soles rest ``clearance`` above flat ground (z = 0)."""
+    data = mujoco.MjData(model)
+    data.qpos[:] = _pose_qpos(model, 0.0)
+    mujoco.mj_kinematics(model, data)
+    foot_bodies = {model.body(name).id for name in G1_FOOT_BODIES}
+    soles = [g for g in range(model.ngeom) if int(model.geom_bodyid[g]) in foot_bodies]
+    return -min(_lowest_point(model, data, g) for g in soles) + clearance
+
+
+def g1_default_qpos(model: mujoco.MjModel) -> np.ndarray:
+    """Return the default standing qpos ``(nq,)``: the default joint positions, identity orientation, and the
+    pelvis at ``g1_standing_root_height(model)`` (soles just above the floor)."""
+    return _pose_qpos(model, g1_standing_root_height(model))
 
 
 def g1_pd_gains(model: mujoco.MjModel) -> PdGains:

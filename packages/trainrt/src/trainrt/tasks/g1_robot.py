@@ -7,7 +7,6 @@ import functools
 from collections.abc import Sequence
 
 import mujoco
-import numpy as np
 
 import simcore
 from trainrt.envs import SceneCfg
