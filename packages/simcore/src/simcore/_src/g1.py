@@ -9,7 +9,7 @@ import mujoco
 import numpy as np
 
 from simcore._src.assets import g1_asset_paths
-from simcore._src.model import PdGains, load_model, pd_gains_from_armature
+from simcore._src.model import PdGains, check_actuated_joints, load_model, pd_gains_from_armature
 
 _LEG = ("hip_pitch", "hip_roll", "hip_yaw", "knee", "ankle_pitch", "ankle_roll")
 _ARM = ("shoulder_pitch", "shoulder_roll", "shoulder_yaw", "elbow", "wrist_roll", "wrist_pitch", "wrist_yaw")
@@ -96,8 +96,5 @@ def load_g1(headless: bool = True, mjcf_path: str | Path | None = None, **kwargs
     path = Path(mjcf_path) if mjcf_path is not None else g1_asset_paths().mjcf
     kwargs.setdefault("pd_from_armature", True)
     model = load_model(path, headless=headless, **kwargs)
-    names = tuple(model.actuator(i).name for i in range(model.nu))
-    joints = tuple(model.joint(model.actuator_trnid[i, 0]).name for i in range(model.nu))
-    if joints != G1_JOINT_NAMES:
-        raise ValueError(f"G1 actuators drive {joints}, expected {G1_JOINT_NAMES} (actuators {names})")
+    check_actuated_joints(model, G1_JOINT_NAMES, robot="G1")
     return model

@@ -85,8 +85,12 @@ def _is_visual_only(geom: mujoco.MjsGeom) -> bool:
     return geom.contype == 0 and geom.conaffinity == 0
 
 
-def _strip_visuals(spec: mujoco.MjSpec) -> None:
-    """Drop visual-only geoms (no collision, no mass since their density is 0) and unused mesh assets."""
+def _strip_visuals(spec: mujoco.MjSpec) -> dict[str, str]:
+    """Drop visual-only geoms (no collision, no mass since their density is 0) and unused mesh assets.
+
+    A kept primitive geom that names a mesh uses it to fit its size (``<geom type="box" mesh="...">``), so
+    that mesh stays (and its file is read). Returns ``{mesh name: geom name}`` of the meshes kept that way.
+    """
     for geom in list(spec.geoms):
         if geom.type == mujoco.mjtGeom.mjGEOM_MESH and not _is_visual_only(geom):
             raise NotImplementedError(
@@ -94,10 +98,46 @@ def _strip_visuals(spec: mujoco.MjSpec) -> None:
             )
         if _is_visual_only(geom) and geom.name != FLOOR_NAME:
             spec.delete(geom)
-    used = {g.meshname for g in spec.geoms if g.type == mujoco.mjtGeom.mjGEOM_MESH}
+    fitted = {g.meshname: g.name for g in spec.geoms if g.meshname and g.type != mujoco.mjtGeom.mjGEOM_MESH}
+    used = {g.meshname for g in spec.geoms if g.meshname}
     for mesh in list(spec.meshes):
         if mesh.name not in used:
             spec.delete(mesh)
+    return fitted
+
+
+def check_actuated_joints(model: mujoco.MjModel, expected: Sequence[str], robot: str = "model") -> None:
+    """``ValueError`` naming the joints without an actuator, the unexpected ones, or the first order mismatch.
+
+    Args:
+        model: the compiled model.
+        expected: joint names the actuators must drive, in actuator order.
+        robot: what to call the model in the message (e.g. ``"G1"``).
+    """
+    driven = [
+        mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, model.actuator_trnid[i, 0])
+        for i in range(model.nu)
+    ]
+    if driven == list(expected):
+        return
+    missing = [name for name in expected if name not in driven]
+    extra = [name for name in driven if name not in expected]
+    problems = []
+    if missing:
+        problems.append(f"no actuator drives joint(s) {missing}")
+    if extra:
+        problems.append(f"actuators drive unexpected joint(s) {extra}")
+    if not problems:
+        index = next(i for i, (a, b) in enumerate(zip(driven, expected)) if a != b)
+        actuator = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_ACTUATOR, index)
+        problems.append(
+            f"actuator {index} ({actuator!r}) drives {driven[index]!r}, expected {expected[index]!r} there"
+        )
+    raise ValueError(
+        f"{robot} actuators do not match its {len(expected)} joints: "
+        + "; ".join(problems)
+        + f" ({model.nu} actuators); add or fix the <actuator> entries of the MJCF"
+    )
 
 
 def _add_floor(spec: mujoco.MjSpec, floor_friction: float) -> None:
@@ -249,8 +289,7 @@ def load_model(
             "self_collision=True already keeps every robot-robot contact; drop self_collision_pairs"
         )
     spec = mujoco.MjSpec.from_file(str(path))
-    if headless:
-        _strip_visuals(spec)
+    fitted = _strip_visuals(spec) if headless else {}
     if add_floor:
         _add_floor(spec, floor_friction)
     if not self_collision:
@@ -260,7 +299,9 @@ def load_model(
     try:
         model = spec.compile()
     except ValueError as err:
-        raise ValueError(f"could not compile {path}: {err}") from err
+        kept = [f"mesh {mesh!r} (geom {geom!r} fits its size to it)" for mesh, geom in fitted.items()]
+        why = f"; the headless variant keeps {', '.join(kept)}: its file must exist" if kept else ""
+        raise ValueError(f"could not compile {path}: {err}{why}") from err
     model.opt.timestep = timestep
     model.opt.iterations = solver_iterations
     model.opt.ls_iterations = ls_iterations

@@ -21,6 +21,7 @@ body targets are those of the bodies the policy actually controls. This is load-
 from __future__ import annotations
 
 import math
+import warnings
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
@@ -45,6 +46,12 @@ BEYONDMIMIC_FIELDS = (
     "body_ang_vel_w",
 )
 _QUAT_NORM_TOLERANCE = 1e-3
+JOINT_LIMIT_TOLERANCE_RAD = 0.1
+"""Joint angles beyond a joint's range by more than this (rad, or m for slide joints) get a warning."""
+
+
+class JointLimitWarning(UserWarning):
+    """A motion's joint angles lie far outside the training model's joint limits."""
 
 
 @dataclass(frozen=True)
@@ -122,11 +129,39 @@ def read_motion_arrays(source: str | Path | Mapping[str, Any]) -> dict[str, np.n
     path = Path(source)
     if not path.is_file():
         raise FileNotFoundError(f"motion file not found: {path}")
+    _check_npz_header(path)
     try:
         with np.load(path, allow_pickle=False) as data:
             return {k: np.asarray(data[k]) for k in data.files}
-    except (ValueError, OSError, zipfile.BadZipFile) as err:
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
         raise ValueError(f"{path} is not a readable .npz motion file: {err}") from err
+
+
+_NPZ_FIX = "save motions with np.savez(path, fps=..., joint_pos=..., ...)"
+
+
+@cold_path
+def _check_npz_header(path: Path) -> None:
+    """``ValueError`` naming what ``path`` is when it is not an npz archive (empty, a .npy, text, other)."""
+    with open(path, "rb") as handle:
+        head = handle.read(64)
+    if not head:
+        raise ValueError(f"{path} is empty (0 bytes), not an .npz motion file; {_NPZ_FIX}")
+    if head.startswith(b"\x93NUMPY"):
+        raise ValueError(
+            f"{path} is a single-array .npy file (renamed?), not an .npz archive of named fields; {_NPZ_FIX}"
+        )
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        return
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and all(c.isprintable() or c.isspace() for c in text):
+        raise ValueError(
+            f"{path} is a text file (starts with {text[:32]!r}), not an .npz motion file; {_NPZ_FIX}"
+        )
+    raise ValueError(f"{path} is not an .npz archive (it does not start like a zip file); {_NPZ_FIX}")
 
 
 @cold_path
@@ -210,6 +245,45 @@ class _ModelLayout:
     root_qpos: int
     root_qvel: int
     root_body: int
+    joint_range: np.ndarray  # (J, 2) lower, upper
+    joint_limited: np.ndarray  # (J,) bool
+
+
+@cold_path
+def _warn_outside_joint_limits(joint_pos: np.ndarray, layout: _ModelLayout) -> None:
+    """``JointLimitWarning`` naming each joint whose angle leaves its range by more than the tolerance, and when."""
+    lower, upper = layout.joint_range[:, 0], layout.joint_range[:, 1]
+    beyond = np.maximum(lower - joint_pos, joint_pos - upper)  # (T, J) > 0 outside the range
+    beyond = np.where(layout.joint_limited, beyond, 0.0)
+    far = beyond > JOINT_LIMIT_TOLERANCE_RAD
+    if not far.any():
+        return
+    parts = []
+    for j in np.flatnonzero(far.any(axis=0)):
+        frames = np.flatnonzero(far[:, j])
+        parts.append(
+            f"{layout.joint_names[j]} in {frames.size} frames ({_frame_ranges(frames)}), up to "
+            f"{beyond[:, j].max():.2f} beyond [{lower[j]:.2f}, {upper[j]:.2f}]"
+        )
+    warnings.warn(
+        f"motion joint angles lie more than {JOINT_LIMIT_TOLERANCE_RAD} outside the model's joint limits: "
+        + "; ".join(parts)
+        + " (is the motion made for this robot, in radians, with the same joint zero?)",
+        JointLimitWarning,
+        stacklevel=4,
+    )
+
+
+def _frame_ranges(frames: np.ndarray, limit: int = 4) -> str:
+    """``"3-17, 40, 52-60"``: runs of consecutive frame indices, the first ``limit`` of them."""
+    runs: list[tuple[int, int]] = []
+    for frame in frames.tolist():
+        if runs and frame == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], frame)
+        else:
+            runs.append((frame, frame))
+    shown = [f"{a}-{b}" if b > a else f"{a}" for a, b in runs[:limit]]
+    return ", ".join(shown) + (", ..." if len(runs) > limit else "")
 
 
 @cold_path
@@ -222,6 +296,8 @@ def _model_layout(model: mujoco.MjModel) -> _ModelLayout:
         )
     one_dof = (mujoco.mjtJoint.mjJNT_HINGE.value, mujoco.mjtJoint.mjJNT_SLIDE.value)
     joints = [j for j, kind in enumerate(kinds) if kind in one_dof]
+    ranges = np.array([model.jnt_range[j] for j in joints], dtype=np.float64).reshape(-1, 2)
+    is_limited = np.array([bool(model.jnt_limited[j]) for j in joints], dtype=bool)
     return _ModelLayout(
         joint_names=tuple(mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, j) for j in joints),
         joint_qpos=np.array([model.jnt_qposadr[j] for j in joints], dtype=np.int64),
@@ -229,6 +305,8 @@ def _model_layout(model: mujoco.MjModel) -> _ModelLayout:
         root_qpos=int(model.jnt_qposadr[free[0]]),
         root_qvel=int(model.jnt_dofadr[free[0]]),
         root_body=int(model.jnt_bodyid[free[0]]),
+        joint_range=ranges,
+        joint_limited=is_limited,
     )
 
 
@@ -292,6 +370,7 @@ def _state_tracks(arrays: Mapping[str, np.ndarray], fmt: str, layout: _ModelLayo
     if joint_pos.shape[0] < 2:
         raise ValueError(f"motion needs at least 2 frames, got {joint_pos.shape[0]}")
     columns = _joint_columns(names, layout.joint_names)
+    _warn_outside_joint_limits(joint_pos[:, columns], layout)
     return {
         "root_pos": root_pos,
         "root_quat": root_quat,
