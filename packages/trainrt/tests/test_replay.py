@@ -188,3 +188,40 @@ def test_bad_arguments_are_rejected():
         DeviceReplayBuffer(2, 4, {"policy": 1}, 1, "cpu", gamma=1.5)
     with pytest.raises(ValueError, match="obs_dims"):
         DeviceReplayBuffer(2, 4, {}, 1, "cpu")
+
+
+def test_a_frozen_view_samples_like_the_live_buffer_and_ignores_later_rows():
+    buffer = DeviceReplayBuffer(3, 8, {"policy": 2}, 1, "cpu", n_step=3, gamma=GAMMA)
+    _fill(buffer, 5, terminated={(2, 1): True}, invalid={(1, 0)})
+    buffer.freeze_view()
+    live = buffer.sample(400, torch.Generator().manual_seed(3))
+    frozen = buffer.sample(400, torch.Generator().manual_seed(3), from_view=True)
+    for name in ("action", "reward", "bootstrap", "discount"):
+        assert torch.equal(getattr(live, name), getattr(frozen, name)), name
+    assert torch.equal(live.next_obs["policy"], frozen.next_obs["policy"])
+    # Rows added after the freeze are invisible to the view: neither drawn nor inside a window.
+    before = buffer.sample(400, torch.Generator().manual_seed(4), from_view=True)
+    _fill(buffer, 2)  # steps 0 and 1 again: ids 0..201, written at ring rows 5 and 6
+    after = buffer.sample(400, torch.Generator().manual_seed(4), from_view=True)
+    for name in ("action", "reward", "bootstrap", "discount"):
+        assert torch.equal(getattr(before, name), getattr(after, name)), name
+
+
+def test_a_view_excluding_the_next_rows_never_draws_or_reads_them():
+    """The rows the collector overwrites next (ring rows cursor..cursor+k-1) are outside the view."""
+    buffer = DeviceReplayBuffer(4, 6, {"policy": 1}, 1, "cpu", n_step=2, gamma=GAMMA)
+    _fill(buffer, 9)  # wrapped: the cursor is at ring row 3, rows 3 and 4 hold the oldest steps 3 and 4
+    assert int(buffer.cursor) == 3
+    buffer.freeze_view(exclude_next_rows=2)
+    batch = buffer.sample(3000, torch.Generator().manual_seed(0), from_view=True)
+    steps = torch.div(batch.action[:, 0], 100, rounding_mode="floor")
+    assert set(steps.long().tolist()) == {5, 6, 7, 8}  # steps 3 and 4 (rows 3, 4) are excluded
+    next_steps = torch.div(batch.next_obs["policy"][:, 0], 100, rounding_mode="floor")
+    assert next_steps.max().item() <= 8  # windows stop at the newest row, before the excluded ones
+    # Overwriting the excluded rows changes nothing the view can return.
+    again = buffer.sample(3000, torch.Generator().manual_seed(0), from_view=True)
+    _fill(buffer, 2)
+    later = buffer.sample(3000, torch.Generator().manual_seed(0), from_view=True)
+    assert torch.equal(again.reward, later.reward) and torch.equal(again.action, later.action)
+    with pytest.raises(ValueError, match="exclude_next_rows"):
+        buffer.freeze_view(exclude_next_rows=6)

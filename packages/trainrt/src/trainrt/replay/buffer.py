@@ -126,6 +126,13 @@ class DeviceReplayBuffer:
         self._cursor_index = self.cursor.view(1)
         self._env_index = torch.arange(num_envs, device=self.device)
         self._step_discounts = [gamma**k for k in range(n_step + 1)]
+        self._ring_rows = torch.arange(capacity_per_env, device=self.device)
+
+        # The learner's view (see `freeze_view`): which rows it may sample, frozen at one moment.
+        self.view_valid_count = torch.zeros(capacity_per_env * num_envs, device=self.device, dtype=torch.long)
+        self.view_cursor = torch.zeros((), device=self.device, dtype=torch.long)
+        self.view_return_var = torch.ones((), **zeros)
+        self.view_return_abs_max = torch.zeros((), **zeros)
 
         # Running discounted return per env and its statistics (FlashSAC's reward scale).
         self.running_return = torch.zeros(num_envs, **zeros)
@@ -195,19 +202,48 @@ class DeviceReplayBuffer:
         self.running_return.copy_(torch.where(done | ~valid, 0.0, returns))
 
     # ----------------------------------------------------------------------------------------------
+    # the learner's view
+    # ----------------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def freeze_view(self, exclude_next_rows: int = 0) -> None:
+        """Freeze what `sample(..., from_view=True)` may draw: the rows valid now, minus the next ones.
+
+        The view holds the cumulative count of sampleable rows (the inverse-CDF table, computed once
+        here instead of in every sample), the cursor (n-step windows stop before it) and the return
+        statistics. ``exclude_next_rows`` ring rows starting at the cursor, the ones the next
+        ``exclude_next_rows`` `add` calls overwrite, are left out, so a learner sampling this view
+        on another stream never reads a row the collector is writing. Sync-free.
+        """
+        capacity = self.capacity_per_env
+        if not 0 <= exclude_next_rows < capacity:
+            raise ValueError(
+                f"exclude_next_rows must lie in [0, capacity_per_env={capacity}), got {exclude_next_rows}"
+            )
+        sampleable = self.valid
+        if exclude_next_rows:
+            rows_ahead = (self._ring_rows - self.cursor).remainder(capacity)
+            sampleable = sampleable & (rows_ahead >= exclude_next_rows).unsqueeze(-1)
+        torch.cumsum(sampleable.view(-1), 0, out=self.view_valid_count)
+        self.view_cursor.copy_(self.cursor)
+        self.view_return_var.copy_(self.return_var)
+        self.view_return_abs_max.copy_(self.return_abs_max)
+
+    # ----------------------------------------------------------------------------------------------
     # sampling
     # ----------------------------------------------------------------------------------------------
     @torch.no_grad()
-    def sample(self, batch_size: int, generator: torch.Generator) -> Batch:
+    def sample(self, batch_size: int, generator: torch.Generator, *, from_view: bool = False) -> Batch:
         """Draw `batch_size` valid transitions uniformly (with replacement) as n-step samples.
 
         Fixed shape and sync-free (capturable in a CUDA graph when `generator` is registered with it).
         Before any valid row exists, every sample is the last ring slot (zeroed, flagged invalid); callers
-        gate on `learning_starts`.
+        gate on `learning_starts`. ``from_view`` draws from the rows frozen by the last `freeze_view`
+        (with its cursor and return statistics) instead of the live flags.
         """
         capacity, num_envs = self.capacity_per_env, self.num_envs
         # Inverse-CDF over the valid flags: the (u+1)-th valid row is the first with cumsum > u.
-        valid_count = self.valid.view(-1).cumsum(0)
+        valid_count = self.view_valid_count if from_view else self.valid.view(-1).cumsum(0)
+        cursor = self.view_cursor if from_view else self.cursor
         total = valid_count[-1]
         uniform = torch.rand(batch_size, device=self.device, dtype=torch.float64, generator=generator)
         rank = (uniform * total).long().clamp(max=(total - 1).clamp(min=0))
@@ -215,7 +251,7 @@ class DeviceReplayBuffer:
         start_row = torch.div(flat, num_envs, rounding_mode="floor")
         env = flat - start_row * num_envs
         # Rows after the start that are newer than it; the window never passes the newest row.
-        newest_row = (self.cursor - 1).remainder(capacity)
+        newest_row = (cursor - 1).remainder(capacity)
         rows_ahead = (newest_row - start_row).remainder(capacity)
 
         reward_flat = self.reward.view(-1)
@@ -253,8 +289,8 @@ class DeviceReplayBuffer:
             next_obs=next_obs,
             bootstrap=bootstrap,
             discount=discount,
-            return_var=self.return_var,
-            return_abs_max=self.return_abs_max,
+            return_var=self.view_return_var if from_view else self.return_var,
+            return_abs_max=self.view_return_abs_max if from_view else self.return_abs_max,
         )
 
     # ----------------------------------------------------------------------------------------------

@@ -73,6 +73,8 @@ class Collector:
         self._finished_return_sum = torch.zeros((), device=self.device, dtype=torch.float64)
         self._finished_length_sum = torch.zeros((), device=self.device, dtype=torch.float64)
         self._finished_count = torch.zeros((), device=self.device, dtype=torch.float64)
+        self.steps_collected = 0
+        """Vector env steps taken so far through ``collect`` and ``prefill`` (host counter)."""
         generators = _unique_generators([env.rng, agent.rng])
         self.work = simcore.CapturedWork(
             self.step,
@@ -128,6 +130,7 @@ class Collector:
             )
         for _ in range(num_steps // self.steps_per_replay):
             self.work.replay()
+        self.steps_collected += num_steps
 
     # --- cold path -----------------------------------------------------------------------------------------
 
@@ -139,6 +142,7 @@ class Collector:
                 self.step()
             else:
                 self.random_step()
+        self.steps_collected += num_steps
 
     @cold_path
     def capture(self) -> None:

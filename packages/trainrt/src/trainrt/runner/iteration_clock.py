@@ -18,14 +18,20 @@ from trainrt.runner.summary import IterationTiming
 
 
 class IterationClock:
-    """Times one iteration: ``start``, ``mark_collected``, ``mark_learned``, ``synchronize_split``, ``finish``."""
+    """Times one iteration: ``start``, ``mark_collected``, ``mark_learn_started``, ``mark_learned``,
+    ``synchronize_split``, ``finish``.
+
+    Each mark is recorded on the stream current at the call, so with the collector and the learner on
+    two streams (the overlap schedule) collect time runs from ``start`` to ``mark_collected`` on the
+    collector's stream and learn time from ``mark_learn_started`` to ``mark_learned`` on the learner's.
+    """
 
     def __init__(self, device: torch.device | str) -> None:
         self.device = torch.device(device)
         self.uses_cuda_events = self.device.type == "cuda"
         if self.uses_cuda_events:
-            self._events = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
-        self._host_marks = [0.0, 0.0, 0.0]
+            self._events = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+        self._host_marks = [0.0, 0.0, 0.0, 0.0]
         self._wall_start = 0.0
         self._split = (0.0, 0.0)
 
@@ -46,9 +52,13 @@ class IterationClock:
         """The collector's work for this iteration has been queued (no sync)."""
         self._mark(1)
 
+    def mark_learn_started(self) -> None:
+        """The learner's work for this iteration starts here (no sync)."""
+        self._mark(2)
+
     def mark_learned(self) -> None:
         """The learner's work for this iteration has been queued (no sync)."""
-        self._mark(2)
+        self._mark(3)
 
     @cold_path
     def synchronize_split(self) -> tuple[float, float, float]:
@@ -56,10 +66,10 @@ class IterationClock:
         self.synchronize()
         if self.uses_cuda_events:
             collect = self._events[0].elapsed_time(self._events[1]) / 1000.0
-            learn = self._events[1].elapsed_time(self._events[2]) / 1000.0
+            learn = self._events[2].elapsed_time(self._events[3]) / 1000.0
         else:
             collect = self._host_marks[1] - self._host_marks[0]
-            learn = self._host_marks[2] - self._host_marks[1]
+            learn = self._host_marks[3] - self._host_marks[2]
         self._split = (max(collect, 0.0), max(learn, 0.0))
         return (*self._split, time.perf_counter() - self._wall_start)
 
