@@ -210,3 +210,12 @@ def test_unknown_motion_file_names_the_available_clips():
     ):
         tracking.resolve_motion_file("no_such_clip.npz")
     assert tracking.resolve_motion_file(None).name == tracking.DEFAULT_MOTION_FILE
+
+
+def test_the_clip_refuses_a_step_other_than_its_frame_time(env):
+    m = env.command_manager.get_term("motion")
+    assert m.frame_dt == env.step_dt
+    before = m.frame.clone()
+    with pytest.raises(ValueError, match=r"advances in frames of .* got dt=0\.005"):
+        m.compute(0.005)
+    torch.testing.assert_close(m.frame, before)

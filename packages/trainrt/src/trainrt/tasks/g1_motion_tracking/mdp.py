@@ -135,6 +135,8 @@ class MotionCommand(CommandTerm):
 
         n, dev = env.num_envs, env.device
         self.num_frames = self.clip.num_frames
+        self.frame_dt = env.step_dt
+        """Seconds between clip frames: the clip is resampled to the control rate at load."""
         self.frame = torch.zeros(n, dtype=torch.long, device=dev)
         """Current reference frame of each row (num_envs,) long."""
 
@@ -246,7 +248,16 @@ class MotionCommand(CommandTerm):
     # --- lifecycle -------------------------------------------------------------------------------------------------
 
     def compute(self, dt: float) -> None:
-        """Advance every row by one frame and update the failure statistics; the clip sets the pace (no timer)."""
+        """Advance every row by ``dt`` (one frame of ``frame_dt``) and update the failure statistics.
+
+        The clip sets the pace (no resampling timer); a ``dt`` other than ``frame_dt`` is refused rather than
+        silently treated as one frame.
+        """
+        if abs(dt - self.frame_dt) > 1e-9 * self.frame_dt:  # plain floats: no device work
+            raise ValueError(
+                f"MotionCommand: the clip advances in frames of {self.frame_dt} s (the env's control step), "
+                f"got dt={dt}; resample the clip to that rate or step with step_dt"
+            )
         self._update()
 
     def _update(self) -> None:
@@ -434,7 +445,11 @@ def _gravity_z_in_frame(quat: torch.Tensor) -> torch.Tensor:
 class BodyHeightError(ManagerTermBase):
     """Rows where any of ``body_names`` is off its anchor-relative target height by more than ``threshold``."""
 
-    PARAMS: ClassVar[dict[str, Any]] = {"command_name": "motion", "threshold": REQUIRED, "body_names": REQUIRED}
+    PARAMS: ClassVar[dict[str, Any]] = {
+        "command_name": "motion",
+        "threshold": REQUIRED,
+        "body_names": REQUIRED,
+    }
 
     @cold_path
     def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
