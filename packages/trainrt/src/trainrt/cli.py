@@ -96,6 +96,15 @@ class BenchTarget(enum.StrEnum):
     all = "all"
 
 
+class Renderer(enum.StrEnum):
+    """``--renderer`` choices (``trainrt.viz.render.RENDERER_CHOICES``)."""
+
+    auto = "auto"
+    egl = "egl"
+    osmesa = "osmesa"
+    software = "software"
+
+
 OverridesArg = Annotated[
     list[str] | None,
     typer.Argument(
@@ -318,8 +327,46 @@ def play(
     ] = None,
     sim: Annotated[Sim | None, typer.Option(help="backend (default: the run's)")] = None,
     checkpoint: Annotated[Path | None, typer.Option(help="a checkpoint file instead of the latest")] = None,
+    video: Annotated[
+        bool, typer.Option("--video", help="record an MP4 of the policy (see --output, --video-envs)")
+    ] = False,
+    viewer: Annotated[
+        bool, typer.Option("--viewer", help="open MuJoCo's interactive viewer (needs a display)")
+    ] = False,
+    output: Annotated[
+        Path | None, typer.Option(help="video file (default: <run_dir>/videos/play_iter<N>.mp4)")
+    ] = None,
+    video_envs: Annotated[int, typer.Option(min=1, help="envs drawn in the video")] = 1,
+    one_file_per_env: Annotated[
+        bool, typer.Option(help="write <output>_env<i>.mp4 per env instead of one tiled video")
+    ] = False,
+    seconds: Annotated[float, typer.Option(min=0.1, help="simulated seconds recorded")] = 10.0,
+    width: Annotated[int, typer.Option(min=8, help="pixels per env view (even)")] = 320,
+    height: Annotated[int, typer.Option(min=8, help="pixels per env view (even)")] = 240,
+    renderer: Annotated[
+        Renderer, typer.Option(help="auto picks egl, then osmesa, then the NumPy software renderer")
+    ] = Renderer.auto,
+    ghost_offset: Annotated[
+        float, typer.Option(help="tracking: sideways metres between the reference ghost and its pose")
+    ] = 0.0,
 ) -> None:
-    """Evaluate a run's last checkpoint with a deterministic rollout; prints mean return and episode length."""
+    """Evaluate a run's last checkpoint with a deterministic rollout; prints mean return and episode length.
+
+    With --video, record the policy instead (a camera follows each robot; walking shows the commanded and
+    measured velocity, tracking a translucent ghost of the reference); with --viewer, watch it live.
+    """
+    if video or viewer:
+        _play_visual(
+            run_dir,
+            video=video,
+            output=output,
+            sim=sim.value if sim else None,
+            checkpoint=checkpoint,
+            options=_video_options(
+                width, height, seconds, renderer, tuple(range(video_envs)), not one_file_per_env, ghost_offset
+            ),
+        )
+        return
     from trainrt.runner import play_run
 
     try:
@@ -377,6 +424,157 @@ def bench(
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(json.dumps(results, indent=2) + "\n")
         typer.echo(f"wrote {output}")
+
+
+# --- seeing the robot and the run: play --video/--viewer, motion preview/info, report, config show ---------
+
+motion_app = typer.Typer(no_args_is_help=True, help="Look at a motion clip before training on it.")
+app.add_typer(motion_app, name="motion")
+config_app = typer.Typer(no_args_is_help=True, help="The resolved training config.")
+app.add_typer(config_app, name="config")
+
+
+def _video_options(
+    width: int,
+    height: int,
+    seconds: float,
+    renderer: Renderer,
+    env_ids: tuple[int, ...],
+    tiled: bool,
+    ghost_offset: float = 0.0,
+) -> object:
+    """``VideoOptions`` from command-line values; exits with a usage error for odd sizes."""
+    from trainrt.viz.record import VideoOptions
+
+    if width % 2 or height % 2:
+        raise _fail(f"--width and --height must be even (H.264), got {width}x{height}")
+    return VideoOptions(
+        width=width,
+        height=height,
+        seconds=seconds,
+        renderer=renderer.value,
+        env_ids=env_ids,
+        tiled=tiled,
+        ghost_offset=(0.0, ghost_offset, 0.0),
+    )
+
+
+def _play_visual(
+    run_dir: Path,
+    *,
+    video: bool,
+    output: Path | None,
+    sim: str | None,
+    checkpoint: Path | None,
+    options: object,
+) -> None:
+    """``trainrt play --video`` / ``--viewer``."""
+    from trainrt.viz.render import RendererUnavailableError
+
+    try:
+        if video:
+            from trainrt.viz.record import record_run_video
+
+            result = record_run_video(run_dir, output, options, sim=sim, checkpoint=checkpoint)
+            typer.echo(json.dumps(result, indent=2))
+        else:
+            from trainrt.viz.viewer import view_run
+
+            view_run(run_dir, sim=sim, checkpoint=checkpoint)
+    except (
+        FileNotFoundError,
+        ValueError,
+        RendererUnavailableError,
+        RuntimeError,
+        NotImplementedError,
+    ) as err:
+        raise _fail(str(err)) from None
+
+
+@motion_app.command("preview")
+def motion_preview(
+    clip: Annotated[Path, typer.Argument(help="a motion file (.npz, holosoma or BeyondMimic layout)")],
+    video: Annotated[bool, typer.Option("--video", help="write an MP4 (the only preview so far)")] = True,
+    output: Annotated[Path | None, typer.Option(help="video file (default: <clip stem>_preview.mp4)")] = None,
+    seconds: Annotated[float, typer.Option(min=0.1, help="at most this many seconds of the clip")] = 30.0,
+    width: Annotated[int, typer.Option(min=8, help="pixels (even)")] = 480,
+    height: Annotated[int, typer.Option(min=8, help="pixels (even)")] = 360,
+    renderer: Annotated[Renderer, typer.Option(help="auto: egl, osmesa, then software")] = Renderer.auto,
+) -> None:
+    """Render CLIP on the G1 after the loader's joint mapping and forward kinematics."""
+    from trainrt.viz.record import record_clip_video
+    from trainrt.viz.render import RendererUnavailableError
+
+    if not video:
+        raise _fail("motion preview writes a video: drop --no-video (for facts, use `trainrt motion info`)")
+    options = _video_options(width, height, seconds, renderer, (0,), True)
+    path = output or Path(f"{clip.stem}_preview.mp4")
+    try:
+        result = record_clip_video(clip, path, options)
+    except (FileNotFoundError, ValueError, RendererUnavailableError, NotImplementedError) as err:
+        raise _fail(str(err)) from None
+    typer.echo(json.dumps(result.as_dict(), indent=2))
+
+
+@motion_app.command("info")
+def motion_info_command(
+    clip: Annotated[Path, typer.Argument(help="a motion file (.npz, holosoma or BeyondMimic layout)")],
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of text")] = False,
+) -> None:
+    """Frames, fps, duration and joints of CLIP, and whether every frame lies within the G1's joint limits
+    and the tracking task's action bounds."""
+    from trainrt.viz.motion_info import format_motion_info, motion_info
+
+    try:
+        info = motion_info(clip)
+    except (FileNotFoundError, ValueError) as err:
+        raise _fail(str(err)) from None
+    typer.echo(json.dumps(info, indent=2) if as_json else format_motion_info(info))
+
+
+@app.command()
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="a run directory written by `trainrt train`")],
+    output: Annotated[
+        Path | None, typer.Option(help="folder of the PNGs (default: <run_dir>/report)")
+    ] = None,
+) -> None:
+    """PNG plots of a run: episode length and return, reward terms, losses, env steps/s (and eval results)."""
+    from trainrt.viz.report import write_report
+
+    try:
+        written = write_report(run_dir, output)
+    except (FileNotFoundError, ValueError, RuntimeError) as err:
+        raise _fail(str(err)) from None
+    typer.echo("\n".join(f"wrote {p}" for p in written))
+
+
+@config_app.command("show")
+def config_show(
+    algo: Annotated[Algo, typer.Option(help="learner")] = Algo.sac,
+    task: Annotated[Task, typer.Option(help="task")] = Task.g1_walk_flat,
+    sim: Annotated[Sim | None, typer.Option(help="physics backend")] = None,
+    preset_choice: Annotated[
+        PresetChoice, typer.Option("--preset", help="base settings (as for train)")
+    ] = PresetChoice.auto,
+    as_json: Annotated[bool, typer.Option("--json", help="print the config as JSON")] = False,
+    overrides: OverridesArg = None,
+) -> None:
+    """Print the config `trainrt train` would run with these arguments: every key, its value and meaning."""
+    from trainrt.config import OverrideError
+    from trainrt.runner.console import format_config_listing
+
+    try:
+        cfg, resolution = resolve_train_config(
+            algo.value, task.value, sim.value if sim else None, list(overrides or []), preset_choice.value
+        )
+    except (OverrideError, ValueError, FileNotFoundError) as err:
+        raise _fail(str(err)) from None
+    if as_json:
+        typer.echo(cfg.model_dump_json(indent=2))
+        return
+    typer.echo(f"# preset: {resolution['preset']}; override any key with key=value")
+    typer.echo(format_config_listing(cfg))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -127,8 +127,24 @@ class TrainingSection(BaseModel):
     checkpoint_every: int = Field(50, ge=0, description="iterations between checkpoints (0: only at the end)")
     resume: str | None = Field(None, description="run directory whose last checkpoint to continue from")
     tail_window: int = Field(100, ge=1, description="W: iterations in the tail_env_steps_per_sec window")
-    log_every: int = Field(1, ge=1, description="iterations between console blocks / TensorBoard scalars")
+    log_every: int = Field(
+        1,
+        ge=1,
+        description="iterations between full console blocks / TensorBoard scalars (one compact line otherwise)",
+    )
     tensorboard: bool = Field(True, description="write TensorBoard scalars to <run_dir>/tensorboard")
+    video_every: int = Field(
+        0,
+        ge=0,
+        description="iterations between policy videos in <run_dir>/videos and TensorBoard (0: none); "
+        "recorded between iterations, outside the throughput window",
+    )
+    video_seconds: float = Field(
+        2.0, gt=0.0, description="simulated seconds of each training.video_every video"
+    )
+    video_renderer: Literal["auto", "egl", "osmesa", "software"] = Field(
+        "auto", description="renderer of the training videos (auto: egl, osmesa, then software)"
+    )
     distributed: DistributedSection = Field(
         default_factory=DistributedSection, description="multi-process (one rank per GPU) settings"
     )

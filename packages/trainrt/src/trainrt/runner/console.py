@@ -1,8 +1,11 @@
-"""The per-iteration console block and progress bar (plain text; one block per logged iteration)."""
+"""Console output: a compact line per iteration, the full block every ``training.log_every``, config listings."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+
+from pydantic import BaseModel
 
 from trainrt.hotpath import cold_path
 
@@ -67,3 +70,55 @@ def format_iteration_block(
     lines += [f"{label + ':':>{LABEL_WIDTH}} {value}" for label, value in rows]
     lines += ["", progress_bar(iteration, max_iterations, width=BLOCK_WIDTH - 20)]
     return "\n".join(lines)
+
+
+@cold_path
+def format_iteration_line(
+    *,
+    iteration: int,
+    max_iterations: int,
+    env_steps_per_sec: float,
+    wall_time_sec: float,
+    episode_length: float | None,
+    episode_return: float | None,
+    eta_sec: float,
+) -> str:
+    """One compact line per iteration: progress, episode length and return so far, throughput, ETA."""
+    digits = len(str(max_iterations))
+    length = f"{episode_length:7.1f}" if episode_length is not None else "      -"
+    ret = f"{episode_return:9.3f}" if episode_return is not None else "        -"
+    return (
+        f"it {iteration:>{digits}}/{max_iterations}  ep_len {length}  return {ret}  "
+        f"{env_steps_per_sec:>10,.0f} steps/s  {wall_time_sec:6.3f}s/it  ETA {format_duration(eta_sec)}"
+    )
+
+
+def _config_rows(model: BaseModel, prefix: str) -> list[tuple[str, str, str]]:
+    rows: list[tuple[str, str, str]] = []
+    for name, info in type(model).model_fields.items():
+        value = getattr(model, name)
+        key = f"{prefix}{name}"
+        if isinstance(value, BaseModel):
+            rows += _config_rows(value, key + ".")
+        else:
+            text = json.dumps(value.model_dump() if isinstance(value, BaseModel) else _jsonable(value))
+            rows.append((key, text, info.description or ""))
+    return rows
+
+
+def _jsonable(value: object) -> object:
+    if isinstance(value, tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, float | int | str | bool | list) or value is None:
+        return value
+    return str(value)
+
+
+@cold_path
+def format_config_listing(cfg: BaseModel) -> str:
+    """Every key of a config as ``key = value  # description``, dotted as command-line overrides take them."""
+    rows = _config_rows(cfg, "")
+    width = max(len(k) + len(v) for k, v, _ in rows) + 3
+    return "\n".join(f"{f'{k} = {v}':<{width}}  # {d}" if d else f"{k} = {v}" for k, v, d in rows)

@@ -502,6 +502,7 @@ class OffPolicyRunner:
                 self.timings[-1] = clock.finish(iteration, self.env_steps_per_iteration)
             else:
                 self.timings.append(clock.finish(iteration, self.env_steps_per_iteration))
+            self._after_iteration(iteration)
         if ranks.world_size > 1:
             self._gather_rank_figures()
 
@@ -635,6 +636,68 @@ class OffPolicyRunner:
             self.log(
                 f"exported {self.onnx_path}: " + (checked if result["onnxruntime_checked"] else "unchecked")
             )
+
+    # --- between iterations: the compact console line and videos (outside every iteration's time) ----------
+
+    @cold_path
+    def _after_iteration(self, iteration: int) -> None:
+        """The compact console line of an iteration without a full block, and the ``video_every`` video.
+
+        Runs after the iteration's timing is appended, so its time is in no iteration (and never in
+        ``tail_env_steps_per_sec``); a video's own time is printed and written as ``Perf/video_time_sec``.
+        """
+        from trainrt.runner.console import format_iteration_line
+
+        training = self.cfg.training
+        if not hasattr(self, "_session_first_iteration"):
+            self._session_first_iteration = iteration
+            self.video_time_sec = 0.0
+        block_shown = (
+            iteration % training.log_every == 0
+            or iteration == self.cfg.algo.max_iterations
+            or iteration == self._session_first_iteration
+        )
+        if not block_shown and self.ranks.is_main:
+            timing = self.timings[-1]
+            recent = self.timings[-20:]
+            mean_wall = math.fsum(t.wall_time_sec for t in recent) / len(recent)
+            length, ret = _running_episode_means(self.collector)
+            self.log(
+                format_iteration_line(
+                    iteration=iteration,
+                    max_iterations=self.cfg.algo.max_iterations,
+                    env_steps_per_sec=self.run_env_steps_per_iteration / max(timing.wall_time_sec, 1e-9),
+                    wall_time_sec=timing.wall_time_sec,
+                    episode_length=length,
+                    episode_return=ret,
+                    eta_sec=mean_wall * (self.cfg.algo.max_iterations - iteration),
+                )
+            )
+        if training.video_every and iteration % training.video_every == 0 and self.ranks.is_main:
+            self._record_training_video(iteration)
+
+    @cold_path
+    def _record_training_video(self, iteration: int) -> None:
+        """A ``training.video_seconds`` video of the current deterministic policy on a separate one-env env."""
+        from trainrt.viz.record import VideoOptions, record_policy_video
+        from trainrt.viz.video import write_tensorboard_gif
+
+        started = time.perf_counter()
+        if getattr(self, "_video_env", None) is None:
+            self._video_env = build_env(self.rank_cfg, num_envs=1)
+        path = self.run_dir / "videos" / f"iter_{iteration:06d}.mp4"
+        options = VideoOptions(seconds=self.cfg.training.video_seconds, renderer=self.cfg.training.video_renderer)
+        result = record_policy_video(self._video_env, self.agent, path, options, keep_preview=24)
+        if self._writer is not None and result.preview:
+            write_tensorboard_gif(self._writer, "Video/policy", result.preview, fps=8.0, step=iteration)
+        spent = time.perf_counter() - started
+        self.video_time_sec += spent
+        if self._writer is not None:
+            self._writer.add_scalar("Perf/video_time_sec", spent, iteration)
+        self.log(
+            f"video: {path} ({result.frames} frames, {result.renderer} renderer) in {spent:.1f}s, "
+            "outside the throughput window"
+        )
 
     # --- checkpoints ---------------------------------------------------------------------------------------
 
@@ -836,6 +899,16 @@ def _scalars(tensors: dict[str, torch.Tensor]) -> dict[str, float]:
         return {}
     values = torch.stack([t.detach().float().reshape(()) for t in tensors.values()]).cpu().tolist()
     return dict(zip(tensors, values))
+
+
+@cold_path
+def _running_episode_means(collector: Any) -> tuple[float | None, float | None]:
+    """Mean length and return of the episodes finished since the last full block (None before any)."""
+    sums = [getattr(collector, f"_finished_{k}", None) for k in ("length_sum", "return_sum", "count")]
+    if any(s is None for s in sums):
+        return None, None
+    length, ret, count = (float(v) for v in torch.stack([s.double() for s in sums]).cpu())
+    return (length / count, ret / count) if count > 0 else (None, None)
 
 
 def _finite(values: dict[str, float] | None) -> dict[str, float]:

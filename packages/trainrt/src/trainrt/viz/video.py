@@ -104,3 +104,16 @@ def gif_bytes(frames: Iterable[np.ndarray], fps: float) -> bytes:
         loop=0,
     )
     return buffer.getvalue()
+
+
+@cold_path
+def write_tensorboard_gif(writer: Any, tag: str, frames: list[np.ndarray], *, fps: float, step: int) -> None:
+    """Add ``frames`` (height, width, 3) uint8 as an animated GIF image summary to a ``SummaryWriter``
+    (TensorBoard's image dashboard plays it)."""
+    from tensorboard.compat.proto.summary_pb2 import Summary
+
+    height, width = frames[0].shape[:2]
+    image = Summary.Image(
+        height=height, width=width, colorspace=3, encoded_image_string=gif_bytes(frames, fps)
+    )
+    writer._get_file_writer().add_summary(Summary(value=[Summary.Value(tag=tag, image=image)]), step)
