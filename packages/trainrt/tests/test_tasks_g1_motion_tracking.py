@@ -184,7 +184,7 @@ def test_failures_are_counted_in_the_bin_of_the_failing_frame(env):
     env.reset()  # a full reset clears the step's failures: nothing is counted twice
     torch.testing.assert_close(m._bin_failures_now, torch.zeros(m.num_bins))
     torch.testing.assert_close(m.bin_failure_rate, 0.001 * expected)
-    env.termination_manager.terminated.zero_()
+    env.termination_manager.failures.zero_()
     m.bin_failure_rate.zero_()
     env.reset()
 

@@ -153,6 +153,28 @@ def duplicate_override_warnings(overrides: Iterable[Override]) -> list[str]:
     ]
 
 
+def _is_mapping_field(obj: Any, name: str) -> bool:
+    """True when field ``name`` of a model holds a free-form dict (``dict[str, ...]``)."""
+    if not isinstance(obj, BaseModel):
+        return False
+    return any(typing.get_origin(m) in (dict, Mapping) for m in _union_members(_field_annotation(obj, name)))
+
+
+def _set_nested(target: dict[str, Any], part: str, override: Override, start: int) -> None:
+    """Set ``override.parts[start:]`` inside the dict ``target[part]`` (creating levels) to the parsed value."""
+    node = target.setdefault(part, {})
+    keys = override.parts[start:]
+    for depth, key in enumerate(keys[:-1]):
+        child = node.setdefault(key, {})
+        if not isinstance(child, dict):
+            where = ".".join(override.parts[: start + depth + 1])
+            raise OverrideError(
+                f"override {override.source!r}: {where!r} holds the value {child!r}, not a section"
+            )
+        node = child
+    node[keys[-1]] = parse_scalar(override.value_text)
+
+
 @cold_path
 def apply_overrides(
     config: ModelT,
@@ -198,6 +220,11 @@ def apply_overrides(
                     f"unknown config key {override.key!r} in override {override.source!r}: no {part!r} under "
                     f"{where if depth == 0 else repr(where)}; valid keys there: {', '.join(names)}"
                 )
+            if depth < len(override.parts) - 1 and _is_mapping_field(node, part):
+                # a free-form mapping (e.g. task.rewards): the rest of the key is nested dict keys; the
+                # section's own validator checks them (against the task's terms)
+                _set_nested(target, part, override, depth + 1)
+                break
             if depth == len(override.parts) - 1:
                 if _field_names(getattr(node, part)):
                     raise OverrideError(
@@ -245,6 +272,10 @@ def format_validation_error(
             line += f": {item.get('input')!r}"
         if key in overrides:
             line += f" (from override {overrides[key].source!r})"
+        else:  # a free-form mapping section (task.rewards ...) is checked as a whole: name its overrides
+            inside = [o.source for k, o in overrides.items() if len(k) > len(key) and k[: len(key)] == key]
+            if inside:
+                line += f" (from overrides {', '.join(repr(s) for s in inside)})"
         line += f": {message}"
         choices = choices_of(_walk_annotation(config, key))
         if choices is not None:

@@ -10,9 +10,9 @@ validation. The resolved config is written to ``<run_dir>/config.json``.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from trainrt.algos import FlashSacConfig, SacConfig
 
@@ -60,12 +60,61 @@ AlgoSection = Annotated[SacAlgoSection | FlashSacAlgoSection, Field(discriminato
 """The ``algo`` section; ``name`` selects which hyperparameter model ``params`` is."""
 
 
+TermOverrides = dict[str, dict[str, Any]]
+"""Per-term overrides of one manager: term name -> changes (see ``trainrt.tasks.term_overrides``)."""
+
+
 class TaskSection(BaseModel):
-    """``task``: which task config factory builds the env (``trainrt.tasks.make_task_cfg(name)``)."""
+    """``task``: which task config factory builds the env, and what to change in it.
+
+    ``trainrt.tasks.make_task_cfg(section)`` builds the factory's config and applies the changes; they are
+    checked against that config when the section is validated (unknown terms, keys and params name the valid
+    ones), e.g. ``task.rewards.action_rate_l2.weight=-0.05``, ``task.events.push_robot.enabled=false``,
+    ``task.commands.twist.params.lin_vel_x=[0.5,0.5]``, ``task.motion_file=<clip name or npz path>``.
+    """
 
     model_config = _STRICT
 
     name: TaskName
+    motion_file: str | None = Field(
+        None,
+        description="motion clip of a tracking task: a holosoma or BeyondMimic/mjlab npz path, or the name of a "
+        "clip among the G1 assets (None: the task's default clip)",
+    )
+    episode_length_s: float | None = Field(None, gt=0.0, description="episode length (None: the task's)")
+    actions: TermOverrides = Field(default_factory=dict, description="action terms: {name: {params}}")
+    rewards: TermOverrides = Field(
+        default_factory=dict, description="reward terms: {name: {weight, params, enabled}}"
+    )
+    terminations: TermOverrides = Field(
+        default_factory=dict, description="termination terms: {name: {params, time_out, enabled}}"
+    )
+    events: TermOverrides = Field(
+        default_factory=dict,
+        description="events (domain randomization, pushes): {name: {params, interval_range_s, enabled}}",
+    )
+    commands: TermOverrides = Field(
+        default_factory=dict, description="command terms (ranges): {name: {params, resampling_time_range_s}}"
+    )
+
+    @field_validator("motion_file")
+    @classmethod
+    def _motion_file_exists(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None or "name" not in info.data:
+            return value
+        from trainrt.tasks import check_motion_file
+
+        return check_motion_file(info.data["name"], value)
+
+    @field_validator("actions", "rewards", "terminations", "events", "commands")
+    @classmethod
+    def _terms_fit_the_task(cls, value: TermOverrides, info: ValidationInfo) -> TermOverrides:
+        if not value or "name" not in info.data:
+            return value
+        from trainrt.tasks import check_term_overrides
+
+        check_term_overrides(info.data["name"], info.field_name, value)
+        return value
 
 
 class SimSection(BaseModel):
@@ -144,6 +193,15 @@ class TrainingSection(BaseModel):
     )
     video_renderer: Literal["auto", "egl", "osmesa", "software"] = Field(
         "auto", description="renderer of the training videos (auto: egl, osmesa, then software)"
+    )
+    overlap: bool = Field(
+        False,
+        description="run the collector and the learner of an iteration concurrently on two CUDA streams "
+        "(the learner trains on the replay as of the iteration's start; see adr/0008); false: one after "
+        "the other",
+    )
+    compile_learner: bool = Field(
+        True, description="fuse the learner update's network math with torch.compile (CUDA only)"
     )
     distributed: DistributedSection = Field(
         default_factory=DistributedSection, description="multi-process (one rank per GPU) settings"

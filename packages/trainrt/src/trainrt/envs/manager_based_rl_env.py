@@ -245,7 +245,7 @@ class ManagerBasedRlEnv:
         reward = self.reward_manager.compute(self.step_dt)
         self.metrics_manager.compute()
 
-        torch.logical_and(self.termination_manager.terminated, valid, out=result.terminated)
+        torch.logical_and(self.termination_manager.failures, valid, out=result.terminated)
         torch.logical_or(self.termination_manager.time_outs, ~valid, out=result.truncated)
         torch.logical_or(result.terminated, result.truncated, out=self._done)
         result.reward.copy_(torch.where(valid, reward, 0.0))

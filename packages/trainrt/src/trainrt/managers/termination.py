@@ -1,6 +1,8 @@
-"""Termination manager: failure terms -> ``terminated``; ``time_out`` terms -> ``truncated``, kept apart.
+"""Termination manager: failure terms -> ``failures``; ``time_out`` terms -> ``time_outs``, kept apart.
 
-Learners bootstrap through a truncation but not through a failure, so the two never mix.
+Learners bootstrap through a truncation but not through a failure, so the two never mix. The env turns these
+into its step result: ``env.terminated`` is ``failures`` of the rows whose state is finite, ``truncated`` is
+``time_outs`` plus the non-finite rows.
 """
 
 from __future__ import annotations
@@ -49,12 +51,13 @@ class TerminationManager(ManagerBase):
         )
         self.term_dones = torch.zeros(n, t, dtype=torch.bool, device=device)
         """Which term fired for each row in the last step (num_envs, num_terms)."""
-        self.terminated = torch.zeros(n, dtype=torch.bool, device=device)
-        """Failure (non-time-out) terminations of the last step (num_envs,)."""
+        self.failures = torch.zeros(n, dtype=torch.bool, device=device)
+        """Rows where a failure (non-time-out) term fired in the last step (num_envs,); the env's
+        ``terminated`` is this restricted to finite rows."""
         self.time_outs = torch.zeros(n, dtype=torch.bool, device=device)
         """Time-out truncations of the last step (num_envs,)."""
         self.dones = torch.zeros(n, dtype=torch.bool, device=device)
-        """``terminated | time_outs`` (num_envs,)."""
+        """``failures | time_outs`` (num_envs,)."""
         self._cause_counts = torch.zeros(t, device=device)
 
     def compute(self) -> torch.Tensor:
@@ -63,8 +66,8 @@ class TerminationManager(ManagerBase):
         for i, fn, params in self._terms:
             self.term_dones[:, i] = fn(env, **params).to(torch.bool)
         torch.any(self.term_dones & self._time_out_columns, dim=1, out=self.time_outs)
-        torch.any(self.term_dones & ~self._time_out_columns, dim=1, out=self.terminated)
-        torch.logical_or(self.terminated, self.time_outs, out=self.dones)
+        torch.any(self.term_dones & ~self._time_out_columns, dim=1, out=self.failures)
+        torch.logical_or(self.failures, self.time_outs, out=self.dones)
         return self.dones
 
     def record_episode_end(self, env_mask: torch.Tensor) -> None:

@@ -35,8 +35,8 @@ def resolve_device(cfg: TrainConfig) -> str:
 
 @cold_path
 def make_env_cfg(cfg: TrainConfig) -> EnvCfg:
-    """The task's env config with the ``sim`` section's contact-buffer sizes applied."""
-    env_cfg = make_task_cfg(cfg.task.name)
+    """The task's env config (with the ``task`` section's changes) and the ``sim`` section's buffer sizes."""
+    env_cfg = make_task_cfg(cfg.task)
     scene_changes = {
         k: v for k, v in (("nconmax", cfg.sim.nconmax), ("njmax", cfg.sim.njmax)) if v is not None
     }
@@ -47,14 +47,22 @@ def make_env_cfg(cfg: TrainConfig) -> EnvCfg:
 
 @cold_path
 def build_env(cfg: TrainConfig, *, num_envs: int | None = None, seed: int | None = None) -> ManagerBasedRlEnv:
-    """The training env of ``cfg`` (``num_envs``/``seed`` override the config, e.g. for play)."""
-    return ManagerBasedRlEnv(
+    """The training env of ``cfg`` (``num_envs``/``seed`` override the config, e.g. for play).
+
+    Prints the motion clip each motion command tracks (a tracking run says which clip it learns).
+    """
+    env = ManagerBasedRlEnv(
         make_env_cfg(cfg),
         sim=cfg.sim.backend,
         num_envs=num_envs if num_envs is not None else cfg.algo.num_envs,
         device=resolve_device(cfg),
         seed=cfg.training.seed if seed is None else seed,
     )
+    for name in env.cfg.commands:
+        motion_file = getattr(env.command_manager.get_term(name), "motion_file", None)
+        if motion_file is not None:
+            print(f"{cfg.task.name}: command {name!r} tracks the motion clip {motion_file}", flush=True)
+    return env
 
 
 @cold_path

@@ -1,0 +1,130 @@
+"""``task.*`` overrides from the command line: motion clip, episode length and per-term changes, validated
+against the task's own config and rebuilt from ``config.json``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+import simcore
+from trainrt.config import OverrideError, TrainConfig, apply_overrides, cpu_demo_preset
+from trainrt.runner.build import build_env, make_env_cfg
+from trainrt.tasks import make_task_cfg
+from trainrt.tasks.g1_motion_tracking.mdp import DEFAULT_MOTION_FILE
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _assets():
+    try:
+        simcore.g1_asset_paths()
+    except FileNotFoundError as err:
+        pytest.skip(f"G1 assets missing: {err}")
+
+
+def _cfg(task: str, *overrides: str) -> TrainConfig:
+    return apply_overrides(cpu_demo_preset("sac", task, "mujoco"), list(overrides))
+
+
+def test_defaults_change_nothing():
+    for task in ("g1_walk_flat", "g1_motion_tracking"):
+        built, plain = make_env_cfg(_cfg(task)), make_task_cfg(task)
+        assert {n: t.weight for n, t in built.rewards.items()} == {
+            n: t.weight for n, t in plain.rewards.items()
+        }
+        assert built.events.keys() == plain.events.keys() and built.episode_length_s == plain.episode_length_s
+
+
+def test_valid_overrides_change_the_built_env():
+    cfg = _cfg(
+        "g1_walk_flat",
+        "task.rewards.action_rate_l2.weight=-0.05",
+        "task.rewards.track_lin_vel_xy_exp.params.std=0.25",
+        "task.commands.twist.params.lin_vel_x=[0.5,0.5]",
+        "task.events.push_robot.enabled=false",
+        "task.events.foot_friction.params.friction_range=[0.6,0.9]",
+        "task.terminations.fell_over.params.limit_angle=1.0",
+        "task.episode_length_s=4",
+    )
+    env = build_env(cfg, num_envs=2)
+    assert env.cfg.rewards["action_rate_l2"].weight == -0.05
+    assert env.cfg.rewards["track_lin_vel_xy_exp"].params["std"] == 0.25
+    assert env.command_manager.get_term("twist").params["lin_vel_x"] == (0.5, 0.5)
+    assert "push_robot" not in env.cfg.events
+    assert env.cfg.events["foot_friction"].params["friction_range"] == (0.6, 0.9)
+    assert env.cfg.terminations["fell_over"].params["limit_angle"] == 1.0
+    assert env.max_episode_length == round(4 / env.step_dt)
+    # a term's other params and every other term keep the task's values
+    reference = make_task_cfg("g1_walk_flat")
+    assert env.cfg.rewards["track_lin_vel_xy_exp"].params["command_name"] == "twist"
+    assert env.cfg.rewards["alive"].weight == reference.rewards["alive"].weight
+
+
+def test_nested_ranges_merge_key_by_key():
+    env_cfg = make_env_cfg(
+        _cfg("g1_motion_tracking", "task.events.push_robot.params.velocity_range.x=[-1,1]")
+    )
+    push = env_cfg.events["push_robot"].params["velocity_range"]
+    reference = make_task_cfg("g1_motion_tracking").events["push_robot"].params["velocity_range"]
+    assert push["x"] == (-1.0, 1.0)
+    assert {k: v for k, v in push.items() if k != "x"} == {k: v for k, v in reference.items() if k != "x"}
+
+
+def test_resolved_overrides_round_trip_through_config_json(tmp_path):
+    cfg = _cfg(
+        "g1_motion_tracking",
+        "task.rewards.action_rate_l2.weight=-0.05",
+        "task.motion_file=motion_crawl_slope.npz",
+    )
+    path = tmp_path / "config.json"
+    path.write_text(cfg.model_dump_json())
+    again = TrainConfig.model_validate(json.loads(path.read_text()))
+    assert again == cfg
+    assert make_env_cfg(again).rewards["action_rate_l2"].weight == -0.05
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            "task.rewards.no_such_term.weight=1",
+            r"unknown term 'no_such_term'; valid terms: \[.*'action_rate_l2'",
+        ),
+        ("task.rewards.action_rate_l2.wieght=1", r"unknown keys \['wieght'\]; valid keys: \['weight'"),
+        (
+            "task.rewards.track_lin_vel_xy_exp.params.sdt=1",
+            r"unknown params \['sdt'\]; valid params: \[.*'std'",
+        ),
+        ("task.rewards.action_rate_l2.weight=abc", "weight: expected a number, got 'abc'"),
+        ("task.commands.twist.params.lin_vel_x=0.5", "lin_vel_x: expected a list"),
+        ("task.commands.twist.params.lin_vel_x=[1,2,3]", "expected 2 values"),
+        ("task.events.push_robot.enabled=maybe", "enabled: expected true or false"),
+        ("task.events.push_robot.interval_range_s=[3,1]", "0 < low <= high"),
+        ("task.episode_length_s=-1", "greater than 0"),
+        ("task.motion_file=clip.npz", "tracks no motion clip"),
+        ("task.rewardz.alive.weight=1", "valid keys there: name, motion_file"),
+    ],
+)
+def test_bad_overrides_name_the_problem(override, message):
+    with pytest.raises(OverrideError, match=message) as info:
+        _cfg("g1_walk_flat", override)
+    assert override.split("=")[0].split(".")[1] in str(info.value)
+
+
+def test_motion_file_by_clip_name_and_by_path(tmp_path):
+    by_name = build_env(_cfg("g1_motion_tracking", "task.motion_file=motion_crawl_slope.npz"), num_envs=2)
+    assert by_name.command_manager.get_term("motion").motion_file.name == "motion_crawl_slope.npz"
+    clip = simcore.g1_asset_paths().motions_dir / DEFAULT_MOTION_FILE
+    copy = tmp_path / "my_clip.npz"
+    shutil.copy(clip, copy)
+    cfg = _cfg("g1_motion_tracking", f"task.motion_file={copy}")
+    assert cfg.task.motion_file == str(copy.resolve())
+    by_path = build_env(cfg, num_envs=2)
+    assert by_path.command_manager.get_term("motion").motion_file == copy
+    assert by_path.command_manager.get_term("motion").num_frames > 1
+
+
+def test_unknown_motion_file_lists_the_clips():
+    with pytest.raises(OverrideError, match=r"not found \(G1 asset clips: \[.*sub3_largebox_003_mj.npz"):
+        _cfg("g1_motion_tracking", "task.motion_file=no_such_clip.npz")
