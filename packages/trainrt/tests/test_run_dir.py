@@ -117,7 +117,7 @@ def test_unusable_run_directories_name_the_problem(tmp_path, monkeypatch):
         check_run_dir_usable(afile)
     with pytest.raises(RunDirError, match="a parent of the run directory, is a file"):
         check_run_dir_usable(afile / "run")
-    with pytest.raises(RunDirError, match="training.run_dir is empty"):
+    with pytest.raises(RunDirError, match=r"training\.run_dir is empty"):
         check_run_dir_usable("")
     # Permission bits do not stop root, so the unwritable case is simulated.
     monkeypatch.setattr(os, "access", lambda path, mode: False)

@@ -81,7 +81,7 @@ def test_overwrite_never_clears_the_run_being_resumed(flashsac_run):
         f"training.resume={run_dir}",
         "training.overwrite=true",
     )
-    with pytest.raises(RunDirError, match="would delete .*the run being resumed"):
+    with pytest.raises(RunDirError, match=r"would delete .*the run being resumed"):
         OffPolicyRunner(cfg)
     assert checkpoint_path(run_dir, 1).is_file()
 
