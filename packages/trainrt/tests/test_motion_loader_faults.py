@@ -1,0 +1,77 @@
+"""Motion files that are not motions (empty, .npy, text) and joint angles far outside the joint limits."""
+
+from __future__ import annotations
+
+import warnings
+
+import mujoco
+import numpy as np
+import pytest
+
+import simcore
+from trainrt.motion import load_motion, read_motion_arrays
+from trainrt.motion.loader import JOINT_LIMIT_TOLERANCE_RAD, JointLimitWarning
+
+
+@pytest.fixture(scope="module")
+def model() -> mujoco.MjModel:
+    try:
+        return simcore.load_g1()
+    except FileNotFoundError as err:
+        pytest.skip(f"G1 assets missing: {err}")
+
+
+@pytest.fixture(scope="module")
+def holosoma(model) -> dict[str, np.ndarray]:
+    """The first 30 frames of a holosoma clip."""
+    paths = [p for p in simcore.g1_asset_paths().motion_files if p.name == "sub3_largebox_003_mj.npz"]
+    if not paths:
+        pytest.skip("motion clip missing from the G1 assets")
+    arrays = read_motion_arrays(paths[0])
+    for key in ("joint_pos", "joint_vel", "body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w"):
+        arrays[key] = arrays[key][:30].copy()
+    return arrays
+
+
+def _write_npy(path):
+    with open(path, "wb") as handle:
+        np.save(handle, np.zeros((4, 36)))
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda path: path.write_bytes(b""), r"is empty \(0 bytes\), not an \.npz motion file"),
+        (_write_npy, r"is a single-array \.npy file \(renamed\?\), not an \.npz archive"),
+        (lambda path: path.write_text("fps,joint_pos\n30,0.1\n"), r"is a text file \(starts with 'fps,joint"),
+        (lambda path: path.write_bytes(bytes(range(256))), r"is not an \.npz archive"),
+    ],
+    ids=["empty", "npy-renamed", "text", "binary"],
+)
+def test_a_file_that_is_not_an_npz_says_what_it_is(tmp_path, make, message):
+    path = tmp_path / "clip.npz"
+    make(path)
+    with pytest.raises(ValueError, match=message) as caught:
+        read_motion_arrays(path)
+    text = str(caught.value)
+    assert str(path) in text and "np.savez" in text
+    assert "pickle" not in text  # numpy's advice to unpickle is not ours to give
+
+
+def test_joint_angles_far_outside_the_limits_warn_naming_joints_and_frames(model, holosoma):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JointLimitWarning)
+        load_motion(holosoma, model)  # the real clip is within its limits
+    knee = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, "left_knee_joint")
+    upper = float(model.jnt_range[knee, 1])
+    names = [str(n) for n in holosoma["joint_names"]]
+    column = 7 + names.index("left_knee_joint")
+    bad = {k: v.copy() for k, v in holosoma.items()}
+    bad["joint_pos"][4:9, column] = upper + 0.5
+    bad["joint_pos"][12, column] = upper + JOINT_LIMIT_TOLERANCE_RAD / 2  # within the tolerance: no warning
+    with pytest.warns(JointLimitWarning) as record:
+        load_motion(bad, model)
+    assert len(record) == 1
+    message = str(record[0].message)
+    assert "left_knee_joint in 5 frames (4-8), up to 0.50 beyond" in message
+    assert "right_knee_joint" not in message
