@@ -1,0 +1,299 @@
+"""Write ``docs/tasks.md``, the task reference, from the registered task configs.
+
+``uv run --frozen python -m trainrt.tasks.docs`` regenerates the file; ``--check`` exits 1 when the committed
+file differs (``tests/test_tasks_docs.py`` does the same, so the reference never goes stale). Every term is
+listed with its weight or mode and its effective parameters (the config's params over the term's declared
+defaults, ``trainrt.managers.term_param_defaults``); observation dimensions come from building each task's env
+once on the MuJoCo CPU backend with two worlds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import math
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from trainrt.hotpath import cold_path
+from trainrt.managers import REQUIRED, term_param_defaults
+
+DOCS_FILE = Path(__file__).resolve().parents[5] / "docs" / "tasks.md"
+"""Where the reference lives in the repository (``docs/tasks.md``)."""
+
+REGENERATE_COMMAND = "uv run --frozen python -m trainrt.tasks.docs"
+
+_LEADING_ARGS = {"events": 2, "curriculum": 2}  # (env, env_mask); every other kind takes (env)
+
+
+@cold_path
+def format_value(value: Any) -> str:
+    """A compact, stable rendering of a config value (floats to 6 significant digits, no object ids)."""
+    if value is REQUIRED:
+        return "REQUIRED"
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    if isinstance(value, float):
+        if math.isinf(value) or math.isnan(value):
+            return repr(value)
+        return f"{value:.6g}"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{format_value(k)}: {format_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (tuple, list)):
+        inner = ", ".join(format_value(v) for v in value)
+        return f"({inner},)" if isinstance(value, tuple) and len(value) == 1 else f"({inner})"
+    if callable(value):
+        return callable_path(value)
+    return type(value).__name__
+
+
+@cold_path
+def callable_path(func: Any) -> str:
+    """``module.qualname`` of a term function or class without the ``trainrt.`` prefix."""
+    module = getattr(func, "__module__", "") or ""
+    module = module.removeprefix("trainrt.")
+    name = getattr(func, "__qualname__", None) or getattr(func, "__name__", repr(func))
+    return f"{module}.{name}" if module else name
+
+
+@cold_path
+def effective_params(func: Any, params: Mapping[str, Any], leading_args: int = 1) -> dict[str, Any]:
+    """The config's ``params`` over the declared defaults, in declaration order then any extra keys."""
+    declared = term_param_defaults(func, leading_args)
+    merged = {**declared, **params}
+    return {k: merged[k] for k in [*declared, *(k for k in params if k not in declared)]}
+
+
+@cold_path
+def _params_cell(func: Any, params: Mapping[str, Any], leading_args: int = 1) -> str:
+    items = effective_params(func, params, leading_args)
+    if not items:
+        return "-"
+    return "<br>".join(f"`{k}={_escape(format_value(v))}`" for k, v in items.items())
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def _summary_line(factory: Any) -> str:
+    """The first line of the task module's docstring (what the task is), in Markdown code quotes."""
+    doc = inspect.getdoc(sys.modules[factory.__module__]) or inspect.getdoc(factory) or ""
+    first = doc.split("\n\n", 1)[0].replace("\n", " ").strip()
+    return first.replace("``", "`")
+
+
+@cold_path
+def task_section(name: str, factory: Any, env: Any) -> list[str]:
+    """The Markdown section of one task, from its config and a built env (observation dimensions)."""
+    cfg = env.cfg
+    scene = cfg.scene
+    out = [f"## `{name}`", "", _summary_line(factory), ""]
+    out += [
+        f"- config factory: `{callable_path(factory)}`",
+        f"- control step: {format_value(env.step_dt)} s (decimation {cfg.decimation} x physics "
+        f"{format_value(env.backend.physics_dt)} s); episode length {format_value(cfg.episode_length_s)} s "
+        f"({env.max_episode_length} steps)",
+        f"- read-plan bodies: {', '.join(f'`{b}`' for b in scene.plan_bodies) or '-'}",
+        f"- contact bodies: {', '.join(f'`{b}`' for b in scene.contact_bodies) or '-'}",
+        f"- actions: {env.num_actions}",
+        "",
+    ]
+
+    out += ["### Actions", ""]
+    out += _table(
+        ["term", "class", "params"],
+        (
+            [f"`{t}`", f"`{callable_path(c.cls)}`", _params_cell(c.cls, c.params)]
+            for t, c in cfg.actions.items()
+        ),
+    )
+
+    out += ["", "### Observations", ""]
+    dims = env.observation_manager.group_obs_term_dim
+    group_dims = env.observation_manager.group_obs_dim
+    for group, group_cfg in cfg.observations.items():
+        flags = [
+            "concatenated" if group_cfg.concatenate else "one tensor per term",
+            "noise on" if group_cfg.enable_corruption else "noise off",
+        ]
+        out += [f"Group `{group}`: {group_dims[group]} dims ({', '.join(flags)}).", ""]
+        rows = []
+        for term, t in group_cfg.terms.items():
+            processing = []
+            if t.noise is not None:
+                fields = ", ".join(f"{k}={format_value(v)}" for k, v in vars(t.noise).items())
+                processing.append(f"noise `{type(t.noise).__name__}({fields})`")
+            if t.clip is not None:
+                processing.append(f"clip {format_value(tuple(t.clip))}")
+            if t.scale is not None:
+                processing.append(f"scale {format_value(t.scale)}")
+            if t.history_length:
+                processing.append(f"history {t.history_length}")
+            rows.append(
+                [
+                    f"`{term}`",
+                    str(dims[group][term]),
+                    f"`{callable_path(t.func)}`",
+                    _params_cell(t.func, t.params),
+                    _escape("; ".join(processing)) or "-",
+                ]
+            )
+        out += _table(["term", "dim", "function", "params", "processing"], rows)
+        out += [""]
+
+    out += ["### Commands", ""]
+    if cfg.commands:
+        out += _table(
+            ["term", "class", "resampling (s)", "params"],
+            (
+                [
+                    f"`{t}`",
+                    f"`{callable_path(c.cls)}`",
+                    format_value(tuple(c.resampling_time_range_s)),
+                    _params_cell(c.cls, c.params),
+                ]
+                for t, c in cfg.commands.items()
+            ),
+        )
+    else:
+        out += ["None."]
+
+    out += [
+        "",
+        "### Rewards",
+        "",
+        "Each step adds `weight * term * step_dt`; negative weights are penalties.",
+        "",
+    ]
+    out += _table(
+        ["term", "weight", "function", "params"],
+        (
+            [
+                f"`{t}`",
+                format_value(float(c.weight)),
+                f"`{callable_path(c.func)}`",
+                _params_cell(c.func, c.params),
+            ]
+            for t, c in cfg.rewards.items()
+        ),
+    )
+
+    out += [
+        "",
+        "### Terminations",
+        "",
+        "Time-out terms truncate (the learner bootstraps); the others fail.",
+        "",
+    ]
+    out += _table(
+        ["term", "kind", "function", "params"],
+        (
+            [
+                f"`{t}`",
+                "time-out" if c.time_out else "failure",
+                f"`{callable_path(c.func)}`",
+                _params_cell(c.func, c.params),
+            ]
+            for t, c in cfg.terminations.items()
+        ),
+    )
+
+    out += ["", "### Events", ""]
+    if cfg.events:
+        rows = []
+        for t, c in cfg.events.items():
+            mode = c.mode
+            if c.mode == "interval":
+                mode += f" {format_value(tuple(c.interval_range_s))} s"
+            rows.append(
+                [
+                    f"`{t}`",
+                    mode,
+                    f"`{callable_path(c.func)}`",
+                    _params_cell(c.func, c.params, _LEADING_ARGS["events"]),
+                ]
+            )
+        out += _table(["term", "mode", "function", "params"], rows)
+    else:
+        out += ["None."]
+
+    for kind, title in (("curriculum", "Curriculum"), ("metrics", "Metrics")):
+        terms = getattr(cfg, kind)
+        out += ["", f"### {title}", ""]
+        if not terms:
+            out += ["None."]
+            continue
+        leading = _LEADING_ARGS.get(kind, 1)
+        out += _table(
+            ["term", "function", "params"],
+            (
+                [f"`{t}`", f"`{callable_path(c.func)}`", _params_cell(c.func, c.params, leading)]
+                for t, c in terms.items()
+            ),
+        )
+    return [*out, ""]
+
+
+@cold_path
+def render_tasks_doc() -> str:
+    """The full text of ``docs/tasks.md`` for the registered tasks."""
+    from trainrt.envs import ManagerBasedRlEnv
+    from trainrt.tasks import TASKS
+
+    out = [
+        "# Task reference",
+        "",
+        f"Generated from the task configs by `{REGENERATE_COMMAND}`; do not edit by hand (a test fails when",
+        "this file is stale). Parameters are the effective ones: the task's params over the term's declared",
+        "defaults. How terms, managers and tasks fit together: [design.md](design.md); how to add a task or a",
+        "term: [extending.md](extending.md).",
+        "",
+        "Tasks: " + ", ".join(f"[`{name}`](#{name})" for name in TASKS) + ".",
+        "",
+    ]
+    for name, factory in TASKS.items():
+        env = ManagerBasedRlEnv(factory(), sim="mujoco", num_envs=2, device="cpu", seed=0)
+        try:
+            out += task_section(name, factory, env)
+        finally:
+            env.close()
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+@cold_path
+def main(argv: Sequence[str] | None = None) -> int:
+    """Write (or, with ``--check``, compare) the task reference; return the exit code."""
+    parser = argparse.ArgumentParser(prog="python -m trainrt.tasks.docs", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=DOCS_FILE, help="file to write (default: docs/tasks.md)")
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 when the file differs instead of writing"
+    )
+    args = parser.parse_args(argv)
+    text = render_tasks_doc()
+    if args.check:
+        current = args.out.read_text() if args.out.is_file() else ""
+        if current != text:
+            print(f"{args.out} is stale; run `{REGENERATE_COMMAND}`", file=sys.stderr)
+            return 1
+        return 0
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
