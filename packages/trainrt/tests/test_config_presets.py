@@ -5,6 +5,7 @@ from pydantic import ValidationError
 
 from trainrt.algos import FlashSacConfig, SacConfig
 from trainrt.config import PRESETS, TrainConfig, cpu_demo_preset, preset
+from trainrt.config.presets import REFERENCE_SCHEDULES
 
 
 def test_every_algo_task_pair_has_a_preset():
@@ -25,12 +26,14 @@ def test_canonical_sac_walk_preset_values():
     assert cfg.algo.num_envs == 2048
     assert cfg.sim.backend == "mjwarp" and cfg.sim.device is None
     assert cfg.algo.steps_per_iteration == 8
-    assert cfg.algo.params.updates_per_iteration == 8
+    # 8 updates of 8192 per vector step, actor every 4th, tau 0.125 (the reference schedule)
+    assert cfg.algo.params.updates_per_iteration == 64
     assert cfg.algo.params.batch_size == 8192
+    assert cfg.algo.params.actor_update_period == 4
     assert cfg.algo.params.buffer_size_per_env == 1024
     assert cfg.algo.params.gamma == pytest.approx(0.97)
     assert cfg.algo.params.n_step == 1
-    assert cfg.algo.params.tau == pytest.approx(0.1)
+    assert cfg.algo.params.tau == pytest.approx(0.125)
     assert cfg.algo.params.actor_lr == pytest.approx(3e-4) and cfg.algo.params.critic_lr == pytest.approx(
         3e-4
     )
@@ -44,19 +47,26 @@ def test_canonical_flashsac_tracking_preset_values():
     assert isinstance(cfg.algo.params, FlashSacConfig)
     assert cfg.algo.num_envs == 2048
     assert cfg.sim.backend == "mjwarp"
-    assert cfg.algo.params.batch_size == 8192
-    assert cfg.algo.params.updates_per_iteration == 8
+    # 4 updates of 2048 per vector step, actor every 2nd, tau 0.05 (the reference schedule)
+    assert cfg.algo.params.batch_size == 2048
+    assert cfg.algo.params.updates_per_iteration == 32
+    assert cfg.algo.params.actor_update_period == 2
     assert cfg.algo.params.buffer_size_per_env == 4096
     assert cfg.algo.params.gamma == pytest.approx(0.99)
     assert cfg.algo.params.n_step == 3
-    assert cfg.algo.params.tau == pytest.approx(0.01)
+    assert cfg.algo.params.tau == pytest.approx(0.05)
+    assert cfg.algo.params.lr_schedule == "warmup_cosine" and cfg.algo.params.lr_final_ratio == 0.5
 
 
 @pytest.mark.parametrize(("algo", "task"), list(PRESETS))
-def test_gpu_presets_do_one_update_per_vector_step(algo, task):
+def test_gpu_presets_use_their_algorithms_reference_schedule(algo, task):
     cfg = preset(algo, task)
-    assert cfg.algo.params.updates_per_iteration == cfg.algo.steps_per_iteration
+    for key, value in REFERENCE_SCHEDULES[algo].items():
+        assert getattr(cfg.algo.params, key) == value, key
+    # all updates of an iteration fit one learner graph: the actor period divides them
+    assert cfg.algo.params.updates_per_iteration % cfg.algo.params.actor_update_period == 0
     assert cfg.algo.steps_per_iteration % cfg.training.collector_steps_per_replay == 0
+    assert cfg.training.overlap is True and cfg.training.compile_learner is True
 
 
 @pytest.mark.parametrize(("algo", "task"), list(PRESETS))

@@ -238,6 +238,26 @@ class SimBackend(abc.ABC):
     def _capture_scope(self, stream: torch.cuda.Stream) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()
 
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """The live tensors that hold every world's state from one step to the next, by name.
+
+        Copying them elsewhere and back (in place) resumes every world exactly where it was: time,
+        qpos, qvel, act, ctrl, the solver's warm start, mocap poses, the derived kinematics read plans
+        gather from, and the per-world model fields. Views, not copies: write into them in place.
+        """
+        if Capability.STATE_TENSORS not in self.declared_capabilities:
+            raise NotImplementedError(
+                f"backend {self.name!r} cannot list its state tensors; it lacks STATE_TENSORS "
+                f"(declared: {sorted(c.name for c in self.declared_capabilities)})"
+            )
+        tensors = {
+            name: getattr(self, name)
+            for name in ("time", "qpos", "qvel", "act", "ctrl", "qacc_warmstart", "mocap_pos", "mocap_quat")
+        }
+        tensors |= {f"derived.{name}": value for name, value in self._derived._asdict().items()}
+        tensors |= {f"model.{name}": value for name, value in self.model_fields.items()}
+        return tensors
+
     def _graph_blocker(self) -> str | None:
         """Why a CUDA graph cannot be captured right now (None when it can)."""
         return None

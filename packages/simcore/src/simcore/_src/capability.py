@@ -29,6 +29,8 @@ class Capability(enum.Flag):
     """Backend work can join a ``torch.cuda.graph`` capture owned by the caller."""
     MULTI_STEP_GRAPH = enum.auto()
     """One graph replay can advance several control steps."""
+    STATE_TENSORS = enum.auto()
+    """``state_tensors()`` lists live tensors that together hold everything a step carries to the next."""
 
 
 def _members(values: Iterable[Capability] | Capability) -> frozenset[Capability]:

@@ -86,6 +86,7 @@ class MjwarpBackend(SimBackend):
             Capability.GRAPH_CAPTURE,
             Capability.EXTERNAL_GRAPH_CAPTURE,
             Capability.MULTI_STEP_GRAPH,
+            Capability.STATE_TENSORS,
         }
     )
 
@@ -285,6 +286,16 @@ class MjwarpBackend(SimBackend):
             "contacts": nacon,
             "max_constraints": int(nefc.max()) if nefc.size else 0,
         }
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """The base set plus the per-world constants derived from randomized masses and inertias."""
+        tensors = super().state_tensors()
+        if self._has_constant_sources:
+            n = self.num_envs
+            for name in _DERIVED_CONSTANT_FIELDS:
+                shape = (n, *getattr(self._model, name).shape)
+                tensors[f"model.{name}"] = _torch_view(getattr(self._m, name), shape, self.device)
+        return tensors
 
     def _set_option(self, name: str, value: Any) -> None:
         if not hasattr(self._m.opt, name):

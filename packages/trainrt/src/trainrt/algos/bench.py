@@ -1,16 +1,27 @@
-"""Learner-only benchmark (diagnostic): milliseconds per update, eager vs CUDA-graph replay.
+"""Learner-only benchmark (diagnostic): milliseconds per update and achieved TFLOP/s, per execution mode.
 
-It attributes learner time; it is not the end-to-end throughput number (`tail_env_steps_per_sec`).
+Modes, all on the same agent and replay contents:
+- ``eager``: sample + update launched op by op;
+- ``graph``: one CUDA-graph replay per update (uncompiled network math);
+- ``fused``: the network math compiled with torch.compile and all updates of an iteration replayed as
+  one graph, as the runner does.
+
+FLOPs per update are counted once on the eager path with torch's FLOP counter (matrix products and
+their backward passes; elementwise work is not counted), averaged over the actor period. It
+attributes learner time; it is not the end-to-end throughput number (``tail_env_steps_per_sec``).
 """
 
+from __future__ import annotations
+
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
-from trainrt.algos import ALGORITHMS, AlgoName, make_agent
+from trainrt.algos.agent import Agent, SampleFn
 from trainrt.hotpath import cold_path
-from trainrt.replay import DeviceReplayBuffer
 
 
 def _synchronize(device: torch.device) -> None:
@@ -18,84 +29,77 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _ms_per_call(fn, calls: int, device: torch.device) -> float:
+@cold_path
+def _seconds(fn: Callable[[], None], calls: int, device: torch.device) -> float:
+    """Wall seconds of ``calls`` calls of ``fn``, synchronized before and after."""
     _synchronize(device)
     start = time.perf_counter()
     for _ in range(calls):
         fn()
     _synchronize(device)
-    return (time.perf_counter() - start) / calls * 1e3
+    return time.perf_counter() - start
+
+
+@cold_path
+def update_flops(agent: Agent, sample_fn: SampleFn) -> float:
+    """Mean FLOPs of one update over the actor period (counted on eager updates; state is restored)."""
+    state = agent.state_dict()
+    counts = []
+    for index in range(agent.actor_update_period):
+        with FlopCounterMode(display=False) as counter:
+            agent._update_step(sample_fn(agent.update_rng), update_actor=index == 0)
+        counts.append(counter.get_total_flops())
+    agent.load_state_dict(state)
+    return sum(counts) / len(counts)
 
 
 @cold_path
 def learner_benchmark(
-    algo: AlgoName,
-    batch_size: int,
-    obs_dims: dict[str, int],
-    num_actions: int,
-    device: torch.device | str,
+    agent: Agent,
+    sample_fn: SampleFn,
     *,
-    num_envs: int = 2048,
-    rows_per_env: int = 16,
-    iterations: int = 50,
-    warmup: int = 5,
-    cfg_overrides: dict[str, Any] | None = None,
-    seed: int = 0,
+    updates_per_iteration: int,
+    iterations: int = 10,
+    modes: tuple[str, ...] = ("eager", "graph", "fused"),
 ) -> dict[str, Any]:
-    """Time one `sample + update` eagerly and replayed from the learner graph.
+    """Time ``iterations`` iterations of ``updates_per_iteration`` updates in each mode.
 
-    The replay buffer holds `rows_per_env` random rows for `num_envs` envs (n-step as configured).
-    Returns a dict with `eager_ms`, `graph_ms` (None when the graph is unavailable),
-    `graph_enabled`, `fallback_reason` and the configuration that was timed.
+    Returns ``{mode}_ms_per_update`` for each mode that ran, ``flops_per_update``,
+    ``{mode}_tflops`` (achieved), and the learner diagnostics of the last capture. Each mode starts
+    from the same agent state; updates are real (weights change).
     """
-    device = torch.device(device)
-    if algo not in ALGORITHMS:
-        raise ValueError(f"unknown algo {algo!r}; valid: {sorted(ALGORITHMS)}")
-    cfg = ALGORITHMS[algo][1](**((cfg_overrides or {}) | {"batch_size": batch_size}))
-    agent = make_agent(algo, cfg, obs_dims, num_actions, device, seed=seed)
-    buffer = DeviceReplayBuffer(num_envs, rows_per_env, obs_dims, num_actions, device, cfg.n_step, cfg.gamma)
-    g = torch.Generator(device=device)
-    g.manual_seed(seed)
-    for _ in range(rows_per_env):
-        obs = {k: torch.randn(num_envs, d, device=device, generator=g) for k, d in obs_dims.items()}
-        next_obs = {k: torch.randn(num_envs, d, device=device, generator=g) for k, d in obs_dims.items()}
-        done = torch.rand(num_envs, device=device, generator=g) < 0.02
-        buffer.add(
-            obs,
-            agent.act(obs),
-            torch.randn(num_envs, device=device, generator=g),
-            next_obs,
-            done,
-            torch.zeros_like(done),
-            torch.ones_like(done),
-        )
-
-    def eager_update() -> None:
-        """One eager sample + update."""
-        agent.update(buffer.sample(batch_size, agent.update_rng))
-
-    for _ in range(warmup):
-        eager_update()
-    eager_ms = _ms_per_call(eager_update, iterations, device)
-    agent.capture_update(lambda generator: buffer.sample(batch_size, generator))
-    graph_ms = None
-    if agent.update_graph_enabled:
-        for _ in range(warmup):
-            agent.replay_update()
-        graph_ms = _ms_per_call(agent.replay_update, iterations, device)
-    return {
-        "algo": algo,
-        "batch_size": batch_size,
-        "obs_dims": dict(obs_dims),
-        "num_actions": num_actions,
+    device = agent.device
+    flops = update_flops(agent, sample_fn)
+    result: dict[str, Any] = {
+        "updates_per_iteration": updates_per_iteration,
+        "actor_update_period": agent.actor_update_period,
+        "flops_per_update": flops,
         "device": str(device),
         "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
         "torch": torch.__version__,
-        "eager_ms": eager_ms,
-        "graph_ms": graph_ms,
-        "graph_speedup": eager_ms / graph_ms if graph_ms else None,
-        "graph_enabled": agent.update_graph_enabled,
-        "fallback_reason": agent.update_fallback_reason,
-        "actor_update_period": cfg.actor_update_period,
         "diagnostic": True,
     }
+    start = agent.state_dict()
+    for mode in modes:
+        agent.load_state_dict(start)
+        if mode == "eager":
+            agent.capture_update(sample_fn, enabled=False)
+        else:
+            agent.capture_update(
+                sample_fn,
+                updates_per_replay=updates_per_iteration if mode == "fused" else 1,
+                compile=mode == "fused",
+            )
+            if mode == "graph":
+                agent._multi_graph = None  # one replay per update
+        agent.replay_updates(updates_per_iteration)  # first replay outside the timing
+        seconds = _seconds(lambda: agent.replay_updates(updates_per_iteration), iterations, device)
+        ms = 1e3 * seconds / (iterations * updates_per_iteration)
+        result[f"{mode}_ms_per_update"] = ms
+        result[f"{mode}_tflops"] = flops / (ms * 1e-3) / 1e12
+        result[f"{mode}_learner"] = agent.update_diagnostics()
+    if "eager_ms_per_update" in result and "fused_ms_per_update" in result:
+        result["fused_speedup_vs_eager"] = result["eager_ms_per_update"] / result["fused_ms_per_update"]
+    if "graph_ms_per_update" in result and "fused_ms_per_update" in result:
+        result["fused_speedup_vs_graph"] = result["graph_ms_per_update"] / result["fused_ms_per_update"]
+    return result

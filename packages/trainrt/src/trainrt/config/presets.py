@@ -1,14 +1,16 @@
 """Presets: one factory per (algo, task) with every hyperparameter written out, plus a small CPU demo.
 
-The canonical workloads (DESIGN.md) are ``sac_g1_walk_flat`` and ``flashsac_g1_motion_tracking`` at 2048
+The canonical workloads (docs/performance.md) are ``sac_g1_walk_flat`` and ``flashsac_g1_motion_tracking`` at 2048
 envs on mjwarp; their throughput runs use these presets unchanged except for ``algo.max_iterations=160``,
 ``training.no_play=true`` and ``training.export_onnx=false``.
 
-How an iteration is cut (all GPU presets): 8 vector env steps (16,384 env steps at 2048 envs) then 8
-gradient updates of 8192 transitions, i.e. one update per vector step: each stored transition is replayed
-about 4 times, the ratio FastSAC and FlashSAC use for massively parallel simulation, and one update
-(~4.5 ms graph-replayed on an H200) stays below one collector step. Eight steps per iteration amortize the
-iteration-boundary synchronization and logging; the collector replays K=4 steps per graph launch.
+How an iteration is cut (all GPU presets): 8 vector env steps (16,384 env steps at 2048 envs), then the
+learner schedule of the reference configurations this runtime is measured against (``REFERENCE_SCHEDULES``):
+SAC does 8 updates of 8192 transitions per vector step (64 per iteration) with the actor every 4th update
+and tau 0.125 (holosoma FastSAC's G1 settings); FlashSAC does 4 updates of 2048 per vector step (32 per
+iteration) with the actor every 2nd update and tau 0.05. Eight steps per iteration amortize the
+iteration-boundary synchronization and logging; the collector replays K=4 steps per graph launch, and
+all updates of an iteration replay as one learner graph.
 
 ``cpu_demo_preset`` shrinks everything so a machine without a GPU shows training progress in minutes; the
 CLI announces when it is used. It is a demonstration, not a measurement.
@@ -32,6 +34,22 @@ CANONICAL_NUM_ENVS = 2048
 _STEPS_PER_ITERATION = 8
 _COLLECTOR_STEPS_PER_REPLAY = 4
 
+REFERENCE_SCHEDULES: dict[str, dict[str, object]] = {
+    "sac": {
+        "updates_per_iteration": 8 * _STEPS_PER_ITERATION,
+        "batch_size": 8192,
+        "actor_update_period": 4,
+        "tau": 0.125,
+    },
+    "flashsac": {
+        "updates_per_iteration": 4 * _STEPS_PER_ITERATION,
+        "batch_size": 2048,
+        "actor_update_period": 2,
+        "tau": 0.05,
+    },
+}
+"""Learner schedules per iteration of 8 vector steps: the work the presets (and speed comparisons) do."""
+
 
 def _training(**changes: object) -> TrainingSection:
     """The training section shared by the GPU presets (``changes`` override single fields)."""
@@ -48,6 +66,8 @@ def _training(**changes: object) -> TrainingSection:
         "tail_window": 100,
         "log_every": 10,
         "tensorboard": True,
+        "overlap": True,
+        "compile_learner": True,
     }
     fields.update(changes)
     return TrainingSection.model_validate(fields)
@@ -65,15 +85,19 @@ def _sac_params(**changes: object) -> SacConfig:
         "log_std_max": 0.0,
         "gamma": 0.97,
         "n_step": 1,
-        "tau": 0.1,
+        "tau": REFERENCE_SCHEDULES["sac"]["tau"],
         "actor_lr": 3e-4,
         "critic_lr": 3e-4,
         "alpha_lr": 3e-4,
+        "lr_schedule": "constant",
+        "lr_warmup_updates": 0,
+        "lr_final_ratio": 1.0,
+        "lr_decay_updates": None,
         "weight_decay": 1e-3,
         "adam_betas": (0.9, 0.95),
-        "batch_size": 8192,
-        "updates_per_iteration": _STEPS_PER_ITERATION,
-        "actor_update_period": 1,
+        "batch_size": REFERENCE_SCHEDULES["sac"]["batch_size"],
+        "updates_per_iteration": REFERENCE_SCHEDULES["sac"]["updates_per_iteration"],
+        "actor_update_period": REFERENCE_SCHEDULES["sac"]["actor_update_period"],
         "buffer_size_per_env": 1024,
         "learning_starts": 10,
         "alpha_init": 1e-3,
@@ -106,15 +130,19 @@ def _flashsac_params(**changes: object) -> FlashSacConfig:
         "normalized_return_max": 5.0,
         "gamma": 0.99,
         "n_step": 3,
-        "tau": 0.01,
+        "tau": REFERENCE_SCHEDULES["flashsac"]["tau"],
         "actor_lr": 3e-4,
         "critic_lr": 3e-4,
         "alpha_lr": 3e-4,
+        "lr_schedule": "warmup_cosine",
+        "lr_warmup_updates": 0,
+        "lr_final_ratio": 0.5,
+        "lr_decay_updates": None,
         "weight_decay": 0.0,
         "adam_betas": (0.9, 0.999),
-        "batch_size": 8192,
-        "updates_per_iteration": _STEPS_PER_ITERATION,
-        "actor_update_period": 2,
+        "batch_size": REFERENCE_SCHEDULES["flashsac"]["batch_size"],
+        "updates_per_iteration": REFERENCE_SCHEDULES["flashsac"]["updates_per_iteration"],
+        "actor_update_period": REFERENCE_SCHEDULES["flashsac"]["actor_update_period"],
         "buffer_size_per_env": 4096,
         "learning_starts": 50,
         "alpha_init": 0.01,

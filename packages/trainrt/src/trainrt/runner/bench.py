@@ -3,7 +3,9 @@
 - ``physics``: the backend's ``step()`` alone (decimation substeps, PD targets held at the default pose),
   eager launches vs one ``simcore.CapturedWork`` graph replay per control step.
 - ``collector``: the collector step (policy -> env step -> replay write) as the runner replays it.
-- ``learner``: one learner update (replay sample + gradient step) as the runner replays it.
+- ``learner``: learner updates (replay sample + gradient step): eager, one graph per update, and fused
+  (compiled network math, all updates of an iteration in one graph, as the runner replays them), with
+  ms per update and achieved TFLOP/s.
 
 The number that counts is ``tail_env_steps_per_sec`` in a training run's ``run_summary.json``.
 """
@@ -17,6 +19,7 @@ from typing import Any
 import torch
 
 import simcore
+from trainrt.algos.bench import learner_benchmark
 from trainrt.config import TrainConfig
 from trainrt.hotpath import cold_path
 from trainrt.runner.build import build_agent, build_env, build_replay, make_env_cfg, resolve_device
@@ -121,20 +124,21 @@ def bench_collector_and_learner(
         }
     ]
     if learner:
-        batch_size = cfg.algo.params.batch_size
-        agent.capture_update(lambda g: replay.sample(batch_size, g), enabled=cfg.training.cuda_graph)
-        agent.replay_update()
-        learn_sec = _timed(agent.replay_update, steps, device)
+        params = cfg.algo.params
+        replay.freeze_view()
+        sample_fn = lambda g: replay.sample(params.batch_size, g, from_view=True)  # noqa: E731
+        modes = ("eager", "graph", "fused") if device.type == "cuda" else ("eager",)
+        timing = learner_benchmark(
+            agent, sample_fn, updates_per_iteration=params.updates_per_iteration, modes=modes
+        )
         results.append(
             {
                 "bench": "learner",
                 "label": DIAGNOSTIC_LABEL,
                 "algo": cfg.algo.name,
-                "device": str(device),
-                "batch_size": batch_size,
-                "updates": steps,
-                "ms_per_update": 1e3 * learn_sec / steps,
-                "updates_per_sec": steps / learn_sec,
+                "task": cfg.task.name,
+                "batch_size": params.batch_size,
+                **timing,
                 "graph": agent.update_diagnostics(),
             }
         )
@@ -168,7 +172,7 @@ def _format_result(result: dict[str, Any]) -> str:
     reason = graph.get("eager_fallback_reason") or graph.get("update_fallback_reason")
     lines = [f"[diagnostic] {result['bench']}"]
     for key, value in result.items():
-        if key in ("bench", "label", "graph"):
+        if key in ("bench", "label", "graph") or isinstance(value, dict):
             continue
         text = f"{value:,.3f}" if isinstance(value, float) else str(value)
         lines.append(f"  {key:>26}: {text}")
