@@ -3,7 +3,8 @@
     python benchmarks/canonical_runs.py --repeats 3 --out results.json [--eager-iterations 20]
 
 Each repeat runs SAC / g1_walk_flat and FlashSAC / g1_motion_tracking back to back (interleaved, so drift of
-the machine hits both alike) at the DESIGN.md settings: 2048 envs, 160 iterations, presets unchanged.
+the machine hits both alike) at the canonical settings (docs/performance.md): 2048 envs, 160 iterations,
+presets unchanged.
 ``--eager-iterations N`` adds one `training.cuda_graph=false` run per workload with N iterations (eager runs
 are ~10x slower; their tail covers all N iterations). The number reported is each run's
 ``tail_env_steps_per_sec`` from its ``run_summary.json``.

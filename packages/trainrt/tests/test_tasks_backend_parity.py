@@ -1,7 +1,7 @@
 """Both G1 tasks on both backends: from the same seed and state, mujoco and mjwarp agree on obs and rewards.
 
 MuJoCo Warp runs on Warp's CPU device here (float32, slow), so the runs are tiny: two worlds, a few steps,
-compared with float32-level tolerances (DESIGN.md: parity holds over short horizons only).
+compared with float32-level tolerances (docs/design.md, backends: parity holds over short horizons only).
 """
 
 from __future__ import annotations

@@ -13,6 +13,10 @@ One control step (``step``):
 7. commands advance and interval events fire;
 8. observations of all rows (reset rows observe their new state).
 
+Quantities several terms read (rotated velocities, a command's reference, anchor-relative targets) are
+memoized in ``state_cache`` between the points where the state or the commands change, so each is computed
+once per state instead of once per reading term (see ``StateCache``).
+
 Every result lives in a buffer allocated at construction and written in place, so a CUDA graph of ``step``
 leaves its results in the same tensors. Non-finite rows report ``valid=False``, ``reward=0``,
 ``terminated=False`` and ``truncated=True`` (a reset that is not the policy's failure), and their
@@ -30,6 +34,7 @@ import torch
 import simcore
 from trainrt.envs.env_cfg import EnvCfg
 from trainrt.envs.robot_view import RobotView
+from trainrt.envs.state_cache import StateCache
 from trainrt.hotpath import cold_path
 from trainrt.managers import (
     ActionManager,
@@ -135,6 +140,8 @@ class ManagerBasedRlEnv:
         self.common_step_counter = torch.zeros((), dtype=torch.long, device=self.device)
         """Control steps taken since construction: a device scalar, so graph replays advance it too."""
 
+        self.state_cache = StateCache()
+        """Derived quantities several terms read, memoized while the state holds (inside ``step``/``reset``)."""
         self.plan = self.backend.read_plan(
             bodies=scene.plan_bodies, sensors=scene.sensors, contact_bodies=scene.contact_bodies
         )
@@ -143,6 +150,7 @@ class ManagerBasedRlEnv:
             self.plan,
             default_joint_pos=scene.default_joint_pos,
             init_root_height=scene.init_root_height,
+            state_cache=self.state_cache,
         )
         self.backend.forward()
 
@@ -218,21 +226,28 @@ class ManagerBasedRlEnv:
 
     def reset(self) -> Observations:
         """Reset every row through the same path as the auto-reset; return the observation buffers."""
-        self._result.terminated.zero_()
-        self._result.truncated.zero_()
-        self._reset_rows(self._all_rows)
-        self.observation_manager.compute(update_history=True)
-        for final, obs in self._obs_pairs:
-            final.copy_(obs)
+        with self.state_cache.memoizing():
+            self._result.terminated.zero_()
+            self._result.truncated.zero_()
+            self._reset_rows(self._all_rows)
+            self.observation_manager.compute(update_history=True)
+            for final, obs in self._obs_pairs:
+                final.copy_(obs)
         return self._obs
 
     def step(self, action: torch.Tensor) -> StepResult:
         """Advance one control step with ``action`` (num_envs, num_actions); auto-reset done rows."""
+        with self.state_cache.memoizing():
+            return self._step(action)
+
+    def _step(self, action: torch.Tensor) -> StepResult:
+        cache = self.state_cache
         result = self._result
         valid = result.valid
         self.action_manager.process_action(action)
         self.action_manager.apply_action()
         self.backend.step()
+        cache.invalidate()
         self.episode_length_buf.add_(1)
         self.common_step_counter.add_(1)
 
@@ -262,19 +277,23 @@ class ManagerBasedRlEnv:
 
         self.command_manager.compute(self.step_dt)
         self.event_manager.apply_interval(self.step_dt)
+        cache.invalidate()
         self.observation_manager.compute(update_history=True)
         keep = self._finished.unsqueeze(1)
         for final, obs in self._obs_pairs:
-            final.copy_(torch.where(keep, final, obs))
+            torch.where(keep, final, obs, out=final)
         return result
 
     def _reset_rows(self, env_mask: torch.Tensor) -> None:
         """Start new episodes in rows where ``env_mask`` (num_envs,) is True, with one reset transaction."""
+        self.state_cache.invalidate()
         self.curriculum_manager.compute(env_mask)
         self._fill_default_payload()
         self.command_manager.reset(env_mask)
+        self.state_cache.invalidate()
         self.event_manager.apply_reset(env_mask)
         self.backend.reset(env_mask, self.reset_payload, self.reset_spec)
+        self.state_cache.invalidate()
         self.action_manager.reset(env_mask)
         self.observation_manager.reset(env_mask)
         self.reward_manager.reset(env_mask)

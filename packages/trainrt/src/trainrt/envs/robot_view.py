@@ -5,7 +5,9 @@ Free-joint convention (MuJoCo): ``qpos[:, r:r+3]`` root position (world), ``qpos
 frame). The robot's joints are the model's hinge and slide joints, in model order.
 
 Every property is computed from the current backend state when read. When the backend stores float32, plain
-slices are returned as views of the backend's tensors: terms must treat them as read-only.
+slices are returned as views of the backend's tensors: terms must treat them as read-only. Quantities that
+take arithmetic (frame rotations, heading, applied torque) are memoized in the env's ``StateCache`` while the
+state holds, so the terms of one step that read them share one computation.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import mujoco
 import numpy as np
 import torch
 
+from trainrt.envs.state_cache import StateCache
 from trainrt.hotpath import cold_path
 from trainrt.managers.base import assign_columns_, index_or_slice
 from trainrt.mdp.math import quat_apply, quat_apply_inverse, yaw_from_quat
@@ -35,6 +38,7 @@ class RobotView:
         *,
         default_joint_pos: dict[str, float] | None = None,
         init_root_height: float | None = None,
+        state_cache: StateCache | None = None,
     ) -> None:
         """Resolve joint/actuator layouts from ``backend.mj_model`` and the body/contact layout from ``plan``.
 
@@ -43,8 +47,10 @@ class RobotView:
             plan: the backend's read plan over the scene's bodies, sensors and contact bodies.
             default_joint_pos: default joint positions by joint name or regex; others take ``qpos0``.
             init_root_height: root height of the default pose; ``None`` keeps ``qpos0``'s.
+            state_cache: the env's cache for derived quantities; ``None`` computes on every read.
         """
         self._backend = backend
+        self._cache = state_cache
         self._plan = plan
         model = backend.mj_model
         self.num_envs = backend.num_envs
@@ -186,6 +192,12 @@ class RobotView:
         self._per_world_gain = "actuator_gainprm" in fields
         self._per_world_bias = "actuator_biasprm" in fields
 
+    def _memo(self, name: str, compute: Any) -> torch.Tensor:
+        """``compute()`` memoized in the state cache while the state holds (computed every read without one)."""
+        if self._cache is None:
+            return compute()
+        return self._cache.get((id(self), name), compute)
+
     def _require_root(self) -> None:
         if not self.has_root:
             raise NotImplementedError("RobotView: the model has no free joint, so there is no root state")
@@ -219,22 +231,25 @@ class RobotView:
     @property
     def root_ang_vel_w(self) -> torch.Tensor:
         """Root angular velocity in the world frame (num_envs, 3)."""
-        return quat_apply(self.root_quat_w, self.root_ang_vel_b)
+        return self._memo("root_ang_vel_w", lambda: quat_apply(self.root_quat_w, self.root_ang_vel_b))
 
     @property
     def root_lin_vel_b(self) -> torch.Tensor:
         """Root linear velocity in the root (body) frame (num_envs, 3)."""
-        return quat_apply_inverse(self.root_quat_w, self.root_lin_vel_w)
+        return self._memo("root_lin_vel_b", lambda: quat_apply_inverse(self.root_quat_w, self.root_lin_vel_w))
 
     @property
     def projected_gravity_b(self) -> torch.Tensor:
         """Unit gravity direction in the root frame (num_envs, 3); ``(0, 0, -1)`` when upright."""
-        return quat_apply_inverse(self.root_quat_w, self._gravity_dir.expand(self.num_envs, 3))
+        return self._memo(
+            "projected_gravity_b",
+            lambda: quat_apply_inverse(self.root_quat_w, self._gravity_dir.expand(self.num_envs, 3)),
+        )
 
     @property
     def heading_w(self) -> torch.Tensor:
         """Yaw of the root's forward (x) axis in the world frame, in (-pi, pi] (num_envs,)."""
-        return yaw_from_quat(self.root_quat_w)
+        return self._memo("heading_w", lambda: yaw_from_quat(self.root_quat_w))
 
     # --- joints -------------------------------------------------------------------------------------------
 
@@ -257,6 +272,9 @@ class RobotView:
         """
         if self._torque_unsupported is not None:
             raise NotImplementedError(f"RobotView.applied_torque: {self._torque_unsupported}")
+        return self._memo("applied_torque", self._applied_torque)
+
+    def _applied_torque(self) -> torch.Tensor:
         backend = self._backend
         ctrl = backend.ctrl[:, self._torque_acts].to(torch.float32)
         ctrl = torch.clamp(ctrl, self._ctrl_lo, self._ctrl_hi)

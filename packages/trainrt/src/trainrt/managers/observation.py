@@ -7,7 +7,9 @@ Every group writes into buffers allocated once, so the returned tensors are the 
 
 The env computes observations twice per step (once before auto-reset for the final observation, once after),
 so observation terms must be pure functions of the current state: per-step state (a gait clock, a motion
-time) belongs in a command term's ``_update``, which runs once per step.
+time) belongs in a command term's ``_update``, which runs once per step. Because they are pure, a term that
+appears in several groups with the same function and params (a critic group repeating the policy's terms) is
+evaluated once per compute; each group still applies its own noise, clip, scale and history to the value.
 """
 
 from __future__ import annotations
@@ -89,6 +91,8 @@ class _ObsTerm:
         self.history = (
             torch.zeros(n, cfg.history_length, frame_dim, device=device) if cfg.history_length > 0 else None
         )
+        self.source = 0
+        """Index of this term's evaluation in the manager's shared sources (set by the manager)."""
         # Set per group once the output buffers exist: `out` is the term's slice of the group output, `frame`
         # its current processed frame (the output slice itself when there is no history).
         self.out: torch.Tensor = torch.empty(0)
@@ -152,6 +156,7 @@ class ObservationManager(ManagerBase):
                 terms.append(_ObsTerm(term_name, term_cfg, fn, params, frame_dim, env))
                 fns.append(fn)
             self._groups[group_name] = _ObsGroup(group_name, group_cfg, terms, env)
+        self._sources = self._share_sources([t for g in self._groups.values() for t in g.terms])
         self._term_names = [f"{g}/{t.name}" for g, grp in self._groups.items() for t in grp.terms]
         self._stateful = stateful_terms(fns)
         # Rows whose history must be refilled with the next frame (all rows before the first compute).
@@ -160,6 +165,28 @@ class ObservationManager(ManagerBase):
         self._obs: dict[str, torch.Tensor | dict[str, torch.Tensor]] = {
             name: group.buffer for name, group in self._groups.items()
         }
+
+    @staticmethod
+    @cold_path
+    def _share_sources(terms: list[_ObsTerm]) -> list[tuple[Callable, dict[str, Any]]]:
+        """The distinct ``(fn, params)`` evaluations of ``terms``; sets each term's ``source`` index into them.
+
+        Terms share an evaluation when they call the same function object with equal params (stateful term
+        classes are instantiated per term, so they never share).
+        """
+        sources: list[tuple[Callable, dict[str, Any]]] = []
+        for term in terms:
+            term.source = next(
+                (
+                    i
+                    for i, (fn, params) in enumerate(sources)
+                    if fn is term.fn and _same_params(params, term.params)
+                ),
+                len(sources),
+            )
+            if term.source == len(sources):
+                sources.append((term.fn, term.params))
+        return sources
 
     @property
     def group_obs_dim(self) -> dict[str, int]:
@@ -185,9 +212,14 @@ class ObservationManager(ManagerBase):
         env = self._env
         rng = env.rng
         fresh = self._fresh.view(-1, 1, 1)
+        values: list[torch.Tensor | None] = [None] * len(self._sources)
         for group in self._groups.values():
             for term in group.terms:
-                term.frame.copy_(term.fn(env, **term.params).reshape(self.num_envs, -1))
+                value = values[term.source]
+                if value is None:
+                    fn, params = self._sources[term.source]
+                    value = values[term.source] = fn(env, **params)
+                term.frame.copy_(value.reshape(self.num_envs, -1))
                 if group.corrupt and term.noise is not None:
                     term.noise.add_(term.frame, term.noise_scratch, rng)
                 if term.clip is not None:
@@ -235,3 +267,22 @@ class ObservationManager(ManagerBase):
             header = ["index", "name", "func", "dim", "history", "noise", "clip", "scale"]
             tables.append(format_table(title, header, rows))
         return "\n".join(tables)
+
+
+def _same_params(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two term param dicts are equal (values that do not compare to a plain bool count as different)."""
+    if a is b:
+        return True
+    if a.keys() != b.keys():
+        return False
+    for key, value in a.items():
+        other = b[key]
+        if value is other:
+            continue
+        try:
+            same = value == other
+        except Exception:  # e.g. tensors of different shapes
+            return False
+        if not isinstance(same, bool) or not same:
+            return False
+    return True

@@ -115,7 +115,7 @@ class RankFigures(BaseModel):
 
 
 class RunSummary(BaseModel):
-    """Schema of ``run_summary.json`` (field docs are the contract; see DESIGN.md, measurement contract)."""
+    """Schema of ``run_summary.json`` (field docs are the contract; see docs/design.md, measurement contract)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 

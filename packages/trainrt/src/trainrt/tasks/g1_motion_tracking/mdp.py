@@ -78,6 +78,8 @@ class MotionCommand(CommandTerm):
         joint_position_range: ``(low, high)`` perturbation of the reset joint positions (rad).
         bin_duration_s, adaptive_kernel_size, adaptive_lambda, adaptive_uniform_ratio, adaptive_alpha:
             the adaptive sampler (see above).
+        start_frame: every reset starts at this frame instead of a sampled one (e.g. 0 for an evaluation
+            from the clip's start); None: the adaptive sampler.
     """
 
     PARAMS: ClassVar[dict[str, Any]] = {
@@ -92,6 +94,7 @@ class MotionCommand(CommandTerm):
         "adaptive_lambda": 0.8,
         "adaptive_uniform_ratio": 0.1,
         "adaptive_alpha": 0.001,
+        "start_frame": None,
     }
 
     @cold_path
@@ -135,6 +138,12 @@ class MotionCommand(CommandTerm):
 
         n, dev = env.num_envs, env.device
         self.num_frames = self.clip.num_frames
+        start = p["start_frame"]
+        if start is not None and not (isinstance(start, int) and 0 <= start <= self.num_frames - 2):
+            raise ValueError(
+                f"MotionCommand: start_frame must be None or an int in [0, {self.num_frames - 2}], got {start!r}"
+            )
+        self._fixed_start = None if start is None else torch.full((n,), start, dtype=torch.long, device=dev)
         self.frame_dt = env.step_dt
         """Seconds between clip frames: the clip is resampled to the control rate at load."""
         self.frame = torch.zeros(n, dtype=torch.long, device=dev)
@@ -163,58 +172,64 @@ class MotionCommand(CommandTerm):
         self._joint_draw = torch.zeros(n, self.clip.joint_pos.shape[1], device=dev)
 
     # --- reference at the current frame ------------------------------------------------------------------------
+    # Several observations, rewards, terminations and metrics read the same reference and robot quantities in
+    # one step; they are memoized in the env's state cache, which the env clears whenever the state or the
+    # frame changes (and which recomputes on every read outside the env's step and reset).
+
+    def _memo(self, name: str, compute: Any) -> Any:
+        return self.env.state_cache.get((id(self), name), compute)
 
     @property
     def command(self) -> torch.Tensor:
         """Reference joint positions and velocities (num_envs, 2 J)."""
-        return torch.cat((self.ref_joint_pos, self.ref_joint_vel), dim=1)
+        return self._memo("command", lambda: torch.cat((self.ref_joint_pos, self.ref_joint_vel), dim=1))
 
     @property
     def ref_joint_pos(self) -> torch.Tensor:
         """Reference joint positions (num_envs, J)."""
-        return self.clip.joint_pos[self.frame]
+        return self._memo("ref_joint_pos", lambda: self.clip.joint_pos[self.frame])
 
     @property
     def ref_joint_vel(self) -> torch.Tensor:
         """Reference joint velocities (num_envs, J)."""
-        return self.clip.joint_vel[self.frame]
+        return self._memo("ref_joint_vel", lambda: self.clip.joint_vel[self.frame])
 
     @property
     def ref_body_pos_w(self) -> torch.Tensor:
         """Reference positions of the tracked bodies, world frame (num_envs, B, 3)."""
-        return self.clip.body_pos_w[self.frame]
+        return self._memo("ref_body_pos_w", lambda: self.clip.body_pos_w[self.frame])
 
     @property
     def ref_body_quat_w(self) -> torch.Tensor:
         """Reference orientations of the tracked bodies, wxyz (num_envs, B, 4)."""
-        return self.clip.body_quat_w[self.frame]
+        return self._memo("ref_body_quat_w", lambda: self.clip.body_quat_w[self.frame])
 
     @property
     def ref_body_lin_vel_w(self) -> torch.Tensor:
         """Reference linear velocities of the tracked bodies, world frame (num_envs, B, 3)."""
-        return self.clip.body_lin_vel_w[self.frame]
+        return self._memo("ref_body_lin_vel_w", lambda: self.clip.body_lin_vel_w[self.frame])
 
     @property
     def ref_body_ang_vel_w(self) -> torch.Tensor:
         """Reference angular velocities of the tracked bodies, world frame (num_envs, B, 3)."""
-        return self.clip.body_ang_vel_w[self.frame]
+        return self._memo("ref_body_ang_vel_w", lambda: self.clip.body_ang_vel_w[self.frame])
 
     @property
     def ref_anchor_pos_w(self) -> torch.Tensor:
         """Reference anchor position (num_envs, 3)."""
-        return self.clip.body_pos_w[self.frame, self.anchor_index]
+        return self._memo("ref_anchor_pos_w", lambda: self.clip.body_pos_w[self.frame, self.anchor_index])
 
     @property
     def ref_anchor_quat_w(self) -> torch.Tensor:
         """Reference anchor orientation, wxyz (num_envs, 4)."""
-        return self.clip.body_quat_w[self.frame, self.anchor_index]
+        return self._memo("ref_anchor_quat_w", lambda: self.clip.body_quat_w[self.frame, self.anchor_index])
 
     # --- the robot ------------------------------------------------------------------------------------------------
 
     @property
     def robot_body_pos_w(self) -> torch.Tensor:
         """Robot positions of the tracked bodies (num_envs, B, 3)."""
-        return self.env.robot.body_pos_w[:, self.robot_body_ids]
+        return self._memo("robot_body_pos_w", lambda: self.env.robot.body_pos_w[:, self.robot_body_ids])
 
     @property
     def robot_body_quat_w(self) -> torch.Tensor:
@@ -275,7 +290,8 @@ class MotionCommand(CommandTerm):
         # cleared by a full reset(), so a failure is counted once
         failed = env.terminated & env_mask
         self._bin_failures_now.scatter_add_(0, self._frame_bins(), failed.to(torch.float32))
-        self.frame.copy_(torch.where(env_mask, self._sample_start_frames(), self.frame))
+        start = self._sample_start_frames() if self._fixed_start is None else self._fixed_start
+        self.frame.copy_(torch.where(env_mask, start, self.frame))
         self._write_reset_state(env_mask)
 
     def _sample_start_frames(self) -> torch.Tensor:

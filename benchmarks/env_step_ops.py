@@ -1,0 +1,262 @@
+"""DIAGNOSTIC: count the work one env step dispatches (torch ops and Warp kernel launches), per task.
+
+    uv run --frozen python benchmarks/env_step_ops.py [--task g1_walk_flat] [--sim mjwarp] [--num-envs 4]
+
+Inside a CUDA graph every kernel node costs a few microseconds however small it is, so at training sizes the
+number of kernels an env step launches matters as much as their arithmetic. This tool runs a few env steps
+on the CPU and counts, per step:
+
+- torch ops dispatched (``TorchDispatchMode``: every aten op, including views and in-place writes; views
+  launch no kernel, so ``torch_kernel_ops`` leaves out pure view/metadata ops);
+- Warp launches (``wp.launch`` / ``wp.launch_tiled`` calls, plus the Warp array copies and fills that become
+  memcpy/memset nodes);
+- the same counts for the parts of a step: the physics call, the reset transaction and each manager.
+
+The counts do not depend on the device, only on the code path, so a CPU run predicts the node count of the
+GPU graph (Warp's CPU device runs the same launches). Use ``--steps`` to average over more steps (the reset
+path runs every step; which rows it selects does not change the count).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import json
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+_VIEW_OPS = {
+    "view",
+    "_unsafe_view",
+    "reshape",
+    "expand",
+    "unsqueeze",
+    "squeeze",
+    "select",
+    "slice",
+    "t",
+    "transpose",
+    "permute",
+    "as_strided",
+    "alias",
+    "detach",
+    "lift_fresh",
+    "unbind",
+    "split",
+    "split_with_sizes",
+    "chunk",
+    "narrow",
+    "diagonal",
+    "view_as_real",
+    "view_as_complex",
+    "_reshape_alias",
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "new_empty",
+    "new_empty_strided",
+    "sym_size",
+    "sym_stride",
+    "is_same_size",
+    "_to_copy_noop",
+}
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts aten ops by name while active (``ops``: Counter of ``aten.<name>``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: collections.Counter[str] = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+    @property
+    def total(self) -> int:
+        """Every dispatched op."""
+        return sum(self.ops.values())
+
+    @property
+    def kernel_ops(self) -> int:
+        """Ops that launch work on a device (views, shape queries and empty allocations excluded)."""
+        return sum(v for k, v in self.ops.items() if k not in _VIEW_OPS)
+
+
+class WarpLaunchCounter:
+    """Counts Warp kernel launches and array copies/fills while installed (patches the ``warp`` module)."""
+
+    def __init__(self) -> None:
+        self.launches: collections.Counter[str] = collections.Counter()
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[WarpLaunchCounter]:
+        try:
+            import warp as wp
+        except ImportError:
+            yield self
+            return
+        originals: dict[str, Callable] = {}
+
+        def wrap(name: str, original: Callable) -> Callable:
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                if name.startswith("launch"):
+                    kernel = args[0] if args else kwargs.get("kernel")
+                    label = getattr(kernel, "key", None) or getattr(kernel, "__name__", "kernel")
+                else:
+                    label = name
+                self.launches[label] += 1
+                return original(*args, **kwargs)
+
+            return counted
+
+        for name in ("launch", "launch_tiled", "copy"):
+            if hasattr(wp, name):
+                originals[name] = getattr(wp, name)
+                setattr(wp, name, wrap(name, originals[name]))
+        try:
+            yield self
+        finally:
+            for name, original in originals.items():
+                setattr(wp, name, original)
+
+    @property
+    def total(self) -> int:
+        """Launches plus copies."""
+        return sum(self.launches.values())
+
+
+@contextlib.contextmanager
+def _counting_calls(
+    obj: Any,
+    attr: str,
+    sink: dict[str, list[int]],
+    label: str,
+    torch_counter: OpCounter,
+    warp_counter: WarpLaunchCounter,
+) -> Iterator[None]:
+    """Attribute the ops of ``obj.attr(...)`` calls to ``label`` (torch kernel ops, Warp launches)."""
+    original = getattr(obj, attr)
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        t0, w0 = torch_counter.kernel_ops, warp_counter.total
+        try:
+            return original(*args, **kwargs)
+        finally:
+            entry = sink.setdefault(label, [0, 0])
+            entry[0] += torch_counter.kernel_ops - t0
+            entry[1] += warp_counter.total - w0
+
+    setattr(obj, attr, wrapped)
+    try:
+        yield
+    finally:
+        setattr(obj, attr, original)
+
+
+def count_env_step(task: str, sim: str, num_envs: int, steps: int, seed: int = 0) -> dict[str, Any]:
+    """Per-step op counts of ``ManagerBasedRlEnv.step`` for ``task`` (random actions, CPU)."""
+    from trainrt.envs import ManagerBasedRlEnv
+    from trainrt.tasks import make_task_cfg
+
+    env = ManagerBasedRlEnv(make_task_cfg(task), sim=sim, num_envs=num_envs, device="cpu", seed=seed)
+    env.reset()
+    gen = torch.Generator().manual_seed(seed)
+    actions = [torch.rand(num_envs, env.num_actions, generator=gen) * 0.4 - 0.2 for _ in range(steps + 2)]
+    for action in actions[:2]:  # warm up: first calls may build caches
+        env.step(action)
+
+    torch_counter = OpCounter()
+    warp_counter = WarpLaunchCounter()
+    parts: dict[str, list[int]] = {}
+    targets = [
+        (env.backend, "step", "physics (backend.step)"),
+        (env.backend, "reset", "reset transaction (backend.reset)"),
+        (env.action_manager, "process_action", "action manager"),
+        (env.action_manager, "apply_action", "action manager"),
+        (env.termination_manager, "compute", "termination manager"),
+        (env.reward_manager, "compute", "reward manager"),
+        (env.metrics_manager, "compute", "metrics manager"),
+        (env.observation_manager, "compute", "observation manager"),
+        (env.command_manager, "compute", "command manager (update)"),
+        (env.command_manager, "reset", "command manager (reset)"),
+        (env.event_manager, "apply_reset", "event manager (reset)"),
+        (env.event_manager, "apply_interval", "event manager (interval)"),
+        (env.curriculum_manager, "compute", "curriculum manager"),
+    ]
+    with contextlib.ExitStack() as stack:
+        for obj, attr, label in targets:
+            stack.enter_context(_counting_calls(obj, attr, parts, label, torch_counter, warp_counter))
+        stack.enter_context(warp_counter.installed())
+        with torch_counter:
+            for action in actions[2:]:
+                env.step(action)
+    per_step = {
+        label: {"torch_kernel_ops": t / steps, "warp_launches": w / steps} for label, (t, w) in parts.items()
+    }
+    accounted_torch = sum(v[0] for v in parts.values())
+    accounted_warp = sum(v[1] for v in parts.values())
+    per_step["env step (rest)"] = {
+        "torch_kernel_ops": (torch_counter.kernel_ops - accounted_torch) / steps,
+        "warp_launches": (warp_counter.total - accounted_warp) / steps,
+    }
+    return {
+        "bench": "env_step_ops",
+        "label": "DIAGNOSTIC (op counts per env step on the CPU; predicts CUDA graph node counts)",
+        "task": task,
+        "sim": sim,
+        "num_envs": num_envs,
+        "steps": steps,
+        "torch_ops_per_step": torch_counter.total / steps,
+        "torch_kernel_ops_per_step": torch_counter.kernel_ops / steps,
+        "warp_launches_per_step": warp_counter.total / steps,
+        "parts": per_step,
+        "top_torch_ops": dict(torch_counter.ops.most_common(15)),
+        "top_warp_kernels": dict(warp_counter.launches.most_common(15)),
+    }
+
+
+def _format(result: dict[str, Any]) -> str:
+    lines = [
+        f"[diagnostic] env step ops: {result['task']} on {result['sim']} ({result['num_envs']} envs, "
+        f"{result['steps']} steps)",
+        f"  torch ops / step:        {result['torch_ops_per_step']:8.1f}",
+        f"  torch kernel ops / step: {result['torch_kernel_ops_per_step']:8.1f}",
+        f"  warp launches / step:    {result['warp_launches_per_step']:8.1f}",
+        "  per part (torch kernel ops, warp launches):",
+    ]
+    for label, counts in result["parts"].items():
+        lines.append(f"    {label:<36} {counts['torch_kernel_ops']:8.1f} {counts['warp_launches']:8.1f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", action="append", choices=("g1_walk_flat", "g1_motion_tracking"))
+    parser.add_argument("--sim", default="mjwarp", choices=("mujoco", "mjwarp"))
+    parser.add_argument("--num-envs", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args(argv)
+    if args.num_envs < 1 or args.steps < 1:
+        parser.error("--num-envs and --steps must be >= 1")
+    torch.set_num_threads(1)
+    results = []
+    for task in args.task or ["g1_walk_flat", "g1_motion_tracking"]:
+        result = count_env_step(task, args.sim, args.num_envs, args.steps)
+        print(_format(result), flush=True)
+        results.append(result)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

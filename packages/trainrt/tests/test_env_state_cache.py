@@ -1,0 +1,146 @@
+"""The env's state cache and the fused term evaluation change no value: memoized vs recomputed, stacked vs
+per-term, shared vs per-group, on both G1 tasks (mujoco backend, deterministic)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from trainrt.envs import ManagerBasedRlEnv
+from trainrt.envs.state_cache import StateCache
+from trainrt.tasks import make_task_cfg
+
+NUM_ENVS = 4
+TASK_NAMES = ("g1_walk_flat", "g1_motion_tracking")
+
+
+def _make_env(task: str, seed: int = 0) -> ManagerBasedRlEnv:
+    try:
+        return ManagerBasedRlEnv(
+            make_task_cfg(task), sim="mujoco", num_envs=NUM_ENVS, device="cpu", seed=seed
+        )
+    except FileNotFoundError as err:
+        pytest.skip(f"G1 assets missing: {err}")
+
+
+def _actions(env: ManagerBasedRlEnv, steps: int, seed: int = 1) -> list[torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.rand(NUM_ENVS, env.num_actions, generator=gen) * 1.6 - 0.8 for _ in range(steps)]
+
+
+def _flat(obs: dict) -> list[torch.Tensor]:
+    out = []
+    for value in obs.values():
+        out.extend(value.values() if isinstance(value, dict) else [value])
+    return out
+
+
+def _time_out_row_soon(env: ManagerBasedRlEnv, step: int) -> None:
+    """Before step 2, row 1 reaches its episode limit: steps 2 and later see a reset row."""
+    if step == 2:
+        env.episode_length_buf[1] = env.max_episode_length - 1
+
+
+@pytest.fixture(scope="module", params=TASK_NAMES)
+def stepped_env(request) -> ManagerBasedRlEnv:
+    """An env a few steps into its episodes (bodies moving, commands away from their start)."""
+    env = _make_env(request.param)
+    env.reset()
+    for action in _actions(env, 3):
+        env.step(action)
+    return env
+
+
+def test_cache_memoizes_only_while_active_and_forgets_on_invalidate():
+    cache = StateCache()
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return len(calls)
+
+    assert cache.get("k", compute) == 1 and cache.get("k", compute) == 2  # inactive: always recomputes
+    with cache.memoizing():
+        assert cache.active
+        assert cache.get("k", compute) == 3 and cache.get("k", compute) == 3
+        cache.invalidate()
+        assert cache.get("k", compute) == 4
+    assert not cache.active
+    with cache.memoizing():
+        assert cache.get("k", compute) == 5  # a new step starts empty
+
+
+@pytest.mark.parametrize("task", TASK_NAMES)
+def test_memoized_steps_equal_recomputed_steps_bit_for_bit(task, monkeypatch):
+    cached_env = _make_env(task)
+    cached_obs = [t.clone() for t in _flat(cached_env.reset())]
+    with monkeypatch.context() as patch:
+        patch.setattr(StateCache, "get", lambda self, key, compute: compute())
+        plain_env = _make_env(task)
+        plain_obs = [t.clone() for t in _flat(plain_env.reset())]
+        plain_steps = []
+        for k, action in enumerate(_actions(plain_env, 6)):
+            _time_out_row_soon(plain_env, k)
+            r = plain_env.step(action)
+            plain_steps.append(
+                [r.reward.clone(), r.terminated.clone(), r.truncated.clone()]
+                + [t.clone() for t in _flat(r.obs) + _flat(r.final_obs)]
+            )
+    for a, b in zip(cached_obs, plain_obs):
+        assert torch.equal(a, b)
+    for k, (action, expected) in enumerate(zip(_actions(cached_env, 6), plain_steps)):
+        _time_out_row_soon(cached_env, k)
+        r = cached_env.step(action)
+        got = [r.reward, r.terminated, r.truncated, *_flat(r.obs), *_flat(r.final_obs)]
+        for a, b in zip(got, expected):
+            assert torch.equal(a, b)
+
+
+def test_stacked_reward_equals_each_term_times_weight_and_dt(stepped_env):
+    env = stepped_env
+    manager = env.reward_manager
+    with env.state_cache.memoizing():
+        total = manager.compute(env.step_dt).clone()
+        step_reward = manager.step_reward.clone()
+    # outside the env's step the cache is off: every term recomputes from the state
+    evaluated = set()
+    for i, fn, params, weight in manager._evaluated:
+        expected = fn(env, **params) * (weight * env.step_dt)
+        assert torch.equal(step_reward[:, i], expected.to(step_reward.dtype)), manager._term_names[i]
+        evaluated.add(i)
+    for i in set(range(len(manager._term_names))) - evaluated:
+        assert torch.all(step_reward[:, i] == 0)
+    assert torch.equal(total, step_reward.sum(dim=1))
+    assert step_reward.abs().sum(dim=0).count_nonzero() >= len(evaluated) // 2  # the terms are not all zero
+
+
+def test_shared_observation_terms_equal_each_group_evaluating_its_own(stepped_env):
+    env = stepped_env
+    manager = env.observation_manager
+    with env.state_cache.memoizing():
+        manager.compute(update_history=False)
+    shared = sum(1 for g in manager._groups.values() for t in g.terms) - len(manager._sources)
+    assert shared > 0  # the critic repeats policy terms, so some evaluations are shared
+    for group in manager._groups.values():
+        for term in group.terms:
+            if term.history is not None or (group.corrupt and term.noise is not None):
+                continue
+            expected = term.fn(env, **term.params).reshape(NUM_ENVS, -1).to(term.out.dtype)
+            if term.clip is not None:
+                expected = expected.clamp(*term.clip)
+            if term.scale is not None:
+                expected = expected * term.scale
+            assert torch.equal(term.out, expected), f"{group.name}/{term.name}"
+
+
+def test_terminations_and_metrics_read_the_cache_without_changing_values(stepped_env):
+    env = stepped_env
+    with env.state_cache.memoizing():
+        env.termination_manager.compute()
+        dones = env.termination_manager.term_dones.clone()
+        env.metrics_manager.compute()
+        metrics = getattr(env.metrics_manager, "step_values", torch.zeros(0)).clone()
+    for i, fn, params in env.termination_manager._terms:
+        assert torch.equal(dones[:, i], fn(env, **params).to(torch.bool))
+    for i, fn, params in getattr(env.metrics_manager, "_terms", []):
+        assert torch.equal(metrics[:, i], fn(env, **params).to(metrics.dtype))
