@@ -1,6 +1,8 @@
-"""docs/tasks.md is generated from the task configs and must match them (regenerate, never hand-edit)."""
+"""docs/tasks.md is generated from the task configs and must match them; links between the docs resolve."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -62,3 +64,26 @@ def test_check_mode_reports_a_stale_file(tmp_path, capsys, rendered):
     assert REGENERATE_COMMAND in capsys.readouterr().err
     stale.write_text(rendered)
     assert main(["--check", "--out", str(stale)]) == 0
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading (lower case, punctuation dropped, spaces to dashes)."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_links_between_the_docs_resolve():
+    docs = DOCS_FILE.parent
+    pages = [*docs.glob("*.md"), docs.parent / "README.md"]
+    anchors = {p.resolve(): {_slug(h) for h in re.findall(r"^#+ (.*)$", p.read_text(), re.M)} for p in pages}
+    broken = []
+    for page in pages:
+        for link in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if link.startswith(("http://", "https://")):
+                continue
+            path, _, anchor = link.partition("#")
+            target = (page.parent / path).resolve() if path else page.resolve()
+            if not target.exists():
+                broken.append(f"{page.name}: {link} (no such file)")
+            elif anchor and target in anchors and anchor not in anchors[target]:
+                broken.append(f"{page.name}: {link} (no such heading)")
+    assert broken == []
