@@ -16,7 +16,13 @@ SRC = Path(__file__).resolve().parents[2] / "packages" / "simcore" / "src" / "si
 # The mujoco backend is the host bridge: it synchronizes at its boundary by design and declares HOST_BRIDGE.
 HOT_ENTRY_POINTS = {
     "backend.py": {"SimBackend.step", "SimBackend.forward", "SimBackend.reset"},
-    "mjwarp_backend.py": {"_advance", "_refresh_derived", "_derived_kernels", "_recompute_constants"},
+    "mjwarp_backend.py": {
+        "_advance",
+        "_refresh_derived",
+        "_derived_kernels",
+        "_recompute_constants",
+        "_refresh_after_reset",
+    },
     "reset.py": {"apply_masked", "clear_masked"},
     "read_plan.py": {"_refresh"},
     "graph.py": {"replay", "_run_steps"},

@@ -27,8 +27,8 @@ from trainrt.hotpath import (
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "trainrt"
 # Every module of these folders runs per step, so each must be listed among the hot entry points.
-PER_STEP_DIRS = ("managers", "mdp", "replay")
-NOT_PER_STEP = {"mdp/name_matching.py", "mdp/state_layout.py"}  # used by constructors only
+PER_STEP_DIRS = ("envs", "managers", "mdp", "replay")
+NOT_PER_STEP = {"envs/env_cfg.py", "mdp/name_matching.py", "mdp/state_layout.py"}  # config, constructors only
 
 
 def test_every_per_step_module_has_entry_points():

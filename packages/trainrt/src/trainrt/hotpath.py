@@ -22,6 +22,7 @@ HOT_ENTRY_POINTS: Mapping[str, str | frozenset[str]] = {
     # the env step and what it reads
     "envs/manager_based_rl_env.py": frozenset({"ManagerBasedRlEnv.step", "ManagerBasedRlEnv.terminated"}),
     "envs/robot_view.py": EVERY_FUNCTION,
+    "envs/state_cache.py": frozenset({"StateCache.get", "StateCache.invalidate", "StateCache.memoizing"}),
     # the managers' per-step and per-reset methods (a bare name matches that method in every class)
     "managers/action.py": frozenset({"process_action", "apply_action", "write_reset_ctrl", "reset"}),
     "managers/base.py": frozenset({"ManagerBase.reset", "ManagerTermBase.reset", "assign_columns_"}),
