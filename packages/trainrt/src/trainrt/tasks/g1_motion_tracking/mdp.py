@@ -237,6 +237,20 @@ class MotionCommand(CommandTerm):
         return self.env.robot.body_quat_w[:, self.robot_body_ids]
 
     @property
+    def robot_body_lin_vel_w(self) -> torch.Tensor:
+        """Robot linear velocities of the tracked bodies, world frame (num_envs, B, 3)."""
+        return self._memo(
+            "robot_body_lin_vel_w", lambda: self.env.robot.body_lin_vel_w[:, self.robot_body_ids]
+        )
+
+    @property
+    def robot_body_ang_vel_w(self) -> torch.Tensor:
+        """Robot angular velocities of the tracked bodies, world frame (num_envs, B, 3)."""
+        return self._memo(
+            "robot_body_ang_vel_w", lambda: self.env.robot.body_ang_vel_w[:, self.robot_body_ids]
+        )
+
+    @property
     def robot_anchor_pos_w(self) -> torch.Tensor:
         """Robot anchor position (num_envs, 3)."""
         return self.env.robot.body_pos_w[:, self.robot_anchor_id]
@@ -252,6 +266,9 @@ class MotionCommand(CommandTerm):
         Rotated by the anchors' yaw difference about the reference anchor, then translated so the reference
         anchor sits at the robot anchor's x, y and the reference anchor's height.
         """
+        return self._memo("relative_body_targets", self._relative_body_targets)
+
+    def _relative_body_targets(self) -> tuple[torch.Tensor, torch.Tensor]:
         ref_anchor_pos, ref_anchor_quat = self.ref_anchor_pos_w, self.ref_anchor_quat_w
         robot_anchor_pos = self.robot_anchor_pos_w
         delta_yaw = yaw_quat(quat_mul(self.robot_anchor_quat_w, quat_conjugate(ref_anchor_quat))).unsqueeze(1)
@@ -277,6 +294,7 @@ class MotionCommand(CommandTerm):
 
     def _update(self) -> None:
         self.frame.add_(1).clamp_(max=self.num_frames - 1)
+        self.env.state_cache.invalidate()  # every reference quantity follows the frame
         self.bin_failure_rate.mul_(1.0 - self._alpha).add_(self._bin_failures_now, alpha=self._alpha)
         self._bin_failures_now.zero_()
 
@@ -292,6 +310,7 @@ class MotionCommand(CommandTerm):
         self._bin_failures_now.scatter_add_(0, self._frame_bins(), failed.to(torch.float32))
         start = self._sample_start_frames() if self._fixed_start is None else self._fixed_start
         self.frame.copy_(torch.where(env_mask, start, self.frame))
+        self.env.state_cache.invalidate()  # every reference quantity follows the frame
         self._write_reset_state(env_mask)
 
     def _sample_start_frames(self) -> torch.Tensor:
@@ -413,7 +432,7 @@ def motion_body_ori_exp(env: ManagerBasedRlEnv, command_name: str, std: float) -
 def motion_body_lin_vel_exp(env: ManagerBasedRlEnv, command_name: str, std: float) -> torch.Tensor:
     """``exp(-mean_b |v_ref - v|^2 / std^2)`` of tracked body linear velocities, world frame (num_envs,)."""
     m = _motion(env, command_name)
-    robot = env.robot.body_lin_vel_w[:, m.robot_body_ids]
+    robot = m.robot_body_lin_vel_w
     error = (m.ref_body_lin_vel_w - robot).square().sum(dim=-1).mean(dim=1)
     return torch.exp(-error / std**2)
 
@@ -421,7 +440,7 @@ def motion_body_lin_vel_exp(env: ManagerBasedRlEnv, command_name: str, std: floa
 def motion_body_ang_vel_exp(env: ManagerBasedRlEnv, command_name: str, std: float) -> torch.Tensor:
     """``exp(-mean_b |w_ref - w|^2 / std^2)`` of tracked body angular velocities, world frame (num_envs,)."""
     m = _motion(env, command_name)
-    robot = env.robot.body_ang_vel_w[:, m.robot_body_ids]
+    robot = m.robot_body_ang_vel_w
     error = (m.ref_body_ang_vel_w - robot).square().sum(dim=-1).mean(dim=1)
     return torch.exp(-error / std**2)
 
