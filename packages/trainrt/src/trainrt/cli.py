@@ -3,6 +3,7 @@
     trainrt train --algo sac --task g1_walk_flat --sim mjwarp algo.max_iterations=160 training.no_play=true
     trainrt play runs/<run>            # deterministic evaluation of the last checkpoint
     trainrt export runs/<run>          # ONNX export of the last checkpoint's actor
+    trainrt eval runs/<run>            # deterministic evaluation (walk: fixed commands; tracking: whole clip)
     trainrt bench collector            # diagnostic timings (not the acceptance number)
     trainrt train --gpus 2 ...         # data-parallel: one rank per GPU (torchrun launches work too)
 
@@ -392,6 +393,47 @@ def export(
     except (FileNotFoundError, ValueError) as err:
         raise _fail(str(err)) from None
     typer.echo(json.dumps(result, indent=2))
+
+
+@app.command("eval")
+def eval_command(
+    run_dir: Annotated[Path, typer.Argument(help="a run directory written by `trainrt train`")],
+    checkpoint: Annotated[
+        str | None, typer.Option(help="an iteration number or a checkpoint file (default: the newest)")
+    ] = None,
+    sim: Annotated[
+        Sim | None,
+        typer.Option(help="backend (default: the run's); mujoco checks an mjwarp policy sim-to-sim"),
+    ] = None,
+    num_envs: Annotated[int, typer.Option(min=1, help="envs per walk command, or tracking envs")] = 64,
+    steps: Annotated[
+        int | None, typer.Option(min=1, help="control steps per rollout (default: one episode / the clip)")
+    ] = None,
+    commands: Annotated[
+        str | None, typer.Option(help="walk: comma-separated command names (default: all)")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="JSON file (default: <run_dir>/eval/eval_<iteration>.json)")
+    ] = None,
+) -> None:
+    """Deterministic evaluation: walk per fixed command (fell, velocity errors); tracking over the whole clip."""
+    from trainrt.runner.evaluate import evaluate_run, format_eval_table
+
+    try:
+        result = evaluate_run(
+            run_dir,
+            checkpoint=checkpoint,
+            sim=sim.value if sim else None,
+            num_envs=num_envs,
+            steps=steps,
+            commands=None if commands is None else [c.strip() for c in commands.split(",") if c.strip()],
+            out=out,
+            log=typer.echo,
+        )
+    except (FileNotFoundError, ValueError) as err:
+        raise _fail(str(err)) from None
+    typer.echo(format_eval_table(result))
+    typer.echo(f"wrote {result['json_path']}")
 
 
 @app.command()

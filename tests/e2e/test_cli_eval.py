@@ -1,0 +1,88 @@
+"""CLI end to end: `trainrt eval` on tiny runs of both tasks, evaluated on both backends.
+
+Each case trains a tiny run on CPU MuJoCo (as a user would, in a subprocess) and evaluates it with a short
+horizon; the mjwarp case is the sim-to-sim direction (Warp's CPU device here).
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+TINY = [
+    "algo.num_envs=2",
+    "algo.max_iterations=1",
+    "algo.steps_per_iteration=2",
+    "algo.params.batch_size=8",
+    "algo.params.buffer_size_per_env=16",
+    "algo.params.learning_starts=2",
+    "algo.params.actor_hidden_dim=8",
+    "algo.params.critic_hidden_dim=8",
+    "training.checkpoint_every=1",
+    "training.no_play=true",
+    "training.export_onnx=false",
+]
+
+
+def trainrt(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    """Run ``python -m trainrt`` with ``args``; returns the completed process."""
+    return subprocess.run(
+        [sys.executable, "-m", "trainrt", *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+@pytest.fixture(scope="module", params=["g1_walk_flat", "g1_motion_tracking"])
+def tiny_run(request, tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp(request.param) / "run"
+    out = trainrt(
+        "train", "--algo", "sac", "--task", request.param, "--sim", "mujoco", "--preset", "cpu-demo",
+        *TINY, f"training.run_dir={run_dir}",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    return request.param, run_dir
+
+
+@pytest.mark.parametrize("sim", ["mujoco", "mjwarp"])
+def test_eval_writes_a_table_and_json(tiny_run, sim, tmp_path):
+    task, run_dir = tiny_run
+    target = tmp_path / "eval.json"
+    extra = ["--commands", "stand,forward_0.5"] if task == "g1_walk_flat" else []
+    out = trainrt(
+        "eval", str(run_dir), "--sim", sim, "--num-envs", "2", "--steps", "3", "--checkpoint", "1",
+        "--out", str(target), *extra,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(target.read_text())
+    assert (result["task"], result["sim"], result["trained_sim"], result["iteration"]) == (
+        task,
+        sim,
+        "mujoco",
+        1,
+    )
+    if task == "g1_walk_flat":
+        assert list(result["commands"]) == ["stand", "forward_0.5"]
+        assert result["commands"]["forward_0.5"]["command"] == {
+            "lin_vel_x": 0.5,
+            "lin_vel_y": 0.0,
+            "ang_vel_z": 0.0,
+        }
+        rows = result["commands"].values()
+        assert "forward_0.5" in out.stdout and "lin vel err" in out.stdout
+    else:
+        rows = [result["tracking"]]
+        assert result["clip"]["motion_file"].endswith("sub3_largebox_003_mj.npz")
+        assert "body pos err" in out.stdout
+    for row in rows:
+        assert 0.0 <= row["failed_fraction"] <= 1.0 and row["steps"] <= 3 and row["num_envs"] == 2
+        assert 0.0 < row["mean_episode_length"] <= 3
+
+
+def test_eval_default_output_and_bad_checkpoint(tiny_run):
+    task, run_dir = tiny_run
+    extra = ["--commands", "stand"] if task == "g1_walk_flat" else []
+    out = trainrt("eval", str(run_dir), "--num-envs", "1", "--steps", "2", *extra)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert (run_dir / "eval" / "eval_1.json").is_file()
+    bad = trainrt("eval", str(run_dir), "--checkpoint", "99")
+    assert bad.returncode == 2 and "no checkpoint for iteration 99" in bad.stderr
