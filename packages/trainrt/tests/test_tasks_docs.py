@@ -44,7 +44,7 @@ def test_the_reference_lists_every_term_of_every_task(rendered):
 
 def test_effective_params_fill_declared_defaults_in_order():
     params = effective_params(mdp.FeetSlipL2, {"body_names": ("a",), "contact_body_names": ("b",)})
-    assert list(params) == ["contact_body_names", "body_names", "force_threshold"]
+    assert list(params) == ["contact_body_names", "force_threshold", "body_names"]
     assert params["force_threshold"] == 1.0
     assert effective_params(mdp.track_lin_vel_xy_exp, {"std": 0.5}) == {"command_name": REQUIRED, "std": 0.5}
 

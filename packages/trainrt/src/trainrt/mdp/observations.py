@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING
 
 import torch
 
-from trainrt.hotpath import cold_path
-from trainrt.mdp.term_bases import BodySubsetTerm, ContactSubsetTerm, contact_mask
+from trainrt.mdp.term_bases import BodySubsetTerm, ContactThresholdTerm
 
 if TYPE_CHECKING:
     from trainrt.envs import ManagerBasedRlEnv
@@ -62,16 +60,9 @@ class BodyHeight(BodySubsetTerm):
         return env.robot.body_pos_w[:, self.body_ids, 2]
 
 
-class FootContact(ContactSubsetTerm):
+class FootContact(ContactThresholdTerm):
     """1.0 where a foot's net contact force exceeds ``force_threshold`` newtons, else 0.0 (num_envs, F)."""
-
-    PARAMS: ClassVar[Mapping[str, Any]] = {**ContactSubsetTerm.PARAMS, "force_threshold": 1.0}
-
-    @cold_path
-    def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
-        super().__init__(cfg, env)
-        self.force_threshold = float(self.params["force_threshold"])
 
     def __call__(self, env: ManagerBasedRlEnv) -> torch.Tensor:
         """Evaluate for all rows."""
-        return contact_mask(env, self.contact_ids, self.force_threshold).to(torch.float32)
+        return self.in_contact(env).to(torch.float32)

@@ -16,7 +16,7 @@ import simcore
 from trainrt.hotpath import cold_path
 from trainrt.managers import REQUIRED, ManagerTermBase
 from trainrt.mdp.name_matching import values_by_pattern
-from trainrt.mdp.term_bases import ContactSubsetTerm, JointSubsetTerm, contact_mask, nonempty_names
+from trainrt.mdp.term_bases import ContactThresholdTerm, JointSubsetTerm, nonempty_names
 
 if TYPE_CHECKING:
     from trainrt.envs import ManagerBasedRlEnv
@@ -133,7 +133,7 @@ class JointDeviationL1(JointSubsetTerm):
 # --- feet and contacts -----------------------------------------------------------------------------------------
 
 
-class FeetSlipL2(ContactSubsetTerm):
+class FeetSlipL2(ContactThresholdTerm):
     """Squared horizontal speed of feet in contact, summed over feet (num_envs,) in (m/s)^2.
 
     Params:
@@ -142,11 +142,7 @@ class FeetSlipL2(ContactSubsetTerm):
         force_threshold: contact force (N) above which a foot counts as in contact.
     """
 
-    PARAMS: ClassVar[Mapping[str, Any]] = {
-        **ContactSubsetTerm.PARAMS,
-        "body_names": REQUIRED,
-        "force_threshold": 1.0,
-    }
+    PARAMS: ClassVar[Mapping[str, Any]] = {**ContactThresholdTerm.PARAMS, "body_names": REQUIRED}
 
     @cold_path
     def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
@@ -158,16 +154,15 @@ class FeetSlipL2(ContactSubsetTerm):
                 f"{list(self.params['contact_body_names'])} must name the same feet, same length and order"
             )
         self.body_ids = torch.tensor(env.robot.body_ids(bodies), dtype=torch.long, device=env.device)
-        self.force_threshold = float(self.params["force_threshold"])
 
     def __call__(self, env: ManagerBasedRlEnv) -> torch.Tensor:
         """Evaluate for all rows."""
-        in_contact = contact_mask(env, self.contact_ids, self.force_threshold)
+        in_contact = self.in_contact(env)
         speed_sq = env.robot.body_lin_vel_w[:, self.body_ids, :2].square().sum(dim=-1)
         return torch.where(in_contact, speed_sq, 0.0).sum(dim=1)
 
 
-class FeetContactPhase(ContactSubsetTerm):
+class FeetContactPhase(ContactThresholdTerm):
     """Fraction of feet whose contact state matches the gait clock (num_envs,) in [0, 1].
 
     A foot is expected in stance while its phase (from a ``GaitPhaseCommand``) is below ``stance_fraction``;
@@ -183,11 +178,10 @@ class FeetContactPhase(ContactSubsetTerm):
     """
 
     PARAMS: ClassVar[Mapping[str, Any]] = {
-        **ContactSubsetTerm.PARAMS,
+        **ContactThresholdTerm.PARAMS,
         "gait_command_name": "gait",
         "velocity_command_name": "twist",
         "stance_fraction": 0.55,
-        "force_threshold": 1.0,
         "standing_threshold": 0.1,
     }
 
@@ -198,7 +192,6 @@ class FeetContactPhase(ContactSubsetTerm):
         self.gait_command_name = str(p["gait_command_name"])
         self.velocity_command_name = str(p["velocity_command_name"])
         self.stance_fraction = float(p["stance_fraction"])
-        self.force_threshold = float(p["force_threshold"])
         self.standing_threshold = float(p["standing_threshold"])
 
     def __call__(self, env: ManagerBasedRlEnv) -> torch.Tensor:
@@ -208,23 +201,16 @@ class FeetContactPhase(ContactSubsetTerm):
             env.command_manager.command(self.velocity_command_name).norm(dim=1) < self.standing_threshold
         )
         expect_stance = (foot_phase < self.stance_fraction) | standing.unsqueeze(1)
-        in_contact = contact_mask(env, self.contact_ids, self.force_threshold)
+        in_contact = self.in_contact(env)
         return (in_contact == expect_stance).to(torch.float32).mean(dim=1)
 
 
-class UndesiredContacts(ContactSubsetTerm):
+class UndesiredContacts(ContactThresholdTerm):
     """Number of listed contact bodies pushed by more than ``force_threshold`` newtons (num_envs,)."""
-
-    PARAMS: ClassVar[Mapping[str, Any]] = {**ContactSubsetTerm.PARAMS, "force_threshold": 1.0}
-
-    @cold_path
-    def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
-        super().__init__(cfg, env)
-        self.force_threshold = float(self.params["force_threshold"])
 
     def __call__(self, env: ManagerBasedRlEnv) -> torch.Tensor:
         """Evaluate for all rows."""
-        return contact_mask(env, self.contact_ids, self.force_threshold).to(torch.float32).sum(dim=1)
+        return self.in_contact(env).to(torch.float32).sum(dim=1)
 
 
 def self_collision_count(env: ManagerBasedRlEnv) -> torch.Tensor:

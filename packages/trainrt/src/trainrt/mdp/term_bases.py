@@ -56,6 +56,21 @@ class ContactSubsetTerm(ManagerTermBase):
         )
 
 
+class ContactThresholdTerm(ContactSubsetTerm):
+    """A contact-body term that counts a body in contact above ``params['force_threshold']`` newtons."""
+
+    PARAMS: ClassVar[Mapping[str, Any]] = {**ContactSubsetTerm.PARAMS, "force_threshold": 1.0}
+
+    @cold_path
+    def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
+        super().__init__(cfg, env)
+        self.force_threshold = float(self.params["force_threshold"])
+
+    def in_contact(self, env: ManagerBasedRlEnv) -> torch.Tensor:
+        """Whether each selected contact body is in contact (num_envs, C) bool."""
+        return contact_mask(env, self.contact_ids, self.force_threshold)
+
+
 class JointSubsetTerm(ManagerTermBase):
     """A term over the robot joints matched by ``params['joint_names']``: ``self.joint_ids`` (J,) long."""
 
