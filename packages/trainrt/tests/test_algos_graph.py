@@ -71,6 +71,67 @@ def test_graph_replayed_updates_match_eager_updates(algo, bf16):
     assert torch.isfinite(agent.losses()["critic_loss"])
 
 
+def _params(agent):
+    return [p.detach().clone() for p in [*agent.actor.parameters(), *agent.critic.parameters()]]
+
+
+@pytest.mark.parametrize("algo", ["sac", "flashsac"])
+def test_one_graph_for_all_updates_matches_one_replay_per_update(algo):
+    agent, buffer = _filled(algo, bf16_autocast=False)
+    agent.capture_update(lambda generator: buffer.sample(BATCH, generator), updates_per_replay=4)
+    facts = agent.update_diagnostics()
+    assert facts["update_graph_enabled"] and facts["updates_per_graph_replay"] == 4, facts
+    start = agent.state_dict()
+    agent.replay_updates(4)  # one launch
+    torch.cuda.synchronize()
+    assert agent.update_diagnostics()["update_multi_graph_replays"] == 1
+    multi, multi_losses = _params(agent), {k: v.clone() for k, v in agent.losses().items()}
+    agent.load_state_dict(start)
+    for _ in range(4):
+        agent.replay_updates(1)  # the single-update graphs, same schedule and samples
+    torch.cuda.synchronize()
+    for a, b in zip(multi, _params(agent)):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)  # only scatter-add order may differ
+    for name, value in multi_losses.items():
+        torch.testing.assert_close(agent.losses()[name], value, rtol=1e-5, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize("algo", ["sac", "flashsac"])
+def test_compiled_learner_graph_matches_the_eager_update(algo):
+    agent, buffer = _filled(algo, bf16_autocast=False)
+    agent.capture_update(
+        lambda generator: buffer.sample(BATCH, generator), updates_per_replay=2, compile=True
+    )
+    facts = agent.update_diagnostics()
+    assert facts["compile_enabled"], facts["compile_fallback_reason"]
+    assert facts["update_graph_enabled"], facts["update_fallback_reason"]
+    start = agent.state_dict()
+    agent.replay_updates(2)
+    torch.cuda.synchronize()
+    fused = _params(agent)
+    agent.load_state_dict(start)
+    compiled_parts, agent._parts = agent._parts, {}  # plain parts, eager kernels, same schedule
+    agent.update_graph_enabled = False
+    agent.replay_updates(2)
+    agent.update_graph_enabled, agent._parts = True, compiled_parts
+    # fused kernels reorder float sums: one iteration from the same state agrees to rounding
+    for a, b in zip(fused, _params(agent)):
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=2e-4)
+
+
+@pytest.mark.parametrize("algo", ["sac", "flashsac"])
+def test_scheduled_learning_rate_follows_the_host_formula_inside_the_graph(algo):
+    agent, buffer = _filled(algo, lr_schedule="warmup_cosine", lr_warmup_updates=3, lr_final_ratio=0.5)
+    agent.set_lr_horizon(12)
+    agent.capture_update(lambda generator: buffer.sample(BATCH, generator), updates_per_replay=2)
+    schedule = agent._lr_schedule
+    for _ in range(4):
+        step = int(agent._schedule_step.item())
+        agent.replay_updates(2)
+        lr = agent.actor_optimizer.param_groups[0]["lr"]  # set by the last update of the replay
+        assert lr.item() == pytest.approx(agent.cfg.actor_lr * schedule.factor(step + 1), rel=1e-5)
+
+
 @pytest.mark.parametrize("algo", ["sac", "flashsac"])
 def test_act_captures_in_a_graph_with_the_agent_generator(algo):
     agent, _ = _filled(algo)

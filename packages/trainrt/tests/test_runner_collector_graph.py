@@ -1,10 +1,26 @@
-"""The graph-replayed collector equals the eager one: same seed, same transitions, same episode statistics (GPU)."""
+"""The graph-replayed collector equals the eager one, proven one replay at a time from the same state (GPU).
+
+MuJoCo Warp accumulates contact and constraint forces with float atomics, so two GPU runs of the same
+steps differ in the last bits and contacts amplify that over a rollout: comparing whole trajectories at a
+tolerance proves nothing and flakes. Instead every replay starts from one saved state (every tensor of
+env, managers, agent, replay and collector, the physics through ``state_tensors()``, every generator):
+the graph replays K steps, the state is put back, the same K steps run eagerly, and the two results are
+compared: every integer and boolean tensor (termination and time-out flags, episode counters, the replay
+cursor and validity flags, command and event timers) and every generator state exactly, floating-point
+tensors to a tolerance far below any semantic difference (a skipped reset, a shifted step or a wrong row
+changes values by O(1)). The next replay continues from the eager result, so the comparison never drifts.
+"""
+
+import dataclasses
 
 import pytest
 import torch
+from state_snapshot import StateSnapshot, compare
 
+import simcore
 from trainrt.config import apply_overrides, cpu_demo_preset
-from trainrt.runner.build import build_agent, build_env, build_replay
+from trainrt.envs import ManagerBasedRlEnv
+from trainrt.runner.build import build_agent, build_replay, make_env_cfg
 from trainrt.runner.collector import Collector
 
 pytestmark = pytest.mark.gpu
@@ -12,62 +28,47 @@ if not torch.cuda.is_available():
     pytest.skip("needs a CUDA device", allow_module_level=True)
 
 NUM_ENVS = 64
-PREFILL = 3
 K = 2
-STEPS = 12
+REPLAYS = 10
+EPISODE_STEPS = 6  # short episodes: time-outs and resets happen inside the compared replays
 
 
-def _run(use_graph: bool):
-    """Prefill, capture and collect with one collector; return its replay buffer, summary and diagnostics."""
+@pytest.mark.parametrize(("algo", "task"), [("sac", "g1_walk_flat"), ("flashsac", "g1_motion_tracking")])
+def test_each_graph_replay_equals_eager_steps_from_the_same_state(algo, task):
     cfg = apply_overrides(
-        cpu_demo_preset("sac", "g1_walk_flat", "mujoco"),
+        cpu_demo_preset(algo, task, "mujoco"),
         [
             f"algo.num_envs={NUM_ENVS}",
-            "sim.device=cuda",
             "algo.params.buffer_size_per_env=32",
             "algo.params.actor_hidden_dim=32",
             "algo.params.critic_hidden_dim=32",
         ],
     )
-    cfg = cfg.model_copy(update={"sim": cfg.sim.model_copy(update={"backend": "mjwarp"})})
-    env = build_env(cfg)
+    env_cfg = dataclasses.replace(make_env_cfg(cfg), episode_length_s=EPISODE_STEPS * 0.02 - 1e-6)
+    env = ManagerBasedRlEnv(env_cfg, sim="mjwarp", num_envs=NUM_ENVS, device="cuda", seed=0)
     agent = build_agent(cfg, env.obs_dims, env.num_actions, env.device)
     replay = build_replay(cfg, env)
-    collector = Collector(env, agent, replay, env.reset(), steps_per_replay=K, use_graph=use_graph)
-    collector.prefill(PREFILL)
-    if not use_graph:
-        # the graph's capture runs warm-up steps eagerly; the eager collector takes the same steps
-        collector.prefill(collector.work.warmup_steps, use_policy=True)
+    collector = Collector(env, agent, replay, env.reset(), steps_per_replay=K, use_graph=True)
+    collector.prefill(3, use_policy=True)
     collector.capture()
-    collector.collect(STEPS)
-    torch.cuda.synchronize()
-    return replay, collector.episode_summary(), collector.diagnostics()
-
-
-def test_graph_and_eager_collectors_write_the_same_transitions():
-    graph_replay, graph_summary, graph_facts = _run(use_graph=True)
-    eager_replay, eager_summary, eager_facts = _run(use_graph=False)
-    assert graph_facts["graph_enabled"] is True, graph_facts
-    assert eager_facts["graph_enabled"] is False
-    rows = PREFILL + 2 + STEPS
-    assert graph_replay.num_rows() == eager_replay.num_rows() == rows
-    for name in ("terminated", "truncated", "valid"):
-        assert torch.equal(getattr(graph_replay, name)[:rows], getattr(eager_replay, name)[:rows]), name
-    # Same transitions, not the same bits: MuJoCo Warp accumulates contact and constraint forces with float
-    # atomics, and cuBLAS may pick other kernels under capture, so GPU results differ in the last bits and
-    # contacts amplify that over steps. Measured on an H200 (64 envs, 17 rows): max |action difference|
-    # 3.3e-5 on 2 of 1088 elements, every discrete flag identical. The tolerances sit well above that and
-    # far below any semantic difference (a skipped reset, a shifted step or a wrong row changes values by O(1)).
-    close = {"atol": 1e-3, "rtol": 1e-3}
-    for name in ("action", "reward"):
-        torch.testing.assert_close(
-            getattr(graph_replay, name)[:rows], getattr(eager_replay, name)[:rows], **close
-        )
-    for group in graph_replay.obs:
-        torch.testing.assert_close(graph_replay.obs[group][:rows], eager_replay.obs[group][:rows], **close)
-        torch.testing.assert_close(
-            graph_replay.next_obs[group][:rows], eager_replay.next_obs[group][:rows], **close
-        )
-    assert graph_summary.keys() == eager_summary.keys()
-    for key, value in graph_summary.items():
-        assert value == pytest.approx(eager_summary[key], rel=1e-3, abs=1e-4), key
+    assert collector.diagnostics()["graph_enabled"] is True, collector.diagnostics()
+    eager = simcore.CapturedWork(
+        collector.step, backend=env.backend, name="eager", steps_per_replay=K, enabled=False
+    )
+    eager.capture()
+    state = StateSnapshot(env, agent, replay, collector)
+    worst = 0.0
+    finished_before = float(collector._finished_count)
+    for _ in range(REPLAYS):
+        start = state.current()
+        collector.work.replay()
+        torch.cuda.synchronize()
+        after_graph = start.current()
+        start.restore()
+        eager.replay()
+        torch.cuda.synchronize()
+        facts = compare(after_graph, start.current(), rtol=1e-4, atol=1e-4)
+        worst = max(worst, facts["max_float_difference"])
+    assert float(collector._finished_count) > finished_before  # episodes ended inside compared replays
+    assert facts["exact_tensors"] > 20 and facts["float_tensors"] > 20
+    print(f"largest float difference over {REPLAYS} replays: {worst:.3g}")
