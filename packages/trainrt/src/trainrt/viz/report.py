@@ -135,7 +135,7 @@ def _plot_eval(plt: Any, rows: list[tuple[str, dict[str, Any]]], path: Path) -> 
         return f"{value:.4g}" if isinstance(value, float) else str(value)
 
     table_rows = [[k, *(cell(entry.get(k, "")) for _, entry in rows)] for k in keys]
-    figure, axis = plt.subplots(figsize=(2.5 + 2.2 * len(rows), 0.6 + 0.28 * len(keys)))
+    figure, axis = plt.subplots(figsize=(2.5 + 2.2 * len(rows), max(2.0, 0.6 + 0.28 * len(keys))))
     axis.axis("off")
     table = axis.table(cellText=table_rows, colLabels=["", *(name for name, _ in rows)], loc="center")
     table.auto_set_font_size(False)
@@ -172,7 +172,7 @@ def write_report(run_dir: str | os.PathLike, output: str | os.PathLike | None = 
     plots = [
         (
             "episode.png",
-            ["Train/mean_episode_length", "Episode/length", "Train/mean_reward"],
+            ["Train/mean_episode_length", "Episode/length", "Train/mean_reward", "Train/num_episodes"],
             f"episodes: {title}",
         ),
         (

@@ -1,0 +1,117 @@
+"""CLI end to end: a tiny run with training.video_every, then `trainrt play --video`, `trainrt report`,
+`trainrt motion preview/info` and `trainrt config show`, as a user runs them."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import simcore
+from trainrt.viz.video import read_video
+
+TINY = [
+    "algo.num_envs=2",
+    "algo.max_iterations=3",
+    "algo.steps_per_iteration=2",
+    "algo.params.batch_size=8",
+    "algo.params.buffer_size_per_env=16",
+    "algo.params.learning_starts=2",
+    "algo.params.actor_hidden_dim=8",
+    "algo.params.critic_hidden_dim=8",
+    "training.no_play=true",
+    "training.export_onnx=false",
+    "training.log_every=2",
+]
+
+
+def trainrt(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "trainrt", *args], capture_output=True, text=True, timeout=900, check=False
+    )
+
+
+@pytest.fixture(scope="module")
+def tracking_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("viz") / "run"
+    out = trainrt(
+        "train", "--algo", "sac", "--task", "g1_motion_tracking", "--sim", "mujoco", "--preset", "cpu-demo",
+        *TINY, f"training.run_dir={run_dir}", "training.video_every=2", "training.video_seconds=0.4",
+        "training.video_renderer=software",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    return run_dir, out.stdout
+
+
+def test_training_video_and_compact_lines(tracking_run):
+    run_dir, stdout = tracking_run
+    assert (run_dir / "videos" / "iter_000002.mp4").is_file()
+    assert "outside the throughput window" in stdout
+    assert "it 3/3" not in stdout and "iteration 3/3" in stdout  # the last iteration gets the full block
+    summary = json.loads((run_dir / "run_summary.json").read_text())
+    assert len(summary["iterations"]) == 3
+
+
+def test_play_video_decodes_to_the_requested_frames(tracking_run, tmp_path):
+    run_dir, _ = tracking_run
+    path = tmp_path / "play.mp4"
+    out = trainrt(
+        "play", str(run_dir), "--video", "--output", str(path), "--seconds", "2", "--width", "64",
+        "--height", "48", "--renderer", "software",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout[out.stdout.index("{") :])
+    frames, fps = read_video(path)
+    assert frames.shape == (result["frames"], 48, 64, 3)
+    assert result["frames"] == round(2 * fps)
+
+
+def test_report_writes_non_trivial_pngs(tracking_run):
+    run_dir, _ = tracking_run
+    (run_dir / "eval_results.json").write_text(json.dumps({"mean_return": 1.5, "mean_episode_length": 40.0}))
+    out = trainrt("report", str(run_dir))
+    assert out.returncode == 0, out.stderr[-3000:]
+    for name in ("episode.png", "losses.png", "throughput.png", "eval.png"):
+        picture = np.asarray(Image.open(run_dir / "report" / name).convert("RGB"))
+        assert picture.shape[0] > 150 and picture.shape[1] > 150, name
+        assert picture.std() > 10, f"{name} is blank"
+        assert len(np.unique(picture.reshape(-1, 3), axis=0)) > 20, f"{name} has almost no content"
+
+
+def test_report_of_an_empty_directory_says_why(tmp_path):
+    out = trainrt("report", str(tmp_path))
+    assert out.returncode == 2 and "nothing to plot" in out.stderr
+
+
+def test_motion_preview_and_info_on_the_command_line(tmp_path):
+    clips = [p for p in simcore.g1_asset_paths().motion_files if "w_obj" not in p.name]
+    if not clips:
+        pytest.skip("G1 motion clips are not fetched")
+    path = tmp_path / "preview.mp4"
+    out = trainrt(
+        "motion", "preview", str(clips[-1]), "--output", str(path), "--seconds", "2", "--width", "64",
+        "--height", "48", "--renderer", "software",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert read_video(path)[0].shape == (50, 48, 64, 3)
+    info = trainrt("motion", "info", str(clips[-1]))
+    assert info.returncode == 0, info.stderr[-3000:]
+    assert "joint limits:" in info.stdout and "action bounds:" in info.stdout and "fps" in info.stdout
+
+
+def test_viewer_without_display_and_missing_renderer_fail_with_the_fix(tracking_run, monkeypatch):
+    run_dir, _ = tracking_run
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    out = trainrt("play", str(run_dir), "--viewer")
+    assert out.returncode == 2 and "needs a display" in out.stderr and "--video" in out.stderr
+
+
+def test_config_show_lists_every_key():
+    out = trainrt("config", "show", "--algo", "sac", "--task", "g1_walk_flat", "training.video_every=5")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "training.video_every = 5" in out.stdout and "algo.params.batch_size = " in out.stdout
+    bad = trainrt("config", "show", "training.no_such_key=1")
+    assert bad.returncode == 2
