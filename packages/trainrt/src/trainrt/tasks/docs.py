@@ -13,7 +13,7 @@ import argparse
 import inspect
 import math
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +95,31 @@ def _summary_line(factory: Any) -> str:
     return first.replace("``", "`")
 
 
+def _event_mode(cfg: Any) -> str:
+    """``startup``, ``reset``, or ``interval (low, high) s``."""
+    if cfg.mode == "interval":
+        return f"interval {format_value(tuple(cfg.interval_range_s))} s"
+    return cfg.mode
+
+
+@cold_path
+def _term_table(
+    terms: Mapping[str, Any],
+    extra: tuple[str, Callable[[Any], str]] | None = None,
+    *,
+    leading_args: int = 1,
+) -> list[str]:
+    """A table of term configs: name, an optional kind-specific column, function or class, params."""
+    if not terms:
+        return ["None."]
+    rows = []
+    for name, cfg in terms.items():
+        func = getattr(cfg, "func", None) or cfg.cls  # function terms have func, command/action terms cls
+        row = [f"`{name}`", *([extra[1](cfg)] if extra else []), f"`{callable_path(func)}`"]
+        rows.append([*row, _params_cell(func, cfg.params, leading_args)])
+    return _table(["term", *([extra[0]] if extra else []), "implementation", "params"], rows)
+
+
 @cold_path
 def task_section(name: str, factory: Any, env: Any) -> list[str]:
     """The Markdown section of one task, from its config and a built env (observation dimensions)."""
@@ -113,13 +138,7 @@ def task_section(name: str, factory: Any, env: Any) -> list[str]:
     ]
 
     out += ["### Actions", ""]
-    out += _table(
-        ["term", "class", "params"],
-        (
-            [f"`{t}`", f"`{callable_path(c.cls)}`", _params_cell(c.cls, c.params)]
-            for t, c in cfg.actions.items()
-        ),
-    )
+    out += _term_table(cfg.actions)
 
     out += ["", "### Observations", ""]
     dims = env.observation_manager.group_obs_term_dim
@@ -155,22 +174,9 @@ def task_section(name: str, factory: Any, env: Any) -> list[str]:
         out += [""]
 
     out += ["### Commands", ""]
-    if cfg.commands:
-        out += _table(
-            ["term", "class", "resampling (s)", "params"],
-            (
-                [
-                    f"`{t}`",
-                    f"`{callable_path(c.cls)}`",
-                    format_value(tuple(c.resampling_time_range_s)),
-                    _params_cell(c.cls, c.params),
-                ]
-                for t, c in cfg.commands.items()
-            ),
-        )
-    else:
-        out += ["None."]
-
+    out += _term_table(
+        cfg.commands, ("resampling (s)", lambda c: format_value(tuple(c.resampling_time_range_s)))
+    )
     out += [
         "",
         "### Rewards",
@@ -178,19 +184,7 @@ def task_section(name: str, factory: Any, env: Any) -> list[str]:
         "Each step adds `weight * term * step_dt`; negative weights are penalties.",
         "",
     ]
-    out += _table(
-        ["term", "weight", "function", "params"],
-        (
-            [
-                f"`{t}`",
-                format_value(float(c.weight)),
-                f"`{callable_path(c.func)}`",
-                _params_cell(c.func, c.params),
-            ]
-            for t, c in cfg.rewards.items()
-        ),
-    )
-
+    out += _term_table(cfg.rewards, ("weight", lambda c: format_value(float(c.weight))))
     out += [
         "",
         "### Terminations",
@@ -198,52 +192,13 @@ def task_section(name: str, factory: Any, env: Any) -> list[str]:
         "Time-out terms truncate (the learner bootstraps); the others fail.",
         "",
     ]
-    out += _table(
-        ["term", "kind", "function", "params"],
-        (
-            [
-                f"`{t}`",
-                "time-out" if c.time_out else "failure",
-                f"`{callable_path(c.func)}`",
-                _params_cell(c.func, c.params),
-            ]
-            for t, c in cfg.terminations.items()
-        ),
-    )
-
+    out += _term_table(cfg.terminations, ("kind", lambda c: "time-out" if c.time_out else "failure"))
     out += ["", "### Events", ""]
-    if cfg.events:
-        rows = []
-        for t, c in cfg.events.items():
-            mode = c.mode
-            if c.mode == "interval":
-                mode += f" {format_value(tuple(c.interval_range_s))} s"
-            rows.append(
-                [
-                    f"`{t}`",
-                    mode,
-                    f"`{callable_path(c.func)}`",
-                    _params_cell(c.func, c.params, _LEADING_ARGS["events"]),
-                ]
-            )
-        out += _table(["term", "mode", "function", "params"], rows)
-    else:
-        out += ["None."]
-
-    for kind, title in (("curriculum", "Curriculum"), ("metrics", "Metrics")):
-        terms = getattr(cfg, kind)
-        out += ["", f"### {title}", ""]
-        if not terms:
-            out += ["None."]
-            continue
-        leading = _LEADING_ARGS.get(kind, 1)
-        out += _table(
-            ["term", "function", "params"],
-            (
-                [f"`{t}`", f"`{callable_path(c.func)}`", _params_cell(c.func, c.params, leading)]
-                for t, c in terms.items()
-            ),
-        )
+    out += _term_table(cfg.events, ("mode", _event_mode), leading_args=_LEADING_ARGS["events"])
+    out += ["", "### Curriculum", ""]
+    out += _term_table(cfg.curriculum, leading_args=_LEADING_ARGS["curriculum"])
+    out += ["", "### Metrics", ""]
+    out += _term_table(cfg.metrics)
     return [*out, ""]
 
 
