@@ -263,5 +263,6 @@ def cpu_demo_preset(algo: str, task: str, sim: str = "mujoco") -> TrainConfig:
             actor_hidden_dim=64, critic_hidden_dim=128, actor_num_blocks=1, critic_num_blocks=1
         )
     data["sim"] = {"backend": sim, "device": "cpu", "nconmax": None, "njmax": None}
-    data["training"].update(collector_steps_per_replay=1, checkpoint_every=100, log_every=1, play_steps=100)
+    # One compact line per iteration and the full block every 10: the episode length stays readable.
+    data["training"].update(collector_steps_per_replay=1, checkpoint_every=100, log_every=10, play_steps=100)
     return TrainConfig.model_validate(data)
