@@ -1,4 +1,4 @@
-"""docs/tasks.md is generated from the task configs and must match them; links between the docs resolve."""
+"""docs/tasks.md matches the task configs, links between the docs resolve, performance.md shows the newest page."""
 
 from __future__ import annotations
 
@@ -87,3 +87,13 @@ def test_links_between_the_docs_resolve():
             elif anchor and target in anchors and anchor not in anchors[target]:
                 broken.append(f"{page.name}: {link} (no such heading)")
     assert broken == []
+
+
+def test_the_performance_page_cites_the_newest_measurement():
+    perf = DOCS_FILE.parent / "perf"
+    pages = sorted(p.name for p in perf.glob("[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]-*.md"))
+    assert pages, "docs/perf/ holds no dated measurement page"
+    text = (DOCS_FILE.parent / "performance.md").read_text()
+    assert f"perf/{pages[-1]}" in text, (
+        f"docs/performance.md must show the latest results, from docs/perf/{pages[-1]}"
+    )
