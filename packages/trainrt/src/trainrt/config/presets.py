@@ -1,8 +1,8 @@
 """Presets: one factory per (algo, task) with every hyperparameter written out, plus a small CPU demo.
 
-The canonical workloads (docs/performance.md) are ``sac_g1_walk_flat`` and ``flashsac_g1_motion_tracking`` at 2048
-envs on mjwarp; their throughput runs use these presets unchanged except for ``algo.max_iterations=160``,
-``training.no_play=true`` and ``training.export_onnx=false``.
+The canonical workloads (docs/performance.md) are ``sac_g1_walk_flat`` and ``flashsac_g1_motion_tracking``
+at 2048 envs on mjwarp; their throughput runs use these presets unchanged except for
+``algo.max_iterations=160``, ``training.no_play=true`` and ``training.export_onnx=false``.
 
 How an iteration is cut (all GPU presets): 8 vector env steps (16,384 env steps at 2048 envs), then the
 learner schedule of the reference configurations this runtime is measured against (``REFERENCE_SCHEDULES``):

@@ -115,7 +115,7 @@ class RankFigures(BaseModel):
 
 
 class RunSummary(BaseModel):
-    """Schema of ``run_summary.json`` (field docs are the contract; see docs/design.md, measurement contract)."""
+    """Schema of ``run_summary.json``; its field docs are the contract (docs/design.md, measurement)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
