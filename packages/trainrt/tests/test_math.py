@@ -135,3 +135,45 @@ def test_sample_uniform_bounds_shape_and_reproducibility():
     assert bool((a >= low).all()) and bool((a <= high).all())
     assert a[:, 0].min() < -0.9 and a[:, 0].max() > 0.9  # it spans the range
     torch.testing.assert_close(a[:, 2], torch.full((500,), 2.0))
+
+
+def _quat_mul_written_out(q1: torch.Tensor, q2: torch.Tensor) -> torch.Tensor:
+    w1, x1, y1, z1 = q1.unbind(-1)
+    w2, x2, y2, z2 = q2.unbind(-1)
+    return torch.stack(
+        (
+            w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
+            w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+            w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
+            w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
+        ),
+        dim=-1,
+    )
+
+
+def _quat_to_6d_written_out(q: torch.Tensor) -> torch.Tensor:
+    w, x, y, z = q.unbind(-1)
+    return torch.stack(
+        (
+            1.0 - 2.0 * (y * y + z * z),
+            2.0 * (x * y + w * z),
+            2.0 * (x * z - w * y),
+            2.0 * (x * y - w * z),
+            1.0 - 2.0 * (x * x + z * z),
+            2.0 * (y * z + w * x),
+        ),
+        dim=-1,
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_table_quaternion_products_equal_the_written_out_formulas_bit_for_bit(dtype):
+    """The gathered-product forms launch a few kernels; their values are those of the scalar formulas."""
+    g = torch.Generator().manual_seed(5)
+    a = rot.quat_normalize(torch.randn(NUM, 5, 4, generator=g, dtype=torch.float64)).to(dtype)
+    b = rot.quat_normalize(torch.randn(NUM, 1, 4, generator=g, dtype=torch.float64)).to(dtype)
+    for q1, q2 in ((a, b), (b, a), (a, a.flip(0))):  # broadcasting both ways
+        assert torch.equal(rot.quat_mul(q1, q2), _quat_mul_written_out(q1, q2))
+    assert torch.equal(rot.quat_to_6d(a), _quat_to_6d_written_out(a))
+    assert torch.equal(rot.quat_conjugate(a), torch.cat((a[..., :1], -a[..., 1:]), dim=-1))
+    assert rot.quat_mul(a, b).dtype == dtype and rot.quat_mul(a.float(), b.double()).dtype == torch.float64

@@ -7,6 +7,10 @@ The 6D rotation representation is the first two columns of the rotation matrix, 
 ``(R00, R10, R20, R01, R11, R21)``.
 
 Every function is elementwise over the batch, fixed-shape and sync-free, so any of them may run per step.
+The products behind ``quat_mul`` and ``quat_to_6d`` are formed in one outer product and gathered by a fixed
+table, which launches a handful of kernels instead of one per scalar operation (inside a CUDA graph each
+small kernel costs a few microseconds); the sums keep the textbook order, so the values are bit for bit those
+of the written-out formulas.
 """
 
 from __future__ import annotations
@@ -15,10 +19,64 @@ import math
 
 import torch
 
+from trainrt.hotpath import cold_path
+
+# Hamilton product: output component k is sum_m sign[k][m] * q1[i] * q2[j] for the (i, j) = pairs[k][m] below,
+# summed left to right in the textbook order.
+_QUAT_MUL_PAIRS = (
+    ((0, 0), (1, 1), (2, 2), (3, 3)),  # w = w1 w2 - x1 x2 - y1 y2 - z1 z2
+    ((0, 1), (1, 0), (2, 3), (3, 2)),  # x = w1 x2 + x1 w2 + y1 z2 - z1 y2
+    ((0, 2), (1, 3), (2, 0), (3, 1)),  # y = w1 y2 - x1 z2 + y1 w2 + z1 x2
+    ((0, 3), (1, 2), (2, 1), (3, 0)),  # z = w1 z2 + x1 y2 - y1 x2 + z1 w2
+)
+_QUAT_MUL_SIGNS = ((1, -1, -1, -1), (1, 1, 1, -1), (1, -1, 1, 1), (1, 1, -1, 1))
+# 6D: output k is offset[k] + scale[k] * (q[i] q[j] + sign[k] * q[i'] q[j']) for pairs[k] = ((i, j), (i', j')).
+_QUAT_6D_PAIRS = (
+    ((2, 2), (3, 3)),  # 1 - 2 (y y + z z)
+    ((1, 2), (0, 3)),  # 2 (x y + w z)
+    ((1, 3), (0, 2)),  # 2 (x z - w y)
+    ((1, 2), (0, 3)),  # 2 (x y - w z)
+    ((1, 1), (3, 3)),  # 1 - 2 (x x + z z)
+    ((2, 3), (0, 1)),  # 2 (y z + w x)
+)
+_QUAT_6D_SIGNS = (1, 1, -1, -1, 1, 1)
+_QUAT_6D_SCALES = (-2.0, 2.0, 2.0, 2.0, -2.0, 2.0)
+_QUAT_6D_OFFSETS = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
+_tables: dict[tuple[str, torch.device, torch.dtype], tuple[torch.Tensor, ...]] = {}
+
+
+@cold_path
+def _table(name: str, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    """The gather indices and factors of ``name`` on ``device`` (built once per device and dtype)."""
+    key = (name, device, dtype)
+    table = _tables.get(key)
+    if table is None:
+        if name == "mul":
+            index = [[4 * i + j for i, j in row] for row in _QUAT_MUL_PAIRS]
+            table = (
+                torch.tensor(index, dtype=torch.long, device=device),
+                torch.tensor(_QUAT_MUL_SIGNS, dtype=dtype, device=device),
+            )
+        elif name == "6d":
+            index = [[4 * i + j for i, j in row] for row in _QUAT_6D_PAIRS]
+            table = (
+                torch.tensor(index, dtype=torch.long, device=device),
+                torch.tensor([[1, s] for s in _QUAT_6D_SIGNS], dtype=dtype, device=device),
+                torch.tensor(_QUAT_6D_SCALES, dtype=dtype, device=device),
+                torch.tensor(_QUAT_6D_OFFSETS, dtype=dtype, device=device),
+            )
+        elif name == "conjugate":
+            table = (torch.tensor((1.0, -1.0, -1.0, -1.0), dtype=dtype, device=device),)
+        else:
+            raise ValueError(f"unknown quaternion table {name!r}; valid: 'mul', '6d', 'conjugate'")
+        _tables[key] = table
+    return table
+
 
 def quat_conjugate(q: torch.Tensor) -> torch.Tensor:
     """Conjugate of quaternions ``q`` (..., 4): ``(w, -x, -y, -z)``."""
-    return torch.cat((q[..., :1], -q[..., 1:]), dim=-1)
+    (signs,) = _table("conjugate", q.device, q.dtype)
+    return q * signs
 
 
 def quat_inv(q: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
@@ -33,17 +91,10 @@ def quat_normalize(q: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
 
 def quat_mul(q1: torch.Tensor, q2: torch.Tensor) -> torch.Tensor:
     """Hamilton product ``q1 * q2`` (..., 4): rotate by ``q2`` first, then by ``q1``."""
-    w1, x1, y1, z1 = q1.unbind(-1)
-    w2, x2, y2, z2 = q2.unbind(-1)
-    return torch.stack(
-        (
-            w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
-            w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-            w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
-            w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
-        ),
-        dim=-1,
-    )
+    products = q1.unsqueeze(-1) * q2.unsqueeze(-2)  # (..., 4, 4): q1[i] * q2[j]
+    index, signs = _table("mul", products.device, products.dtype)
+    terms = products.flatten(-2)[..., index] * signs  # (..., 4 outputs, 4 signed products)
+    return terms[..., 0] + terms[..., 1] + terms[..., 2] + terms[..., 3]
 
 
 def quat_apply(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -127,18 +178,10 @@ def matrix_to_6d(m: torch.Tensor) -> torch.Tensor:
 def quat_to_6d(q: torch.Tensor) -> torch.Tensor:
     """6D representation (..., 6) of unit quaternions ``q`` (..., 4); see :func:`matrix_to_6d`."""
     # The first two matrix columns directly, without building the third.
-    w, x, y, z = q.unbind(-1)
-    return torch.stack(
-        (
-            1.0 - 2.0 * (y * y + z * z),
-            2.0 * (x * y + w * z),
-            2.0 * (x * z - w * y),
-            2.0 * (x * y - w * z),
-            1.0 - 2.0 * (x * x + z * z),
-            2.0 * (y * z + w * x),
-        ),
-        dim=-1,
-    )
+    products = q.unsqueeze(-1) * q.unsqueeze(-2)  # (..., 4, 4): q[i] * q[j]
+    index, signs, scales, offsets = _table("6d", products.device, products.dtype)
+    pairs = products.flatten(-2)[..., index] * signs  # (..., 6, 2)
+    return offsets + scales * (pairs[..., 0] + pairs[..., 1])
 
 
 def quat_error_magnitude(q1: torch.Tensor, q2: torch.Tensor) -> torch.Tensor:
