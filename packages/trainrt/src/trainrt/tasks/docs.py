@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainrt.hotpath import cold_path
 from trainrt.managers import REQUIRED, term_param_defaults
 
 DOCS_FILE = Path(__file__).resolve().parents[5] / "docs" / "tasks.md"
@@ -28,7 +27,6 @@ REGENERATE_COMMAND = "uv run --frozen python -m trainrt.tasks.docs"
 _LEADING_ARGS = {"events": 2, "curriculum": 2}  # (env, env_mask); every other kind takes (env)
 
 
-@cold_path
 def format_value(value: Any) -> str:
     """A compact, stable rendering of a config value (floats to 6 significant digits, no object ids)."""
     if value is REQUIRED:
@@ -53,7 +51,6 @@ def format_value(value: Any) -> str:
     return type(value).__name__
 
 
-@cold_path
 def callable_path(func: Any) -> str:
     """``module.qualname`` of a term function or class without the ``trainrt.`` prefix."""
     module = getattr(func, "__module__", "") or ""
@@ -62,7 +59,6 @@ def callable_path(func: Any) -> str:
     return f"{module}.{name}" if module else name
 
 
-@cold_path
 def effective_params(func: Any, params: Mapping[str, Any], leading_args: int = 1) -> dict[str, Any]:
     """The config's ``params`` over the declared defaults, in declaration order then any extra keys."""
     declared = term_param_defaults(func, leading_args)
@@ -70,7 +66,6 @@ def effective_params(func: Any, params: Mapping[str, Any], leading_args: int = 1
     return {k: merged[k] for k in [*declared, *(k for k in params if k not in declared)]}
 
 
-@cold_path
 def _params_cell(func: Any, params: Mapping[str, Any], leading_args: int = 1) -> str:
     items = effective_params(func, params, leading_args)
     if not items:
@@ -102,7 +97,6 @@ def _event_mode(cfg: Any) -> str:
     return cfg.mode
 
 
-@cold_path
 def _term_table(
     terms: Mapping[str, Any],
     extra: tuple[str, Callable[[Any], str]] | None = None,
@@ -120,7 +114,6 @@ def _term_table(
     return _table(["term", *([extra[0]] if extra else []), "implementation", "params"], rows)
 
 
-@cold_path
 def task_section(name: str, factory: Any, env: Any) -> list[str]:
     """The Markdown section of one task, from its config and a built env (observation dimensions)."""
     cfg = env.cfg
@@ -202,7 +195,6 @@ def task_section(name: str, factory: Any, env: Any) -> list[str]:
     return [*out, ""]
 
 
-@cold_path
 def render_tasks_doc() -> str:
     """The full text of ``docs/tasks.md`` for the registered tasks."""
     from trainrt.envs import ManagerBasedRlEnv
@@ -228,7 +220,6 @@ def render_tasks_doc() -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
-@cold_path
 def main(argv: Sequence[str] | None = None) -> int:
     """Write (or, with ``--check``, compare) the task reference; return the exit code."""
     parser = argparse.ArgumentParser(prog="python -m trainrt.tasks.docs", description=__doc__.split("\n")[0])
