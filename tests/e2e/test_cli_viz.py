@@ -59,13 +59,17 @@ def test_play_video_decodes_to_the_requested_frames(tracking_run, tmp_path):
     path = tmp_path / "play.mp4"
     out = trainrt(
         "play", str(run_dir), "--video", "--output", str(path), "--seconds", "2", "--width", "64",
-        "--height", "48", "--renderer", "software",
+        "--height", "48", "--renderer", "software", "--frames", "3",
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout[out.stdout.index("{") :])
     frames, fps = read_video(path)
     assert frames.shape == (result["frames"], 48, 64, 3)
     assert result["frames"] == round(2 * fps)
+    assert [p.rsplit("/", 1)[-1] for p in result["png_frames"]] == [f"play_frame{k}.png" for k in range(3)]
+    first = np.asarray(Image.open(result["png_frames"][0]).convert("RGB")).astype(int)
+    assert first.shape == (48, 64, 3)
+    assert np.abs(first - frames[0].astype(int)).mean() < 12  # the PNG is the video's first frame (lossy)
 
 
 def test_report_writes_non_trivial_pngs(tracking_run):

@@ -132,3 +132,15 @@ def test_video_env_reads_do_not_touch_the_env_generator(tmp_path, one_thread):
     frames.draw(0)
     assert torch.equal(env.rng.get_state(), state)
     del agent
+
+
+def test_viewer_keys_set_the_velocity_command():
+    from trainrt.viz.viewer import KeyboardVelocity
+
+    keys = KeyboardVelocity()
+    assert keys.command is None
+    for code in (265, 265, 263, 266):  # up, up, left, page up
+        keys(code)
+    np.testing.assert_allclose(keys.command, [0.2, 0.1, 0.2])
+    keys(32)  # space stops
+    np.testing.assert_allclose(keys.command, [0.0, 0.0, 0.0])

@@ -350,6 +350,9 @@ def play(
     ghost_offset: Annotated[
         float, typer.Option(help="tracking: sideways metres between the reference ghost and its pose")
     ] = 0.0,
+    frames: Annotated[
+        int, typer.Option(min=0, help="also save this many evenly spaced frames as PNG beside the video")
+    ] = 0,
 ) -> None:
     """Evaluate a run's last checkpoint with a deterministic rollout; prints mean return and episode length.
 
@@ -363,6 +366,7 @@ def play(
             output=output,
             sim=sim.value if sim else None,
             checkpoint=checkpoint,
+            png_frames=frames,
             options=_video_options(
                 width, height, seconds, renderer, tuple(range(video_envs)), not one_file_per_env, ghost_offset
             ),
@@ -509,6 +513,7 @@ def _play_visual(
     sim: str | None,
     checkpoint: Path | None,
     options: object,
+    png_frames: int = 0,
 ) -> None:
     """``trainrt play --video`` / ``--viewer``."""
     from trainrt.viz.render import RendererUnavailableError
@@ -517,7 +522,9 @@ def _play_visual(
         if video:
             from trainrt.viz.record import record_run_video
 
-            result = record_run_video(run_dir, output, options, sim=sim, checkpoint=checkpoint)
+            result = record_run_video(
+                run_dir, output, options, sim=sim, checkpoint=checkpoint, png_frames=png_frames
+            )
             typer.echo(json.dumps(result, indent=2))
         else:
             from trainrt.viz.viewer import view_run

@@ -316,13 +316,29 @@ def record_run_video(
     *,
     sim: str | None = None,
     checkpoint: str | os.PathLike | None = None,
+    png_frames: int = 0,
 ) -> dict[str, Any]:
     """Record a run's deterministic policy (``trainrt play --video``); default path
-    ``<run_dir>/videos/play_iter<N>.mp4``. Returns the checkpoint and video facts."""
+    ``<run_dir>/videos/play_iter<N>.mp4``; ``png_frames`` evenly spaced frames also go beside it as
+    ``<stem>_frame<k>.png``. Returns the checkpoint and video facts."""
     env, agent, facts = load_run_policy(
         run_dir, num_envs=max(options.env_ids) + 1, sim=sim, checkpoint=checkpoint
     )
     if path is None:
         path = Path(run_dir) / "videos" / f"play_iter{facts['iteration']}.mp4"
-    result = record_policy_video(env, agent, path, options)
-    return {**facts, **result.as_dict()}
+    result = record_policy_video(env, agent, path, options, keep_preview=png_frames)
+    pictures = save_frames(result.preview, Path(path))
+    return {**facts, **result.as_dict(), "png_frames": pictures}
+
+
+@cold_path
+def save_frames(frames: list[np.ndarray], video_path: Path) -> list[str]:
+    """Write ``frames`` (height, width, 3) uint8 as ``<video stem>_frame<k>.png`` beside the video."""
+    from PIL import Image
+
+    paths = []
+    for k, frame in enumerate(frames):
+        target = video_path.with_name(f"{video_path.stem}_frame{k}.png")
+        Image.fromarray(frame).save(target)
+        paths.append(str(target))
+    return paths
