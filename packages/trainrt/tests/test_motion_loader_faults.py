@@ -41,10 +41,16 @@ def _write_npy(path):
 @pytest.mark.parametrize(
     ("make", "message"),
     [
-        (lambda path: path.write_bytes(b""), r"is empty \(0 bytes\), not an \.npz motion file"),
-        (_write_npy, r"is a single-array \.npy file \(renamed\?\), not an \.npz archive"),
-        (lambda path: path.write_text("fps,joint_pos\n30,0.1\n"), r"is a text file \(starts with 'fps,joint"),
-        (lambda path: path.write_bytes(bytes(range(256))), r"is not an \.npz archive"),
+        (lambda path: path.write_bytes(b""), r"is not a readable \.npz motion file: it is empty \(0 bytes\)"),
+        (_write_npy, r"it is a single-array \.npy file \(renamed\?\), not an \.npz archive"),
+        (
+            lambda path: path.write_text("fps,joint_pos\n30,0.1\n"),
+            r"it is a text file \(starts with 'fps,joint",
+        ),
+        (
+            lambda path: path.write_bytes(bytes(range(256))),
+            r"it does not start like an \.npz \(zip\) archive",
+        ),
     ],
     ids=["empty", "npy-renamed", "text", "binary"],
 )

@@ -145,23 +145,22 @@ def _check_npz_header(path: Path) -> None:
     """``ValueError`` naming what ``path`` is when it is not an npz archive (empty, a .npy, text, other)."""
     with open(path, "rb") as handle:
         head = handle.read(64)
-    if not head:
-        raise ValueError(f"{path} is empty (0 bytes), not an .npz motion file; {_NPZ_FIX}")
-    if head.startswith(b"\x93NUMPY"):
-        raise ValueError(
-            f"{path} is a single-array .npy file (renamed?), not an .npz archive of named fields; {_NPZ_FIX}"
-        )
     if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
         return
-    try:
-        text = head.decode("utf-8")
-    except UnicodeDecodeError:
-        text = None
-    if text is not None and all(c.isprintable() or c.isspace() for c in text):
-        raise ValueError(
-            f"{path} is a text file (starts with {text[:32]!r}), not an .npz motion file; {_NPZ_FIX}"
-        )
-    raise ValueError(f"{path} is not an .npz archive (it does not start like a zip file); {_NPZ_FIX}")
+    if not head:
+        what = "it is empty (0 bytes)"
+    elif head.startswith(b"\x93NUMPY"):
+        what = "it is a single-array .npy file (renamed?), not an .npz archive of named fields"
+    else:
+        try:
+            text = head.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        if text is not None and all(c.isprintable() or c.isspace() for c in text):
+            what = f"it is a text file (starts with {text[:32]!r})"
+        else:
+            what = "it does not start like an .npz (zip) archive"
+    raise ValueError(f"{path} is not a readable .npz motion file: {what}; {_NPZ_FIX}")
 
 
 @cold_path
