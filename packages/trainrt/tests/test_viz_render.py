@@ -12,6 +12,7 @@ from trainrt.viz.scene import (
     GEOM_CYLINDER,
     GEOM_SPHERE,
     FollowCamera,
+    FrameScene,
     GeomBatch,
     ScenePoser,
 )
@@ -135,3 +136,24 @@ def test_tiles_fill_a_near_square_grid():
 
 def test_empty_batch_concatenates():
     assert len(GeomBatch.empty().concat(GeomBatch.empty())) == 0
+
+
+def test_software_silhouette_matches_mujocos_opengl_renderer():
+    xml = SCENE_XML.replace('<geom name="floor" type="plane" size="0 0 0.1" rgba="0.5 0.5 0.5 1"/>', "")
+    poser = ScenePoser(mujoco.MjModel.from_xml_string(xml))
+    camera = FollowCamera(distance=2.5, azimuth=120.0, elevation=-20.0, height=0.6)
+    try:
+        gl = make_renderer(poser, 192, 144, camera, "egl")
+    except RendererUnavailableError as err:
+        pytest.skip(f"no EGL here: {err}")
+    software = make_renderer(poser, 192, 144, camera, "software")
+    scene = poser.scene(poser.model.qpos0.copy(), camera=camera)
+    nothing = FrameScene(GeomBatch.empty(), GeomBatch.empty(), scene.lookat)
+    masks = []
+    for renderer in (gl, software):
+        background = renderer.render(nothing).astype(int)
+        masks.append(np.abs(renderer.render(scene).astype(int) - background).sum(axis=2) > 30)
+    gl.close()
+    overlap = (masks[0] & masks[1]).sum() / (masks[0] | masks[1]).sum()
+    assert masks[1].sum() > 200
+    assert overlap > 0.93  # edge pixels differ (GL tessellates capsules; no anti-aliasing here)
