@@ -144,3 +144,24 @@ def test_terminations_and_metrics_read_the_cache_without_changing_values(stepped
         assert torch.equal(dones[:, i], fn(env, **params).to(torch.bool))
     for i, fn, params in getattr(env.metrics_manager, "_terms", []):
         assert torch.equal(metrics[:, i], fn(env, **params).to(metrics.dtype))
+
+
+def test_one_copy_group_write_equals_per_term_copies_with_noise(stepped_env):
+    env = stepped_env
+    manager = env.observation_manager
+    groups = list(manager._groups.values())
+    assert any(g.writes_in_one_copy for g in groups)
+    assert any(g.corrupt and any(t.noise is not None for t in g.terms) for g in groups)  # noise is covered
+    rng_state = env.rng.get_state()
+    fused = [t.clone() for t in _flat(manager.compute(update_history=False))]
+    env.rng.set_state(rng_state)
+    flags = [g.writes_in_one_copy for g in groups]
+    try:
+        for group in groups:
+            group.writes_in_one_copy = False
+        per_term = [t.clone() for t in _flat(manager.compute(update_history=False))]
+    finally:
+        for group, flag in zip(groups, flags):
+            group.writes_in_one_copy = flag
+    for a, b in zip(fused, per_term):
+        assert torch.equal(a, b)

@@ -122,6 +122,9 @@ class _ObsGroup:
                 term.out = self.buffer[term.name]
         for term in terms:
             term.frame = term.out if term.history is None else torch.zeros(n, term.frame_dim, device=device)
+        self.writes_in_one_copy = cfg.concatenate and len(terms) > 1 and all(t.history is None for t in terms)
+        """Whether the raw values of all terms go into ``buffer`` with one concatenation (then each term's
+        noise, clip and scale act on its slice, in term order): one copy instead of one per term."""
 
 
 class ObservationManager(ManagerBase):
@@ -213,13 +216,20 @@ class ObservationManager(ManagerBase):
         rng = env.rng
         fresh = self._fresh.view(-1, 1, 1)
         values: list[torch.Tensor | None] = [None] * len(self._sources)
+
+        def value_of(term: _ObsTerm) -> torch.Tensor:
+            value = values[term.source]
+            if value is None:
+                fn, params = self._sources[term.source]
+                value = values[term.source] = fn(env, **params)
+            return value.reshape(self.num_envs, -1)
+
         for group in self._groups.values():
+            if group.writes_in_one_copy:
+                torch.cat([value_of(term) for term in group.terms], dim=1, out=group.buffer)
             for term in group.terms:
-                value = values[term.source]
-                if value is None:
-                    fn, params = self._sources[term.source]
-                    value = values[term.source] = fn(env, **params)
-                term.frame.copy_(value.reshape(self.num_envs, -1))
+                if not group.writes_in_one_copy:
+                    term.frame.copy_(value_of(term))
                 if group.corrupt and term.noise is not None:
                     term.noise.add_(term.frame, term.noise_scratch, rng)
                 if term.clip is not None:

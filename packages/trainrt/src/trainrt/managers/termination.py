@@ -49,6 +49,7 @@ class TerminationManager(ManagerBase):
         self._time_out_columns = torch.tensor(
             [c.time_out for c in cfg.values()], dtype=torch.bool, device=device
         )
+        self._failure_columns = ~self._time_out_columns
         self.term_dones = torch.zeros(n, t, dtype=torch.bool, device=device)
         """Which term fired for each row in the last step (num_envs, num_terms)."""
         self.failures = torch.zeros(n, dtype=torch.bool, device=device)
@@ -63,10 +64,12 @@ class TerminationManager(ManagerBase):
     def compute(self) -> torch.Tensor:
         """Evaluate all terms; return ``dones`` (num_envs,) bool (a persistent buffer)."""
         env = self._env
-        for i, fn, params in self._terms:
-            self.term_dones[:, i] = fn(env, **params).to(torch.bool)
+        if self._terms:  # one stacked write instead of one column write per term
+            torch.stack(
+                [fn(env, **params).to(torch.bool) for _, fn, params in self._terms], 1, out=self.term_dones
+            )
         torch.any(self.term_dones & self._time_out_columns, dim=1, out=self.time_outs)
-        torch.any(self.term_dones & ~self._time_out_columns, dim=1, out=self.failures)
+        torch.any(self.term_dones & self._failure_columns, dim=1, out=self.failures)
         torch.logical_or(self.failures, self.time_outs, out=self.dones)
         return self.dones
 
