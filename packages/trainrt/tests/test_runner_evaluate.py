@@ -80,3 +80,35 @@ def test_start_frame_must_be_inside_the_clip():
     )
     with pytest.raises(ValueError, match="start_frame must be None or an int"):
         build_env(cfg, num_envs=1)
+
+
+class _DefaultPoseAgent:
+    """Stands in for a trained actor: action 0 (the default pose) for every row."""
+
+    def __init__(self, num_actions: int) -> None:
+        self.num_actions = num_actions
+
+    def act(self, obs, deterministic: bool = True) -> torch.Tensor:
+        assert deterministic
+        return torch.zeros(obs["policy"].shape[0], self.num_actions)
+
+
+def test_tracking_rollout_runs_to_the_clips_end_and_counts_completion():
+    from trainrt.runner.evaluate import _rollout
+    from trainrt.tasks.g1_motion_tracking import mdp as tracking
+
+    # failure terminations off: every row must reach the last frame, as a completion, in num_frames steps
+    cfg = apply_overrides(
+        cpu_demo_preset("sac", "g1_motion_tracking", "mujoco"),
+        [
+            f"task.terminations.{name}.enabled=false"
+            for name in ("anchor_height", "anchor_orientation", "end_effector_height")
+        ],
+    )
+    env = build_env(tracking_eval_config(cfg), num_envs=2)
+    motion = env.command_manager.get_term("motion")
+    metrics = {"joint_pos_error": lambda env: tracking.joint_pos_error(env, command_name="motion")}
+    row = _rollout(env, _DefaultPoseAgent(env.num_actions), motion.num_frames + 5, metrics)
+    assert row["completed_fraction"] == 1.0 and row["failed_fraction"] == 0.0
+    assert row["mean_episode_length"] == motion.num_frames
+    assert row["joint_pos_error"] > 0.0

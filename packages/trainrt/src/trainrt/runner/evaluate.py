@@ -202,7 +202,8 @@ def evaluate_tracking(
     env = build_env(tracking_eval_config(cfg), num_envs=num_envs)
     agent = _load_agent(cfg, env, state)
     motion = env.command_manager.get_term("motion")
-    horizon = motion.num_frames - 1 if steps is None else steps
+    # terminations see the frame reached by the previous step, so the last frame ends step num_frames
+    horizon = motion.num_frames if steps is None else steps
     metrics = {
         name: (lambda env, func=func: func(env, command_name="motion"))
         for name, func in (
