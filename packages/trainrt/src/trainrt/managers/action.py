@@ -100,7 +100,7 @@ class JointPositionAction(ActionTerm):
         selected joint must be limited.
 
     Params: ``joint_names`` (regex patterns, default all actuated joints, in actuator order), ``mode``,
-    ``scale`` (mode ``"scale"``), ``soft_limit_factor`` (mode ``"joint_limits"``, in (0, 1]),
+    ``scale`` (mode ``"scale"``, default 1), ``soft_limit_factor`` (mode ``"joint_limits"``, in (0, 1]),
     ``use_default_offset`` (offset = the env's default joint positions, else 0; must be true for
     ``"joint_limits"``), ``clip_to_joint_range`` (mode ``"scale"``: clamp targets to the joint limits).
     """
@@ -108,7 +108,7 @@ class JointPositionAction(ActionTerm):
     PARAMS: ClassVar[Mapping[str, Any]] = {
         "joint_names": None,
         "mode": "scale",
-        "scale": 1.0,
+        "scale": None,
         "soft_limit_factor": 1.0,
         "use_default_offset": True,
         "clip_to_joint_range": False,
@@ -165,7 +165,8 @@ class JointPositionAction(ActionTerm):
 
     @cold_path
     def _init_given_scale(self, scale: Any) -> None:
-        """Mode ``"scale"``: per-joint scales from the ``scale`` param."""
+        """Mode ``"scale"``: per-joint scales from the ``scale`` param (None: 1 for every joint)."""
+        scale = 1.0 if scale is None else scale
         scales = []
         for n in self.joint_names:
             if isinstance(scale, dict):
