@@ -74,7 +74,8 @@ def test_play_video_decodes_to_the_requested_frames(tracking_run, tmp_path):
 
 def test_report_writes_non_trivial_pngs(tracking_run):
     run_dir, _ = tracking_run
-    (run_dir / "eval_results.json").write_text(json.dumps({"mean_return": 1.5, "mean_episode_length": 40.0}))
+    evaluation = trainrt("eval", str(run_dir), "--num-envs", "1", "--steps", "5")
+    assert evaluation.returncode == 0, evaluation.stderr[-3000:]
     out = trainrt("report", str(run_dir))
     assert out.returncode == 0, out.stderr[-3000:]
     for name in ("episode.png", "losses.png", "throughput.png", "eval.png"):

@@ -2,7 +2,7 @@
 
 Writes into ``<run_dir>/report/``: ``episode.png`` (episode length and return), ``rewards.png`` (per-term
 episode returns), ``losses.png``, ``throughput.png`` (env steps/s against wall-clock time and env steps)
-and, when ``trainrt eval`` results (``eval*.json``) exist in the run directory, ``eval.png`` (their table).
+and, when ``trainrt eval`` results exist (``<run_dir>/eval/``), ``eval.png`` (the newest results' tables).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from trainrt.viz.video import VIZ_INSTALL_HINT
 REPORT_DIR_NAME = "report"
 _TENSORBOARD_DIR_NAME = "tensorboard"
 _SUMMARY_FILE_NAME = "run_summary.json"
+_EVAL_FILES_SHOWN = 3
 
 
 @cold_path
@@ -111,36 +112,32 @@ def _plot_throughput(plt: Any, summary: dict[str, Any], path: Path) -> bool:
     return True
 
 
-def _eval_rows(run_dir: Path) -> list[tuple[str, dict[str, Any]]]:
-    rows = []
-    for file in sorted(run_dir.glob("eval*.json")):
+def _eval_tables(run_dir: Path) -> list[str]:
+    """The console tables of the newest ``trainrt eval`` results (``<run_dir>/eval/eval_<iteration>.json``)."""
+    from trainrt.runner.evaluate import EVAL_DIR_NAME, format_eval_table
+
+    def iteration(path: Path) -> int:
+        digits = path.stem.rsplit("_", 1)[-1]
+        return int(digits) if digits.isdigit() else -1
+
+    files = sorted((run_dir / EVAL_DIR_NAME).glob("eval_*.json"), key=iteration)[-_EVAL_FILES_SHOWN:]
+    tables = []
+    for file in files:
         try:
-            data = json.loads(file.read_text())
-        except (OSError, ValueError):
-            continue
-        entries = data if isinstance(data, list) else [data]
-        for i, entry in enumerate(entries):
-            if isinstance(entry, dict):
-                flat = {k: v for k, v in entry.items() if isinstance(v, int | float | str | bool)}
-                rows.append((file.name if len(entries) == 1 else f"{file.name}[{i}]", flat))
-    return rows
+            tables.append(format_eval_table(json.loads(file.read_text())))
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            tables.append(f"{file.name}: unreadable ({type(err).__name__}: {err})")
+    return tables
 
 
-def _plot_eval(plt: Any, rows: list[tuple[str, dict[str, Any]]], path: Path) -> bool:
-    if not rows:
+def _plot_eval(plt: Any, tables: list[str], path: Path) -> bool:
+    if not tables:
         return False
-    keys = sorted({k for _, entry in rows for k in entry})
-
-    def cell(value: Any) -> str:
-        return f"{value:.4g}" if isinstance(value, float) else str(value)
-
-    table_rows = [[k, *(cell(entry.get(k, "")) for _, entry in rows)] for k in keys]
-    figure, axis = plt.subplots(figsize=(2.5 + 2.2 * len(rows), max(2.0, 0.6 + 0.28 * len(keys))))
-    axis.axis("off")
-    table = axis.table(cellText=table_rows, colLabels=["", *(name for name, _ in rows)], loc="center")
-    table.auto_set_font_size(False)
-    table.set_fontsize(8)
-    figure.tight_layout()
+    text = "\n\n".join(tables)
+    lines = text.splitlines()
+    width = max(len(line) for line in lines)
+    figure = plt.figure(figsize=(max(4.0, 0.075 * width + 0.6), max(2.0, 0.17 * len(lines) + 0.6)))
+    figure.text(0.02, 0.98, text, family="monospace", fontsize=8, va="top", ha="left")
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return True
@@ -187,6 +184,6 @@ def write_report(run_dir: str | os.PathLike, output: str | os.PathLike | None = 
             written.append(folder / name)
     if _plot_throughput(plt, summary, folder / "throughput.png"):
         written.append(folder / "throughput.png")
-    if _plot_eval(plt, _eval_rows(run_dir), folder / "eval.png"):
+    if _plot_eval(plt, _eval_tables(run_dir), folder / "eval.png"):
         written.append(folder / "eval.png")
     return written
