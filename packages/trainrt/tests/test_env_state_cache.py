@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from trainrt.envs import ManagerBasedRlEnv
+from trainrt.envs.manager_based_rl_env import finite_rows
 from trainrt.envs.state_cache import StateCache
 from trainrt.tasks import make_task_cfg
 
@@ -165,3 +166,18 @@ def test_one_copy_group_write_equals_per_term_copies_with_noise(stepped_env):
             group.writes_in_one_copy = flag
     for a, b in zip(fused, per_term):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_finite_rows_equals_isfinite_all(dtype):
+    big = torch.finfo(dtype).max
+    qpos = torch.zeros(8, 5, dtype=dtype)
+    qvel = torch.zeros(8, 4, dtype=dtype)
+    qpos[0, 1], qvel[1, 3], qpos[2, 0], qvel[3, 2] = float("inf"), float("-inf"), float("nan"), float("nan")
+    qpos[4] = big  # huge but finite rows stay valid
+    qvel[5] = -big
+    qpos[6, 4] = -0.0
+    out = torch.zeros(8, dtype=torch.bool)
+    finite_rows(qpos, qvel, out)
+    expected = torch.isfinite(qpos).all(dim=1) & torch.isfinite(qvel).all(dim=1)
+    assert torch.equal(out, expected) and expected.tolist() == [False] * 4 + [True] * 4
