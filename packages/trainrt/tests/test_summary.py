@@ -143,6 +143,8 @@ def test_a_consistent_summary_validates_and_round_trips(tmp_path):
         ({"unexpected_field": 1}, "unexpected_field"),
         ({"warmup_time_sec": float("nan")}, "warmup_time_sec"),
         ({"tail_window": 0}, "tail_window"),
+        ({"finished_at": None}, "must say when it finished"),
+        ({"status": "interrupted", "finished_at": None}, "must say when it finished"),
     ],
 )
 def test_schema_rejects_a_malformed_summary(change, problem):
@@ -215,3 +217,20 @@ def test_a_multi_rank_summary_lists_every_rank_and_their_steps_add_up():
         RunSummary.model_validate(_summary_dict(timings, world_size=2, per_rank=[_rank(0, 16)]))
     with pytest.raises(ValidationError, match="sum of the ranks"):
         RunSummary.model_validate(_summary_dict(timings, world_size=2, per_rank=[_rank(0, 8), _rank(1, 4)]))
+
+
+def test_a_running_summary_has_no_end_and_an_interrupted_one_names_the_signal():
+    running = RunSummary.model_validate(_summary_dict(_timings([1.0]), status="running", finished_at=None))
+    assert running.status == "running" and running.finished_at is None and running.warnings == []
+    interrupted = RunSummary.model_validate(
+        _summary_dict(
+            _timings([1.0]),
+            status="interrupted",
+            error="interrupted by SIGTERM",
+            signal="SIGTERM",
+            warnings=["iteration 1: mujoco buffer overflow (contacts: 2 of 2 worlds); raise sim.nconmax=6"],
+            run_id="0123456789ab",
+        )
+    )
+    assert (interrupted.signal, interrupted.run_id) == ("SIGTERM", "0123456789ab")
+    assert "sim.nconmax=6" in interrupted.warnings[0]
