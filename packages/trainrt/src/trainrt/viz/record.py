@@ -145,7 +145,8 @@ class EnvFrames:
             ghost = None
             caption = [f"env {env_id}  t {step * env.step_dt:5.2f}s"]
             if "command" in host:
-                heading = _yaw_rotation(qpos[3:7]) if self.poser.root_qpos_address is not None else np.eye(3)
+                a = self.poser.root_qpos_address
+                heading = _yaw_rotation(qpos[a + 3 : a + 7]) if a is not None else np.eye(3)
                 cmd = host["command"][row]
                 start = root + np.array([0.0, 0.0, 0.15])
                 extra = extra.concat(

@@ -82,7 +82,7 @@ class VideoWriter:
 def read_video(path: str | os.PathLike) -> tuple[np.ndarray, float]:
     """Decode an MP4: its frames (T, height, width, 3) uint8 and its frame rate."""
     reader = _imageio_ffmpeg().read_frames(str(path))
-    meta = reader.__next__()
+    meta = next(reader)
     width, height = meta["size"]
     frames = [np.frombuffer(raw, dtype=np.uint8).reshape(height, width, 3) for raw in reader]
     return np.stack(frames) if frames else np.zeros((0, height, width, 3), np.uint8), float(meta["fps"])
