@@ -112,3 +112,13 @@ def test_tracking_rollout_runs_to_the_clips_end_and_counts_completion():
     assert row["completed_fraction"] == 1.0 and row["failed_fraction"] == 0.0
     assert row["mean_episode_length"] == motion.num_frames
     assert row["joint_pos_error"] > 0.0
+
+
+def test_a_checkpoint_trained_with_other_action_scales_is_refused():
+    from trainrt.runner.evaluate import _load_agent
+
+    cfg = cpu_demo_preset("sac", "g1_walk_flat", "mujoco")
+    env = build_env(cfg, num_envs=1)
+    old = {"path": "ckpt_000001.pt", "env_meta": {"action_meta": {"action_scale": [0.25] * env.num_actions}}}
+    with pytest.raises(ValueError, match="other action scales"):
+        _load_agent(cfg, env, old)

@@ -154,6 +154,19 @@ def _rollout(
 
 @cold_path
 def _load_agent(cfg: TrainConfig, env: Any, state: dict[str, Any]) -> Any:
+    """The run's agent with the checkpoint's weights; ValueError when the env maps actions differently."""
+    trained = state.get("env_meta", {}).get("action_meta", {}).get("action_scale")
+    built = env.action_meta().get("action_scale")
+    if trained is not None and built is not None:
+        same = len(trained) == len(built) and all(
+            abs(float(a) - float(b)) <= 1e-5 * max(1.0, abs(float(b))) for a, b in zip(trained, built)
+        )
+        if not same:
+            raise ValueError(
+                f"checkpoint {state.get('path')} was trained with other action scales than this env builds "
+                "(e.g. before the G1 tasks mapped actions onto the joint limits); its actions would mean other "
+                "joint targets here"
+            )
     agent = build_agent(cfg, env.obs_dims, env.num_actions, env.device)
     load_agent_weights(agent, state)
     return agent
