@@ -177,3 +177,23 @@ def test_table_quaternion_products_equal_the_written_out_formulas_bit_for_bit(dt
     assert torch.equal(rot.quat_to_6d(a), _quat_to_6d_written_out(a))
     assert torch.equal(rot.quat_conjugate(a), torch.cat((a[..., :1], -a[..., 1:]), dim=-1))
     assert rot.quat_mul(a, b).dtype == dtype and rot.quat_mul(a.float(), b.double()).dtype == torch.float64
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_table_euler_quaternion_equals_the_written_out_formula_bit_for_bit(dtype):
+    g = torch.Generator().manual_seed(6)
+    rpy = ((torch.rand(NUM, 3, generator=g, dtype=torch.float64) * 2 - 1) * math.pi).to(dtype)
+    roll, pitch, yaw = rpy[:, 0], rpy[:, 1], rpy[:, 2]  # strided columns, as the callers pass them
+    cr, sr = torch.cos(0.5 * roll), torch.sin(0.5 * roll)
+    cp, sp = torch.cos(0.5 * pitch), torch.sin(0.5 * pitch)
+    cy, sy = torch.cos(0.5 * yaw), torch.sin(0.5 * yaw)
+    expected = torch.stack(
+        (
+            cy * cp * cr + sy * sp * sr,
+            cy * cp * sr - sy * sp * cr,
+            cy * sp * cr + sy * cp * sr,
+            sy * cp * cr - cy * sp * sr,
+        ),
+        dim=-1,
+    )
+    assert torch.equal(rot.quat_from_euler_xyz(roll, pitch, yaw), expected)

@@ -7,10 +7,11 @@ The 6D rotation representation is the first two columns of the rotation matrix, 
 ``(R00, R10, R20, R01, R11, R21)``.
 
 Every function is elementwise over the batch, fixed-shape and sync-free, so any of them may run per step.
-The products behind ``quat_mul`` and ``quat_to_6d`` are formed in one outer product and gathered by a fixed
-table, which launches a handful of kernels instead of one per scalar operation (inside a CUDA graph each
-small kernel costs a few microseconds); the sums keep the textbook order, so the values are bit for bit those
-of the written-out formulas.
+The products behind ``quat_mul``, ``quat_to_6d`` and ``quat_from_euler_xyz`` are gathered by a fixed table
+from one tensor of factors (an outer product, or the stacked half-angle cosines and sines), which launches a
+handful of kernels instead of one per scalar operation (inside a CUDA graph each small kernel costs a few
+microseconds); the sums keep the textbook order, so the values are bit for bit those of the written-out
+formulas.
 """
 
 from __future__ import annotations
@@ -42,6 +43,15 @@ _QUAT_6D_PAIRS = (
 _QUAT_6D_SIGNS = (1, 1, -1, -1, 1, 1)
 _QUAT_6D_SCALES = (-2.0, 2.0, 2.0, 2.0, -2.0, 2.0)
 _QUAT_6D_OFFSETS = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
+# Euler angles: output k is a[0] a[1] a[2] + sign[k] * b[0] b[1] b[2] over the half-angle cosines and sines
+# (cr, sr, cp, sp, cy, sy) = indices 0..5, for (a, b) = triples[k].
+_EULER_TRIPLES = (
+    ((4, 2, 0), (5, 3, 1)),  # w = cy cp cr + sy sp sr
+    ((4, 2, 1), (5, 3, 0)),  # x = cy cp sr - sy sp cr
+    ((4, 3, 0), (5, 2, 1)),  # y = cy sp cr + sy cp sr
+    ((5, 2, 0), (4, 3, 1)),  # z = sy cp cr - cy sp sr
+)
+_EULER_SIGNS = (1, -1, 1, -1)
 _tables: dict[tuple[str, torch.device, torch.dtype], tuple[torch.Tensor, ...]] = {}
 
 
@@ -65,10 +75,15 @@ def _table(name: str, device: torch.device, dtype: torch.dtype) -> tuple[torch.T
                 torch.tensor(_QUAT_6D_SCALES, dtype=dtype, device=device),
                 torch.tensor(_QUAT_6D_OFFSETS, dtype=dtype, device=device),
             )
+        elif name == "euler":
+            table = (
+                torch.tensor(_EULER_TRIPLES, dtype=torch.long, device=device),
+                torch.tensor(_EULER_SIGNS, dtype=dtype, device=device),
+            )
         elif name == "conjugate":
             table = (torch.tensor((1.0, -1.0, -1.0, -1.0), dtype=dtype, device=device),)
         else:
-            raise ValueError(f"unknown quaternion table {name!r}; valid: 'mul', '6d', 'conjugate'")
+            raise ValueError(f"unknown quaternion table {name!r}; valid: 'mul', '6d', 'euler', 'conjugate'")
         _tables[key] = table
     return table
 
@@ -120,15 +135,11 @@ def quat_from_euler_xyz(roll: torch.Tensor, pitch: torch.Tensor, yaw: torch.Tens
     cr, sr = torch.cos(0.5 * roll), torch.sin(0.5 * roll)
     cp, sp = torch.cos(0.5 * pitch), torch.sin(0.5 * pitch)
     cy, sy = torch.cos(0.5 * yaw), torch.sin(0.5 * yaw)
-    return torch.stack(
-        (
-            cy * cp * cr + sy * sp * sr,
-            cy * cp * sr - sy * sp * cr,
-            cy * sp * cr + sy * cp * sr,
-            sy * cp * cr - cy * sp * sr,
-        ),
-        dim=-1,
-    )
+    halves = torch.stack((cr, sr, cp, sp, cy, sy), dim=-1)
+    index, signs = _table("euler", halves.device, halves.dtype)
+    factors = halves[..., index]  # (..., 4 outputs, 2 products, 3 factors)
+    products = factors[..., 0] * factors[..., 1] * factors[..., 2]
+    return products[..., 0] + products[..., 1] * signs
 
 
 def euler_xyz_from_quat(q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
