@@ -122,10 +122,14 @@ class MjwarpBackend(SimBackend):
             wp.synchronize_device(self._wp_device)
         self._reset_row_count_view = wp.to_torch(self._reset_row_count, requires_grad=False)
         # A conditional node's body cannot allocate; these sensors make MuJoCo Warp allocate scratch arrays.
+        contact_sensors = sum(
+            getattr(self._m, f"sensor_contact_{stage}_adr").shape[0] for stage in ("pos", "vel", "acc")
+        )
         self._refresh_allocation_free = not (
             self._m.nrangefinder
             or self._m.nsensorcollision
             or self._m.nsensortaxel
+            or contact_sensors
             or model.opt.enableflags & mujoco.mjtEnableBit.mjENBL_ENERGY
         )
 

@@ -90,6 +90,7 @@ from trainrt.runner.run_dir import (
     new_run_id,
     refuse_a_used_run_dir,
 )
+from trainrt.runner.schedule import IterationSchedule
 from trainrt.runner.summary import (
     SUMMARY_FILE_NAME,
     IterationTiming,
@@ -203,6 +204,7 @@ class OffPolicyRunner:
         self.agent: Any = None
         self.replay: Any = None
         self.collector: Collector | None = None
+        self.schedule: IterationSchedule | None = None
         self.env_meta: dict[str, Any] = {}
         self.timings: list[IterationTiming] = []
         self.resumed_from_iteration: int | None = None
@@ -444,11 +446,25 @@ class OffPolicyRunner:
         resumed = self.resumed_from_iteration is not None
         self.collector.prefill(params.learning_starts, use_policy=resumed)
         self.collector.capture()
+        self.replay.freeze_view()
+        updates = params.updates_per_iteration
+        agent.set_lr_horizon(cfg.algo.max_iterations * updates)
         agent.capture_update(
-            lambda generator: self.replay.sample(params.batch_size, generator),
+            lambda generator: self.replay.sample(params.batch_size, generator, from_view=True),
             enabled=cfg.training.cuda_graph,
+            updates_per_replay=updates,
+            compile=cfg.training.compile_learner,
         )
-        agent.replay_update()  # the first update: allocations and lazy state happen here, not in iteration 1
+        # The first iteration's worth of updates: allocations and lazy state happen here, not in iteration 1.
+        agent.replay_updates(updates)
+        self.schedule = IterationSchedule(
+            self.collector,
+            agent,
+            self.replay,
+            steps_per_iteration=cfg.algo.steps_per_iteration,
+            updates_per_iteration=updates,
+            overlap=cfg.training.overlap,
+        )
         if cfg.training.tensorboard and self.ranks.is_main:
             from torch.utils.tensorboard import SummaryWriter
 
@@ -460,10 +476,22 @@ class OffPolicyRunner:
         env.episode_stats()
         collector_graph = self.collector.diagnostics()
         learner_graph = agent.update_diagnostics()
+        schedule = self.schedule.diagnostics()
+        overlap = (
+            "overlapped (learner one iteration behind the data)"
+            if schedule["overlap_enabled"]
+            else f"sequential ({schedule['overlap_fallback_reason']})"
+        )
         self.log(
             f"warm-up done in {self.warmup_time_sec:.1f}s ({self.warmup_env_steps} env steps, outside the "
             f"throughput window); collector: {_graph_status(collector_graph)}; "
             f"learner: {_graph_status(learner_graph)}"
+            + (
+                ""
+                if learner_graph.get("compile_enabled")
+                else f" [uncompiled: {learner_graph.get('compile_fallback_reason')}]"
+            )
+            + f"; schedule: {overlap}"
         )
 
     @cold_path
@@ -473,7 +501,8 @@ class OffPolicyRunner:
         collector, agent = self.collector, self.agent
         assert collector is not None
         clock = IterationClock(self.device)
-        updates = cfg.algo.params.updates_per_iteration
+        schedule = self.schedule
+        assert schedule is not None
         session_started = time.perf_counter()
         first = self.completed_iterations + 1
         ranks = self.ranks
@@ -481,11 +510,7 @@ class OffPolicyRunner:
             clock.start()
             local_error: Exception | None = None
             try:
-                collector.collect(cfg.algo.steps_per_iteration)
-                clock.mark_collected()
-                for _ in range(updates):
-                    agent.replay_update()
-                clock.mark_learned()
+                schedule.run(clock)
                 collect_sec, learn_sec, elapsed_sec = clock.synchronize_split()
                 injected_failure(ranks.rank, iteration)
             except Exception as exc:  # every rank hears of it at the boundary below, then all stop
@@ -610,6 +635,7 @@ class OffPolicyRunner:
         """Last checkpoint (if the loop did not just write it), evaluation rollout, ONNX export."""
         cfg = self.cfg
         self._save_checkpoint_if_new()
+        self.agent.publish_policy()  # evaluate the weights after the last iteration's updates
         if not self.ranks.is_main:  # rank 0 evaluates and exports the (identical) policy
             return
         if not cfg.training.no_play:
@@ -686,7 +712,9 @@ class OffPolicyRunner:
         if getattr(self, "_video_env", None) is None:
             self._video_env = build_env(self.rank_cfg, num_envs=1)
         path = self.run_dir / "videos" / f"iter_{iteration:06d}.mp4"
-        options = VideoOptions(seconds=self.cfg.training.video_seconds, renderer=self.cfg.training.video_renderer)
+        options = VideoOptions(
+            seconds=self.cfg.training.video_seconds, renderer=self.cfg.training.video_renderer
+        )
         result = record_policy_video(self._video_env, self.agent, path, options, keep_preview=24)
         if self._writer is not None and result.preview:
             write_tensorboard_gif(self._writer, "Video/policy", result.preview, fps=8.0, step=iteration)
@@ -832,6 +860,8 @@ class OffPolicyRunner:
         """(collector graph, learner graph, backend) diagnostics as JSON-safe dicts ({} for unbuilt parts)."""
         collector = json_safe(self.collector.diagnostics()) if self.collector is not None else {}
         learner = json_safe(self.agent.update_diagnostics()) if self.agent is not None else {}
+        if self.schedule is not None:
+            learner |= json_safe(self.schedule.diagnostics())
         backend = json_safe(_quiet_backend_diagnostics(self.env.backend)) if self.env is not None else {}
         if hasattr(backend, "items") is False:
             backend = {"value": backend}
