@@ -197,7 +197,7 @@ class TrainingSection(BaseModel):
     overlap: bool = Field(
         False,
         description="run the collector and the learner of an iteration concurrently on two CUDA streams "
-        "(the learner trains on the replay as of the iteration's start; see adr/0009); false: one after "
+        "(the learner trains on the replay as of the iteration's start; see adr/0011); false: one after "
         "the other",
     )
     compile_learner: bool = Field(

@@ -5,7 +5,7 @@ replay view is frozen, then the learner runs ``updates_per_iteration`` updates o
 learner of iteration i sees every row up to the end of iteration i's collection; the collector of
 iteration i acts with the weights after iteration i-1's updates.
 
-Overlapped (``training.overlap=true``, adr/0009): at the iteration boundary the acting copy of the
+Overlapped (``training.overlap=true``, adr/0011): at the iteration boundary the acting copy of the
 policy is published and the replay view is frozen (leaving out the ring rows this iteration's
 collection will overwrite); then the collector replays its graph on one stream while the learner
 replays its graph on another. The collector of iteration i acts with the weights after iteration
