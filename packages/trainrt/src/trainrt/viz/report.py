@@ -53,7 +53,9 @@ def _pyplot() -> Any:
 def _grid(plt: Any, count: int, title: str) -> tuple[Any, list[Any]]:
     cols = min(count, 3)
     rows = math.ceil(count / cols)
-    figure, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.9 * rows), squeeze=False)
+    figure, axes = plt.subplots(
+        rows, cols, figsize=(4.2 * cols, 2.9 * rows), squeeze=False, layout="constrained"
+    )
     figure.suptitle(title)
     flat = [a for row in axes for a in row]
     for extra in flat[count:]:
@@ -75,7 +77,6 @@ def _plot_tags(
         axis.set_xlabel("iteration", fontsize=8)
         axis.grid(alpha=0.3)
         axis.tick_params(labelsize=7)
-    figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return True
