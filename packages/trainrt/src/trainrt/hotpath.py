@@ -47,6 +47,8 @@ HOT_ENTRY_POINTS: Mapping[str, str | frozenset[str]] = {
     "tasks/g1_motion_tracking/mdp.py": EVERY_FUNCTION,
     # the collector and the learner update
     "runner/collector.py": frozenset({"Collector.step", "Collector.random_step", "Collector.collect"}),
+    # an iteration's device work is queued without a sync (the overlap of collector and learner needs it)
+    "runner/schedule.py": frozenset({"IterationSchedule.run"}),
     "runner/distributed.py": frozenset({"DataParallelRanks._average_gradients"}),
     "runner/iteration_clock.py": frozenset({"IterationClock.mark_collected", "IterationClock.mark_learned"}),
     "algos/agent.py": frozenset(
