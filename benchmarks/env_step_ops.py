@@ -10,7 +10,9 @@ on the CPU and counts, per step:
   launch no kernel, so ``torch_kernel_ops`` leaves out pure view/metadata ops);
 - Warp launches (``wp.launch`` / ``wp.launch_tiled`` calls, plus the Warp array copies and fills that become
   memcpy/memset nodes);
-- the same counts for the parts of a step: the physics call, the reset transaction and each manager.
+- the same counts for the parts of a step: the physics call, the reset transaction and each manager;
+- with ``--collector``, the whole collector step of the canonical workloads (SAC / g1_walk_flat, FlashSAC /
+  g1_motion_tracking presets): policy act, env step, replay write and the collector's bookkeeping.
 
 The counts do not depend on the device, only on the code path, so a CPU run predicts the node count of the
 GPU graph (Warp's CPU device runs the same launches). Use ``--steps`` to average over more steps (the reset
@@ -222,9 +224,60 @@ def count_env_step(task: str, sim: str, num_envs: int, steps: int, seed: int = 0
     }
 
 
+def count_collector_step(algo: str, task: str, sim: str, num_envs: int, steps: int) -> dict[str, Any]:
+    """Per-step op counts of the whole collector step (policy act + env step + replay write), as trained."""
+    from trainrt.config import apply_overrides, preset
+    from trainrt.runner.build import build_agent, build_env, build_replay
+    from trainrt.runner.collector import Collector
+
+    cfg = apply_overrides(
+        preset(algo, task), [f"sim.backend={sim}", "sim.device=cpu", f"algo.num_envs={num_envs}"]
+    )
+    env = build_env(cfg)
+    agent = build_agent(cfg, env.obs_dims, env.num_actions, env.device)
+    replay = build_replay(cfg, env)
+    collector = Collector(env, agent, replay, env.reset(), use_graph=False)
+    for _ in range(2):
+        collector.step()
+    torch_counter, warp_counter = OpCounter(), WarpLaunchCounter()
+    parts: dict[str, list[int]] = {}
+    with contextlib.ExitStack() as stack:
+        for obj, attr, label in (
+            (agent, "act", "policy act"),
+            (env, "step", "env step"),
+            (replay, "add", "replay write"),
+        ):
+            stack.enter_context(_counting_calls(obj, attr, parts, label, torch_counter, warp_counter))
+        stack.enter_context(warp_counter.installed())
+        with torch_counter:
+            for _ in range(steps):
+                collector.step()
+    per_step = {
+        label: {"torch_kernel_ops": t / steps, "warp_launches": w / steps} for label, (t, w) in parts.items()
+    }
+    per_step["collector bookkeeping"] = {
+        "torch_kernel_ops": (torch_counter.kernel_ops - sum(v[0] for v in parts.values())) / steps,
+        "warp_launches": (warp_counter.total - sum(v[1] for v in parts.values())) / steps,
+    }
+    return {
+        "bench": "collector_step_ops",
+        "label": "DIAGNOSTIC (op counts per collector step on the CPU; predicts CUDA graph node counts)",
+        "task": f"{algo}/{task}",
+        "sim": sim,
+        "num_envs": num_envs,
+        "steps": steps,
+        "torch_ops_per_step": torch_counter.total / steps,
+        "torch_kernel_ops_per_step": torch_counter.kernel_ops / steps,
+        "warp_launches_per_step": warp_counter.total / steps,
+        "parts": per_step,
+        "top_torch_ops": dict(torch_counter.ops.most_common(15)),
+        "top_warp_kernels": dict(warp_counter.launches.most_common(15)),
+    }
+
+
 def _format(result: dict[str, Any]) -> str:
     lines = [
-        f"[diagnostic] env step ops: {result['task']} on {result['sim']} ({result['num_envs']} envs, "
+        f"[diagnostic] {result['bench']}: {result['task']} on {result['sim']} ({result['num_envs']} envs, "
         f"{result['steps']} steps)",
         f"  torch ops / step:        {result['torch_ops_per_step']:8.1f}",
         f"  torch kernel ops / step: {result['torch_kernel_ops_per_step']:8.1f}",
@@ -242,6 +295,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sim", default="mjwarp", choices=("mujoco", "mjwarp"))
     parser.add_argument("--num-envs", type=int, default=4)
     parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument(
+        "--collector",
+        action="store_true",
+        help="also count the whole collector step of the canonical presets (SAC walk, FlashSAC tracking)",
+    )
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args(argv)
     if args.num_envs < 1 or args.steps < 1:
@@ -252,6 +310,11 @@ def main(argv: list[str] | None = None) -> int:
         result = count_env_step(task, args.sim, args.num_envs, args.steps)
         print(_format(result), flush=True)
         results.append(result)
+        if args.collector:
+            algo = {"g1_walk_flat": "sac", "g1_motion_tracking": "flashsac"}[task]
+            result = count_collector_step(algo, task, args.sim, args.num_envs, args.steps)
+            print(_format(result), flush=True)
+            results.append(result)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
