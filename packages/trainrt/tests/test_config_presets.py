@@ -109,3 +109,16 @@ def test_algo_name_selects_the_params_model():
     # SAC-only parameters are not FlashSAC parameters
     with pytest.raises(ValidationError, match="autotune_alpha"):
         TrainConfig.model_validate(data)
+
+
+@pytest.mark.parametrize("task", ["g1_walk_flat", "g1_motion_tracking"])
+def test_sac_support_is_sized_to_the_tasks_dt_scaled_returns(task):
+    from trainrt.config.presets import G1_CONTROL_DT
+    from trainrt.tasks import make_task_cfg
+
+    params = preset("sac", task).algo.params
+    best_step = sum(t.weight for t in make_task_cfg(task).rewards.values() if t.weight > 0) * G1_CONTROL_DT
+    best_return = best_step / (1.0 - params.gamma)
+    assert params.v_min == -params.v_max
+    # the largest achievable return fits, and the support is not so wide that few atoms cover the returns
+    assert best_return <= params.v_max <= 2.0 * best_return

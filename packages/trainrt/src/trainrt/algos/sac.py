@@ -38,7 +38,8 @@ class SacConfig(BaseModel):
     # Networks. FastSAC's humanoid sizes: the actor is 512 -> 256 -> 128, each critic 768 -> 384 -> 192.
     actor_hidden_dim: int = Field(512, ge=4)
     critic_hidden_dim: int = Field(768, ge=4)
-    # C51 support. 101 atoms over [-20, 20] covers dt-scaled humanoid returns at gamma 0.97 with room.
+    # C51 support. The presets size [v_min, v_max] to the task's dt-scaled returns
+    # (trainrt.config.presets.return_support); a support far wider leaves few atoms where values live.
     num_atoms: int = Field(101, ge=2)
     v_min: float = -20.0
     v_max: float = 20.0

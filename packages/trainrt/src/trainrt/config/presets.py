@@ -18,6 +18,7 @@ CLI announces when it is used. It is a demonstration, not a measurement.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from trainrt.algos import FlashSacConfig, SacConfig
@@ -159,6 +160,31 @@ def _flashsac_params(**changes: object) -> FlashSacConfig:
     return FlashSacConfig.model_validate(fields)
 
 
+G1_CONTROL_DT = 0.02
+"""Seconds per control step of both G1 tasks (5 ms physics, 4 substeps); rewards are scaled by it."""
+
+
+def _support(task: str, gamma: float) -> dict[str, float]:
+    v_min, v_max = return_support(task, gamma)
+    return {"v_min": v_min, "v_max": v_max}
+
+
+def return_support(task: str, gamma: float, margin: float = 1.25) -> tuple[float, float]:
+    """A C51 support [-v, v] sized to the task's returns: v bounds the discounted sum of the largest
+    per-step reward (the positive reward weights times the control dt) over the 1/(1 - gamma) horizon,
+    with a margin, rounded up to a whole number. Penalties get the same room below zero.
+
+    Rewards here are dt-scaled, so returns are small; a support much wider than them leaves only a few
+    atoms where the values live. Set ``algo.params.v_min``/``v_max`` explicitly after changing weights.
+    """
+    from trainrt.tasks import make_task_cfg
+
+    rewards = make_task_cfg(task).rewards
+    best_step = sum(term.weight for term in rewards.values() if term.weight > 0) * G1_CONTROL_DT
+    bound = float(math.ceil(margin * best_step / (1.0 - gamma)))
+    return -bound, bound
+
+
 def sac_g1_walk_flat() -> TrainConfig:
     """Canonical workload 1: SAC on G1 velocity tracking, 2048 envs on mjwarp."""
     return TrainConfig(
@@ -166,7 +192,7 @@ def sac_g1_walk_flat() -> TrainConfig:
             num_envs=CANONICAL_NUM_ENVS,
             max_iterations=3000,  # ~49M env steps; minutes on an H200
             steps_per_iteration=_STEPS_PER_ITERATION,
-            params=_sac_params(),
+            params=_sac_params(**_support("g1_walk_flat", 0.97)),
         ),
         task=TaskSection(name="g1_walk_flat"),
         sim=SimSection(backend="mjwarp", device=None, nconmax=None, njmax=None),
@@ -181,7 +207,7 @@ def sac_g1_motion_tracking() -> TrainConfig:
             num_envs=CANONICAL_NUM_ENVS,
             max_iterations=3000,
             steps_per_iteration=_STEPS_PER_ITERATION,
-            params=_sac_params(gamma=0.99, v_min=-50.0, v_max=50.0),
+            params=_sac_params(gamma=0.99, **_support("g1_motion_tracking", 0.99)),
         ),
         task=TaskSection(name="g1_motion_tracking"),
         sim=SimSection(backend="mjwarp", device=None, nconmax=None, njmax=None),

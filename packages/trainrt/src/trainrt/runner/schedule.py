@@ -89,7 +89,13 @@ class IterationSchedule:
         self.concurrent = self.overlap_enabled and agent.device.type == "cuda" and not serialize
         if self.concurrent:
             device = agent.device
-            self._streams = (torch.cuda.Stream(device), torch.cuda.Stream(device))
+            # The collector's many small, latency-bound kernels get the higher priority; the learner's
+            # large GEMMs fill the multiprocessors they leave idle.
+            high, low = torch.cuda.Stream.priority_range()[1], 0
+            self._streams = (
+                torch.cuda.Stream(device, priority=high),
+                torch.cuda.Stream(device, priority=low),
+            )
 
     @cold_path
     def _overlap_blocker(self) -> str:
