@@ -157,14 +157,29 @@ class Agent(abc.ABC):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Update the running statistics with this batch, then normalize actor/critic obs and next obs."""
         cfg = self.cfg
-        self.actor_obs_normalizer.update(batch.obs[cfg.actor_obs_group])
+        return self._part("_normalize")(
+            batch.obs[cfg.actor_obs_group],
+            batch.next_obs[cfg.actor_obs_group],
+            batch.obs[cfg.critic_obs_group],
+            batch.next_obs[cfg.critic_obs_group],
+        )
+
+    def _normalize(
+        self,
+        actor_obs: torch.Tensor,
+        next_actor_obs: torch.Tensor,
+        critic_obs: torch.Tensor,
+        next_critic_obs: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The statistics update and the four normalizations of `_normalized_groups` (a compilable part)."""
+        self.actor_obs_normalizer.update(actor_obs)
         if not self.shared_obs_group:
-            self.critic_obs_normalizer.update(batch.obs[cfg.critic_obs_group])
+            self.critic_obs_normalizer.update(critic_obs)
         return (
-            self.actor_obs_normalizer(batch.obs[cfg.actor_obs_group]),
-            self.actor_obs_normalizer(batch.next_obs[cfg.actor_obs_group]),
-            self.critic_obs_normalizer(batch.obs[cfg.critic_obs_group]),
-            self.critic_obs_normalizer(batch.next_obs[cfg.critic_obs_group]),
+            self.actor_obs_normalizer(actor_obs),
+            self.actor_obs_normalizer(next_actor_obs),
+            self.critic_obs_normalizer(critic_obs),
+            self.critic_obs_normalizer(next_critic_obs),
         )
 
     @abc.abstractmethod

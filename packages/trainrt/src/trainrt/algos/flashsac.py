@@ -365,7 +365,14 @@ class FlashSacAgent(Agent):
     """
 
     algo = "flashsac"
-    compiled_parts = ("_actor_loss", "_critic_target", "_critic_loss", "_project_actor", "_project_critic")
+    compiled_parts = (
+        "_normalize",
+        "_actor_loss",
+        "_critic_target",
+        "_critic_loss",
+        "_project_actor",
+        "_project_critic",
+    )
 
     def __init__(
         self,

@@ -166,7 +166,7 @@ class SacAgent(Agent):
     """FastSAC-style agent. Construct through `trainrt.algos.make_agent("sac", ...)`."""
 
     algo = "sac"
-    compiled_parts = ("_critic_target", "_critic_loss", "_actor_loss")
+    compiled_parts = ("_normalize", "_critic_target", "_critic_loss", "_actor_loss")
 
     def __init__(
         self,
