@@ -21,6 +21,12 @@ What makes it FlashSAC rather than plain SAC, in the order the code meets it:
   (P(n) proportional to n^-s, n <= n_max), giving temporally correlated exploration. The draw and its
   remaining hold live in persistent per-env buffers (`held_noise`, `hold_steps_left`) so `act` stays
   graph-capturable.
+  Deviation from the authors' release, on purpose: there one hold length is drawn for all envs at
+  once and every env redraws its noise at the same step; here each env draws its own hold length and
+  an env whose episode ended redraws at once, so envs never change noise in lockstep and a new
+  episode never inherits the previous episode's noise.
+- Learning rates follow a warm-up + cosine schedule (`lr_schedule`), computed on the device so it runs
+  inside the replayed learner graph; the presets decay 3e-4 to 1.5e-4 over the run, as the authors.
 - The actor and temperature are updated every `actor_update_period` critic updates, before the critic
   step, and the actor sees current and next observations together so its BatchNorm statistics match
   the critic's batch.
