@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 import warp as wp
-from simcore_scenes import BACKENDS, cpu_config, reference_data
+from simcore_scenes import BACKENDS, SMALL_XML, cpu_config, reference_data
 
 import simcore
 from simcore._src.reset import STATE_CHANNELS
@@ -200,7 +200,7 @@ def test_spec_errors_are_raised_at_spec_time(small_model, name):
 def _count_refreshes(backend: simcore.SimBackend) -> list[int]:
     """Patch the backend's derived-state refresh to count its runs; returns the one-element counter."""
     calls = [0]
-    name = "_derived_kernels" if backend.name == "mjwarp" else "_refresh_derived"
+    name = "_kinematics_kernels" if backend.name == "mjwarp" else "_refresh_derived"
     original = getattr(backend, name)
 
     def counted() -> None:
@@ -250,12 +250,14 @@ def test_no_op_reset_skips_the_refresh_and_a_later_reset_still_refreshes(small_m
     assert torch.equal(backend.qvel, twin.qvel)
 
 
-@pytest.mark.parametrize("scene", ["small", "g1"])
-def test_mjwarp_reset_refresh_allocates_nothing(request, scene):
-    """The refresh becomes a conditional graph node's body, which cannot hold memory-allocation nodes."""
-    model = request.getfixturevalue(f"{scene}_model")
-    backend = simcore.make_backend("mjwarp", model, cpu_config(num_envs=2))
-    assert backend._refresh_allocation_free
+CONTACT_SENSOR_XML = SMALL_XML.replace(
+    "</sensor>", '  <contact name="box_touch" body1="box" data="found"/>\n  </sensor>'
+)
+"""The small scene plus a contact sensor: MuJoCo Warp allocates scratch arrays to evaluate it."""
+
+
+def _allocations(fn) -> list[str]:
+    """Names of the Warp allocation functions ``fn()`` calls with a non-zero size."""
     allocations = []
     names = ("empty", "zeros", "full", "clone", "empty_like", "zeros_like", "full_like", "array")
     originals = {n: getattr(wp, n) for n in names}
@@ -272,16 +274,66 @@ def test_mjwarp_reset_refresh_allocates_nothing(request, scene):
     try:
         for n in names:
             setattr(wp, n, counting(n))
-        backend._derived_kernels()
+        fn()
     finally:
-        for n, fn in originals.items():
-            setattr(wp, n, fn)
-    assert allocations == []
+        for n, original in originals.items():
+            setattr(wp, n, original)
+    return allocations
+
+
+@pytest.mark.parametrize("scene", ["small", "g1", "contact_sensor"])
+def test_mjwarp_conditional_refresh_body_allocates_nothing(request, scene):
+    """The refresh becomes a conditional graph node's body, which cannot hold memory-allocation nodes."""
+    if scene == "contact_sensor":
+        model = mujoco.MjModel.from_xml_string(CONTACT_SENSOR_XML)
+    else:
+        model = request.getfixturevalue(f"{scene}_model")
+    backend = simcore.make_backend("mjwarp", model, cpu_config(num_envs=2))
+    assert _allocations(backend._kinematics_kernels) == []
+    sensors_allocate = _allocations(backend._sensor_kernels) != []
+    assert backend._sensor_refresh_allocation_free == (not sensors_allocate)
+    assert sensors_allocate == (scene == "contact_sensor")
+
+
+def test_mjwarp_no_op_reset_with_allocating_sensors_skips_kinematics_and_keeps_every_bit():
+    model = mujoco.MjModel.from_xml_string(CONTACT_SENSOR_XML)
+    backend = simcore.make_backend("mjwarp", model, cpu_config(num_envs=NUM_ENVS, decimation=2))
+    plan = backend.read_plan(bodies=("box", "forearm"), sensors=("tip_pos", "box_touch"))
+    spec = backend.reset_spec(("qpos", "qvel"))
+    payload = spec.new_payload()
+    payload["qpos"][:, 7] = 0.8
+    backend.step()
+    kinematics, sensors = _count_refreshes(backend), [0]
+    original = backend._sensor_kernels
+
+    def counted_sensors() -> None:
+        sensors[0] += 1
+        original()
+
+    backend._sensor_kernels = counted_sensors
+    before = {k: v.clone() for k, v in backend._derived._asdict().items()}
+    backend.reset(torch.zeros(NUM_ENVS, dtype=torch.bool), payload, spec)
+    assert kinematics[0] == 0 and sensors[0] == 1  # the allocating sensors run outside the branch
+    for key, value in backend._derived._asdict().items():
+        assert torch.equal(value, before[key]), key
+    mask = torch.tensor([True, False, False, True])
+    backend.reset(mask, payload, spec)
+    assert kinematics[0] == 1
+    for world in (0, 3):
+        ref = reference_data(backend, world)
+        np.testing.assert_allclose(
+            plan.body_pos_w[world, 1].double().numpy(), ref.xpos[model.body("forearm").id], atol=5e-5
+        )
+    assert torch.equal(
+        plan.body_pos_w[~mask], before["xpos"][~mask][:, [model.body("box").id, model.body("forearm").id]]
+    )
 
 
 @pytest.mark.gpu
-def test_captured_reset_with_no_selected_row_keeps_every_bit_and_later_resets_refresh(small_model):
+@pytest.mark.parametrize("xml", [SMALL_XML, CONTACT_SENSOR_XML], ids=["small", "contact_sensor"])
+def test_captured_reset_with_no_selected_row_keeps_every_bit_and_later_resets_refresh(xml):
     n = 64
+    small_model = mujoco.MjModel.from_xml_string(xml)
     backend = simcore.make_backend("mjwarp", small_model, simcore.SimConfig(n, decimation=2, device="cuda"))
     plan = backend.read_plan(bodies=("box", "forearm"), sensors=("tip_pos",))
     spec = backend.reset_spec(("qpos", "qvel"))

@@ -121,11 +121,12 @@ class MjwarpBackend(SimBackend):
             self._reset_row_count = wp.zeros(1, dtype=wp.int32)
             wp.synchronize_device(self._wp_device)
         self._reset_row_count_view = wp.to_torch(self._reset_row_count, requires_grad=False)
-        # A conditional node's body cannot allocate; these sensors make MuJoCo Warp allocate scratch arrays.
+        # A conditional node's body cannot allocate; these sensors make MuJoCo Warp allocate scratch arrays, so
+        # with them only the kinematics of the post-reset refresh are conditional and the sensors always run.
         contact_sensors = sum(
             getattr(self._m, f"sensor_contact_{stage}_adr").shape[0] for stage in ("pos", "vel", "acc")
         )
-        self._refresh_allocation_free = not (
+        self._sensor_refresh_allocation_free = not (
             self._m.nrangefinder
             or self._m.nsensorcollision
             or self._m.nsensortaxel
@@ -231,9 +232,15 @@ class MjwarpBackend(SimBackend):
             self._derived_kernels()
 
     def _derived_kernels(self) -> None:
+        self._kinematics_kernels()
+        self._sensor_kernels()
+
+    def _kinematics_kernels(self) -> None:
         mjw.kinematics(self._m, self._d)
         mjw.com_pos(self._m, self._d)
         mjw.com_vel(self._m, self._d)
+
+    def _sensor_kernels(self) -> None:
         mjw.sensor_pos(self._m, self._d)
         mjw.sensor_vel(self._m, self._d)
 
@@ -243,10 +250,15 @@ class MjwarpBackend(SimBackend):
         # CPU device the count is read in place. Eager CUDA work always refreshes (reading the count would
         # synchronize with the host, which costs more than the kernels it saves), and so does a reset that
         # recomputed constants (set_const runs kinematics at qpos0 in every world, overwriting derived state).
+        # Sensors that allocate run outside the branch: from unchanged kinematics they reproduce their values.
         with self._warp_scope():
             if not constants_recomputed and self._reset_refresh_is_conditional():
                 torch.sum(mask, dim=0, keepdim=True, dtype=torch.int32, out=self._reset_row_count_view)
-                wp.capture_if(self._reset_row_count, on_true=self._derived_kernels)
+                if self._sensor_refresh_allocation_free:
+                    wp.capture_if(self._reset_row_count, on_true=self._derived_kernels)
+                else:
+                    wp.capture_if(self._reset_row_count, on_true=self._kinematics_kernels)
+                    self._sensor_kernels()
             else:
                 self._derived_kernels()
         self._refresh_plans()
@@ -256,7 +268,7 @@ class MjwarpBackend(SimBackend):
         if not self._wp_device.is_cuda:
             return True
         capturing = self._wp_device.captures.get(self._wp_device.stream) is not None
-        return capturing and self._refresh_allocation_free and wp.is_conditional_graph_supported()
+        return capturing and wp.is_conditional_graph_supported()
 
     def _recompute_constants(self, mask: torch.Tensor) -> None:
         # set_const runs over all worlds; unselected worlds recompute identical constants from identical fields
