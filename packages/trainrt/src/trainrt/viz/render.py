@@ -1,10 +1,9 @@
 """Renderer back ends and how one is chosen: ``egl`` and ``osmesa`` (MuJoCo's OpenGL renderer), ``software``.
 
-``make_renderer(poser, width, height, camera, "auto")`` tries EGL (GPU servers; Mesa's EGL on CPU machines),
-then OSMesa, then the NumPy ray caster, which needs nothing beyond the Python packages. Asking for one back
-end by name gives that back end or ``RendererUnavailableError`` saying what to install. All of them draw
-the same ``FrameScene`` (see ``trainrt.viz.scene``); nothing here is imported by training.
-"""
+``make_renderer(poser, width, height, camera, "auto")`` tries EGL, then OSMesa, then the NumPy ray caster on
+a machine with a CUDA GPU, and takes the ray caster (it needs nothing beyond the Python packages) on one
+without. Asking for one back end by name gives that back end or ``RendererUnavailableError`` saying what to
+install. All of them draw the same ``FrameScene`` (see ``trainrt.viz.scene``); training imports none of it."""
 
 from __future__ import annotations
 
@@ -163,6 +162,17 @@ class MujocoGlRenderer:
             self._context = None
 
 
+def _auto_order() -> tuple[str, ...]:
+    """Back ends ``auto`` tries: EGL then OSMesa with a CUDA GPU, else the software renderer alone.
+
+    Without a GPU, EGL and OSMesa are Mesa's llvmpipe, whose LLVM clashes with the one Triton loads for
+    torch (a crash at Triton's import once a Mesa context exists); the NumPy renderer is as fast there.
+    """
+    import torch
+
+    return ("egl", "osmesa", "software") if torch.cuda.is_available() else ("software",)
+
+
 @cold_path
 def make_renderer(
     poser: ScenePoser,
@@ -173,7 +183,8 @@ def make_renderer(
 ) -> FrameRenderer:
     """The renderer ``choice`` (one of ``RENDERER_CHOICES``) for ``poser``'s model at ``width`` x ``height``.
 
-    ``auto`` takes the first of egl, osmesa, software that starts. Raises ``ValueError`` for an unknown
+    ``auto`` takes the first of egl, osmesa, software that starts where a CUDA GPU is present, the software
+    renderer elsewhere (see ``_auto_order``). Raises ``ValueError`` for an unknown
     choice or size, ``RendererUnavailableError`` (saying what to install) when the named one cannot start.
     """
     if choice not in RENDERER_CHOICES:
@@ -183,7 +194,7 @@ def make_renderer(
             f"frame size must be even and at least 8x8 pixels (video encoding), got {width}x{height}"
         )
     camera = camera or FollowCamera()
-    for backend in ("egl", "osmesa") if choice == "auto" else (choice,):
+    for backend in _auto_order() if choice == "auto" else (choice,):
         if backend == "software":
             break
         try:
