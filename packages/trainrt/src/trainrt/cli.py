@@ -345,7 +345,7 @@ def play(
     width: Annotated[int, typer.Option(min=8, help="pixels per env view (even)")] = 320,
     height: Annotated[int, typer.Option(min=8, help="pixels per env view (even)")] = 240,
     renderer: Annotated[
-        Renderer, typer.Option(help="auto picks egl, then osmesa, then the NumPy software renderer")
+        Renderer, typer.Option(help="auto: egl, osmesa, then software with a CUDA GPU; software without")
     ] = Renderer.auto,
     ghost_offset: Annotated[
         float, typer.Option(help="tracking: sideways metres between the reference ghost and its pose")
@@ -548,7 +548,7 @@ def motion_preview(
     seconds: Annotated[float, typer.Option(min=0.1, help="at most this many seconds of the clip")] = 30.0,
     width: Annotated[int, typer.Option(min=8, help="pixels (even)")] = 480,
     height: Annotated[int, typer.Option(min=8, help="pixels (even)")] = 360,
-    renderer: Annotated[Renderer, typer.Option(help="auto: egl, osmesa, then software")] = Renderer.auto,
+    renderer: Annotated[Renderer, typer.Option(help="auto: egl, osmesa, then software with a CUDA GPU; software without")] = Renderer.auto,
 ) -> None:
     """Render CLIP on the G1 after the loader's joint mapping and forward kinematics."""
     from trainrt.viz.record import record_clip_video

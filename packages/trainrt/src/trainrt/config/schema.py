@@ -192,7 +192,7 @@ class TrainingSection(BaseModel):
         2.0, gt=0.0, description="simulated seconds of each training.video_every video"
     )
     video_renderer: Literal["auto", "egl", "osmesa", "software"] = Field(
-        "auto", description="renderer of the training videos (auto: egl, osmesa, then software)"
+        "auto", description="renderer of the training videos (auto: EGL with a CUDA GPU, else software)"
     )
     overlap: bool = Field(
         False,
