@@ -548,7 +548,9 @@ def motion_preview(
     seconds: Annotated[float, typer.Option(min=0.1, help="at most this many seconds of the clip")] = 30.0,
     width: Annotated[int, typer.Option(min=8, help="pixels (even)")] = 480,
     height: Annotated[int, typer.Option(min=8, help="pixels (even)")] = 360,
-    renderer: Annotated[Renderer, typer.Option(help="auto: egl, osmesa, then software with a CUDA GPU; software without")] = Renderer.auto,
+    renderer: Annotated[
+        Renderer, typer.Option(help="auto: egl, osmesa, then software with a CUDA GPU; software without")
+    ] = Renderer.auto,
 ) -> None:
     """Render CLIP on the G1 after the loader's joint mapping and forward kinematics."""
     from trainrt.viz.record import record_clip_video
