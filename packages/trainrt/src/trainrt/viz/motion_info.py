@@ -7,6 +7,8 @@ can reach: ``clamp(offset + scale * action, lower, upper)``, read from the env's
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 from pathlib import Path
 from typing import Any
@@ -66,14 +68,15 @@ def motion_info(
 ) -> dict[str, Any]:
     """Frames, fps, duration, joints of a clip and whether every frame lies within the joint limits and the
     action bounds of ``task`` (built as a one-env CPU MuJoCo env of its CPU-demo config)."""
+    import simcore
     from trainrt.config import cpu_demo_preset
     from trainrt.motion import load_motion
     from trainrt.runner.build import build_env
 
+    clip = load_motion(clip_path, simcore.load_g1(), dtype=torch.float64)  # a bad file fails before the env
     cfg = cpu_demo_preset(algo, task, "mujoco")
-    env = build_env(cfg, num_envs=1)
-    model = env.backend.mj_model
-    clip = load_motion(clip_path, model, dtype=torch.float64)
+    with contextlib.redirect_stdout(io.StringIO()):  # the env's own start-up lines are about its own clip
+        env = build_env(cfg, num_envs=1)
     names = tuple(clip.joint_names)
     joint_pos = clip.joint_pos.numpy()
     limits = env.robot.joint_pos_limits.double().cpu().numpy()
