@@ -210,6 +210,9 @@ class ManagerBasedRlEnv:
         """Rows reset because their physics state went non-finite, since construction (device scalar)."""
         self._finished_episodes = torch.zeros((), dtype=torch.long, device=dev)
         self._finished_length_sum = torch.zeros((), dtype=torch.long, device=dev)
+        # device zeros for selects (a Python 0 in torch.where becomes one more fill kernel per call)
+        self._zero_reward = torch.zeros((), device=dev)
+        self._zero_length = torch.zeros((), dtype=torch.long, device=dev)
 
         self.event_manager.apply_startup()
 
@@ -268,7 +271,7 @@ class ManagerBasedRlEnv:
         torch.logical_and(self.termination_manager.failures, valid, out=result.terminated)
         torch.logical_or(self.termination_manager.time_outs, ~valid, out=result.truncated)
         torch.logical_or(result.terminated, result.truncated, out=self._done)
-        result.reward.copy_(torch.where(valid, reward, 0.0))
+        torch.where(valid, reward, self._zero_reward, out=result.reward)
 
         # Final observation: every row, before any reset (fixed shapes); kept below for finite done rows only.
         self.observation_manager.compute(update_history=False)
@@ -319,7 +322,9 @@ class ManagerBasedRlEnv:
     def _record_episode_end(self, env_mask: torch.Tensor) -> None:
         """Add the episodes ending in rows where ``env_mask`` (num_envs,) is True to the device statistics."""
         self._finished_episodes.add_(env_mask.sum())
-        self._finished_length_sum.add_(torch.where(env_mask, self.episode_length_buf, 0).sum())
+        self._finished_length_sum.add_(
+            torch.where(env_mask, self.episode_length_buf, self._zero_length).sum()
+        )
         self.reward_manager.record_episode_end(env_mask)
         self.termination_manager.record_episode_end(env_mask)
         self.metrics_manager.record_episode_end(env_mask, self.episode_length_buf)
