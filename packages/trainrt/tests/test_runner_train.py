@@ -234,3 +234,27 @@ def test_play_and_export_accept_a_checkpoint_from_another_device_type(trained_ru
     load_agent_weights(agent, data)
     for name, tensor in agent.actor.state_dict().items():
         assert torch.equal(tensor, data["agent"]["actor"][name]), name
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_the_summary_records_which_policy_acted_and_which_rows_the_learner_saw(tmp_path, overlap):
+    cfg = tiny_config(
+        tmp_path / "run",
+        "sac",
+        "g1_walk_flat",
+        "algo.max_iterations=3",
+        f"training.overlap={str(overlap).lower()}",
+    )
+    summary = OffPolicyRunner(cfg, log=lambda line: None).run()
+    params = cfg.algo.params
+    updates, steps = params.updates_per_iteration, cfg.algo.steps_per_iteration
+    warmup_updates = (
+        summary.learner_graph["num_updates"] - 3 * updates
+    )  # capture warm-up + first iteration's worth
+    assert summary.learner_graph["overlap_enabled"] is overlap
+    assert summary.learner_graph["data_staleness_iterations"] == (1 if overlap else 0)
+    for i, timing in enumerate(summary.iterations):
+        # the collector of iteration i+1 acts with the weights after iteration i's updates
+        assert timing.acting_policy_version == warmup_updates + i * updates
+        # sequential: the learner sees this iteration's rows; overlapped: the rows up to the boundary
+        assert timing.learner_view_steps == params.learning_starts + (i + (0 if overlap else 1)) * steps

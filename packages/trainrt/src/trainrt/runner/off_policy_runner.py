@@ -520,13 +520,24 @@ class OffPolicyRunner:
             is_last = iteration == cfg.algo.max_iterations
             if iteration % cfg.training.log_every == 0 or is_last or iteration == first:
                 self._log_iteration(iteration, collect_sec, learn_sec, elapsed_sec, session_started)
+            record = schedule.records[-1]  # which policy acted, which rows the learner saw
+            stamp = {
+                "acting_policy_version": record.acting_policy_version,
+                "learner_view_steps": record.learner_view_steps,
+            }
             if (cfg.training.checkpoint_every and iteration % cfg.training.checkpoint_every == 0) or is_last:
-                self.timings.append(clock.finish(iteration, self.env_steps_per_iteration))
+                self.timings.append(
+                    clock.finish(iteration, self.env_steps_per_iteration).model_copy(update=stamp)
+                )
                 self._save_checkpoint()
                 # The checkpoint's own write time belongs to this iteration too: re-time it now.
-                self.timings[-1] = clock.finish(iteration, self.env_steps_per_iteration)
+                self.timings[-1] = clock.finish(iteration, self.env_steps_per_iteration).model_copy(
+                    update=stamp
+                )
             else:
-                self.timings.append(clock.finish(iteration, self.env_steps_per_iteration))
+                self.timings.append(
+                    clock.finish(iteration, self.env_steps_per_iteration).model_copy(update=stamp)
+                )
             self._after_iteration(iteration)
         if ranks.world_size > 1:
             self._gather_rank_figures()

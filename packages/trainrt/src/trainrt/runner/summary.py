@@ -63,6 +63,12 @@ class IterationTiming(BaseModel):
     wall_time_sec: NonNegativeFloat = Field(description="wall time between the iteration's boundary syncs")
     collect_time_sec: NonNegativeFloat = Field(description="device time of the collector replays")
     learn_time_sec: NonNegativeFloat = Field(description="device time of the learner updates")
+    acting_policy_version: NonNegativeInt | None = Field(
+        None, description="learner updates the policy that collected this iteration had seen"
+    )
+    learner_view_steps: NonNegativeInt | None = Field(
+        None, description="vector env steps (all collection so far) in the replay view the learner sampled"
+    )
 
 
 class TailThroughput(BaseModel):
