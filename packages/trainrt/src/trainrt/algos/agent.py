@@ -425,12 +425,23 @@ class Agent(abc.ABC):
         return dict(self._loss_values)
 
     def _declare_losses(self, *names: str) -> None:
-        """Allocate the persistent scalars that updates write their losses into."""
-        for name in names:
-            self._loss_values[name] = torch.zeros((), device=self.device)
+        """Allocate the persistent scalars that updates write their losses into (views of one vector)."""
+        self._loss_vector = torch.zeros(len(names), device=self.device)
+        self._loss_names = names
+        for index, name in enumerate(names):
+            self._loss_values[name] = self._loss_vector[index]
 
     def _record_losses(self, values: dict[str, torch.Tensor]) -> None:
-        """Copy loss values into the persistent scalars (graph-safe: fixed addresses)."""
+        """Copy loss values into the persistent scalars (graph-safe: fixed addresses).
+
+        Names that are always recorded come first in the declaration, so the values of one update are
+        a leading run of the vector and land with one stack and one copy.
+        """
+        present = [name for name in self._loss_names if name in values]
+        if present == list(self._loss_names[: len(present)]) and len(present) == len(values):
+            stacked = torch.stack([values[name].detach().float().reshape(()) for name in present])
+            self._loss_vector[: len(present)].copy_(stacked)
+            return
         for name, value in values.items():
             self._loss_values[name].copy_(value.detach().float())
 

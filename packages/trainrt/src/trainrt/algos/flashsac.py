@@ -430,15 +430,15 @@ class FlashSacAgent(Agent):
             self._critic_params, cfg.critic_lr, cfg.adam_betas, cfg.weight_decay
         )
         self.alpha_optimizer = self._adamw([self.log_alpha], cfg.alpha_lr, cfg.adam_betas, 0.0)
-        self._declare_losses(
+        self._declare_losses(  # recorded by every update first, then by actor updates only
             "critic_loss",
-            "actor_loss",
-            "alpha_loss",
-            "alpha",
-            "entropy",
             "q_mean",
             "target_q_mean",
+            "alpha",
             "reward_scale",
+            "actor_loss",
+            "alpha_loss",
+            "entropy",
         )
         self._init_lr_schedule(
             lr_schedule_from(cfg, self.device), [self.actor_optimizer, self.critic_optimizer]

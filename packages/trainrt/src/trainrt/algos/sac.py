@@ -211,8 +211,8 @@ class SacAgent(Agent):
         )
         # No weight decay on the temperature: it would pull alpha toward 1.
         self.alpha_optimizer = self._adamw([self.log_alpha], cfg.alpha_lr, cfg.adam_betas, 0.0)
-        self._declare_losses(
-            "critic_loss", "actor_loss", "alpha_loss", "alpha", "entropy", "q_mean", "target_q_mean"
+        self._declare_losses(  # recorded by every update first, then by actor updates only
+            "critic_loss", "q_mean", "target_q_mean", "alpha", "actor_loss", "alpha_loss", "entropy"
         )
         self._init_lr_schedule(
             lr_schedule_from(cfg, self.device), [self.actor_optimizer, self.critic_optimizer]

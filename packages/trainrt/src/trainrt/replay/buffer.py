@@ -250,31 +250,33 @@ class DeviceReplayBuffer:
         flat = torch.searchsorted(valid_count, rank, right=True).clamp(max=capacity * num_envs - 1)
         start_row = torch.div(flat, num_envs, rounding_mode="floor")
         env = flat - start_row * num_envs
-        # Rows after the start that are newer than it; the window never passes the newest row.
-        newest_row = (cursor - 1).remainder(capacity)
-        rows_ahead = (newest_row - start_row).remainder(capacity)
 
         reward_flat = self.reward.view(-1)
         terminated_flat = self.terminated.view(-1)
-        done_flat = (self.terminated | self.truncated).view(-1)
-        valid_flat = self.valid.view(-1)
 
-        reward_sum = reward_flat[flat].clone()
+        reward_sum = reward_flat[flat]
         last_flat = flat
-        steps = torch.ones(batch_size, device=self.device, dtype=torch.long)
-        open_window = ~done_flat[flat]
-        for k in range(1, self.n_step):
-            row_k = (start_row + k).remainder(capacity)
-            flat_k = row_k * num_envs + env
-            open_window = open_window & (rows_ahead >= k) & valid_flat[flat_k]
-            reward_sum = reward_sum + torch.where(
-                open_window, self._step_discounts[k] * reward_flat[flat_k], 0.0
-            )
-            last_flat = torch.where(open_window, flat_k, last_flat)
-            steps = steps + open_window.long()
-            open_window = open_window & ~done_flat[flat_k]
-
-        discount = torch.pow(torch.full_like(reward_sum, self.gamma), steps.float())
+        if self.n_step == 1:  # one reward per sample: no window to walk
+            discount = torch.full_like(reward_sum, self.gamma)
+        else:
+            # Rows after the start that are newer than it; the window never passes the newest row.
+            newest_row = (cursor - 1).remainder(capacity)
+            rows_ahead = (newest_row - start_row).remainder(capacity)
+            done_flat = (self.terminated | self.truncated).view(-1)
+            valid_flat = self.valid.view(-1)
+            steps = torch.ones(batch_size, device=self.device, dtype=torch.long)
+            open_window = ~done_flat[flat]
+            for k in range(1, self.n_step):
+                row_k = (start_row + k).remainder(capacity)
+                flat_k = row_k * num_envs + env
+                open_window = open_window & (rows_ahead >= k) & valid_flat[flat_k]
+                reward_sum = reward_sum + torch.where(
+                    open_window, self._step_discounts[k] * reward_flat[flat_k], 0.0
+                )
+                last_flat = torch.where(open_window, flat_k, last_flat)
+                steps = steps + open_window.long()
+                open_window = open_window & ~done_flat[flat_k]
+            discount = torch.pow(torch.full_like(reward_sum, self.gamma), steps.float())
         bootstrap = (~terminated_flat[last_flat]).float()
         obs = {g: self.obs[g].view(capacity * num_envs, -1).index_select(0, flat) for g in self.obs_dims}
         next_obs = {
