@@ -66,14 +66,19 @@ class UniformVelocityCommand(CommandTerm):
         self._rel_heading = float(p["rel_heading_envs"])
         self._rel_standing = float(p["rel_standing_envs"])
         self._stiffness = float(p["heading_stiffness"])
+        self._kind_thresholds = torch.tensor([self._rel_heading, self._rel_standing], device=dev)
         n = env.num_envs
-        self.vel_command_b = torch.zeros(n, 3, device=dev)
+        # The float state and the row kinds each live in one buffer (the public tensors are views of them),
+        # so a resample writes each with one select instead of one per quantity.
+        self._targets = torch.zeros(n, 4, device=dev)
+        self._kinds = torch.zeros(n, 2, dtype=torch.bool, device=dev)
+        self.vel_command_b = self._targets[:, :3]
         """Commanded ``(vx, vy, wz)`` in the root frame (num_envs, 3)."""
-        self.heading_target = torch.zeros(n, device=dev)
+        self.heading_target = self._targets[:, 3]
         """Target heading of heading-controlled rows (num_envs,) rad."""
-        self.is_heading_env = torch.zeros(n, dtype=torch.bool, device=dev)
+        self.is_heading_env = self._kinds[:, 0]
         """Rows whose yaw rate follows ``heading_target`` (num_envs,)."""
-        self.is_standing_env = torch.zeros(n, dtype=torch.bool, device=dev)
+        self.is_standing_env = self._kinds[:, 1]
         """Rows commanded to stand still (num_envs,)."""
         self._draw = torch.zeros(n, 6, device=dev)
 
@@ -86,23 +91,18 @@ class UniformVelocityCommand(CommandTerm):
         """Draw velocities, heading target and row kind for rows where ``env_mask`` (num_envs,) is True."""
         self._draw.uniform_(0.0, 1.0, generator=self.env.rng)
         values = self._low + self._span * self._draw[:, :4]
-        rows = env_mask.unsqueeze(1)
-        self.vel_command_b.copy_(torch.where(rows, values[:, :3], self.vel_command_b))
-        self.heading_target.copy_(torch.where(env_mask, values[:, 3], self.heading_target))
-        self.is_heading_env.copy_(
-            torch.where(env_mask, self._draw[:, 4] < self._rel_heading, self.is_heading_env)
-        )
-        self.is_standing_env.copy_(
-            torch.where(env_mask, self._draw[:, 5] < self._rel_standing, self.is_standing_env)
-        )
+        kinds = self._draw[:, 4:] < self._kind_thresholds
         # standing rows observe a zero command from their first step, before any _update
-        self.vel_command_b.masked_fill_((env_mask & self.is_standing_env).unsqueeze(1), 0.0)
+        values[:, :3].masked_fill_(kinds[:, 1:], 0.0)
+        rows = env_mask.unsqueeze(1)
+        torch.where(rows, values, self._targets, out=self._targets)
+        torch.where(rows, kinds, self._kinds, out=self._kinds)
 
     def _update(self) -> None:
         """Heading rows: yaw rate from the heading error; standing rows: zero command."""
         heading_error = wrap_to_pi(self.heading_target - self.env.robot.heading_w)
         wz = torch.clamp(self._stiffness * heading_error, self._wz_low, self._wz_high)
-        self.vel_command_b[:, 2] = torch.where(self.is_heading_env, wz, self.vel_command_b[:, 2])
+        torch.where(self.is_heading_env, wz, self.vel_command_b[:, 2], out=self.vel_command_b[:, 2])
         self.vel_command_b.masked_fill_(self.is_standing_env.unsqueeze(1), 0.0)
 
 
@@ -148,7 +148,7 @@ class GaitPhaseCommand(CommandTerm):
     def _resample(self, env_mask: torch.Tensor) -> None:
         """Draw a uniform phase for rows where ``env_mask`` (num_envs,) is True."""
         self._draw.uniform_(0.0, 1.0, generator=self.env.rng)
-        self.phase.copy_(torch.where(env_mask, self._draw, self.phase))
+        torch.where(env_mask, self._draw, self.phase, out=self.phase)
 
     def _update(self) -> None:
         """Advance every row's clock by one control step."""

@@ -30,6 +30,14 @@ if TYPE_CHECKING:
 RANGE_KEYS = ("x", "y", "z", "roll", "pitch", "yaw")
 
 
+def _where_into(rows: torch.Tensor, value: torch.Tensor, target: torch.Tensor) -> None:
+    """``target[rows] = value[rows]`` in one select written in place (``target`` may be a strided view).
+
+    ``value`` may be float32 where ``target`` is float64: the select widens it exactly, as ``.to()`` would.
+    """
+    torch.where(rows, value, target, out=target)
+
+
 @cold_path
 def range_bounds(owner: str, ranges: Mapping[str, Sequence[float]], device: torch.device) -> torch.Tensor:
     """Bounds ``(2, 6)`` (low row, high row) of a range dict over ``RANGE_KEYS``; ValueError for bad entries."""
@@ -67,25 +75,28 @@ class ResetRootStateUniform(ManagerTermBase):
         name = type(self).__name__
         self.pose_bounds = range_bounds(name, self.params["pose_range"], env.device)
         self.velocity_bounds = range_bounds(name, self.params["velocity_range"], env.device)
+        # Pose and velocity bounds side by side: one multiply and one add map all 12 draws; the span is the
+        # same float32 difference the per-call subtraction gave.
+        bounds = torch.cat((self.pose_bounds, self.velocity_bounds), dim=1)
+        self._low, self._span = bounds[0], bounds[1] - bounds[0]
         self._draw = torch.zeros(env.num_envs, 12, device=env.device)
 
     def __call__(self, env: ManagerBasedRlEnv, env_mask: torch.Tensor) -> None:
         """Write the payload's root pose and velocity for rows where ``env_mask`` is True."""
         lay, qpos, qvel = self.layout, env.reset_payload["qpos"], env.reset_payload["qvel"]
         self._draw.uniform_(0.0, 1.0, generator=env.rng)
-        pose = self.pose_bounds[0] + (self.pose_bounds[1] - self.pose_bounds[0]) * self._draw[:, :6]
-        vel = (
-            self.velocity_bounds[0] + (self.velocity_bounds[1] - self.velocity_bounds[0]) * self._draw[:, 6:]
-        )
+        draw = self._low + self._span * self._draw
+        pose, vel = draw[:, :6], draw[:, 6:]
         pos = qpos[:, lay.root_pos].to(torch.float32) + pose[:, :3]
         delta = quat_from_euler_xyz(pose[:, 3], pose[:, 4], pose[:, 5])
         quat = quat_normalize(quat_mul(delta, qpos[:, lay.root_quat].to(torch.float32)))
         ang_vel_b = quat_apply_inverse(quat, vel[:, 3:])
         rows = env_mask.unsqueeze(1)
-        qpos[:, lay.root_pos] = torch.where(rows, pos.to(qpos.dtype), qpos[:, lay.root_pos])
-        qpos[:, lay.root_quat] = torch.where(rows, quat.to(qpos.dtype), qpos[:, lay.root_quat])
-        qvel[:, lay.root_lin_vel] = torch.where(rows, vel[:, :3].to(qvel.dtype), qvel[:, lay.root_lin_vel])
-        qvel[:, lay.root_ang_vel] = torch.where(rows, ang_vel_b.to(qvel.dtype), qvel[:, lay.root_ang_vel])
+        # Each select writes the payload in place (a float32 value widens exactly to a float64 payload).
+        _where_into(rows, pos, qpos[:, lay.root_pos])
+        _where_into(rows, quat, qpos[:, lay.root_quat])
+        _where_into(rows, vel[:, :3], qvel[:, lay.root_lin_vel])
+        _where_into(rows, ang_vel_b, qvel[:, lay.root_ang_vel])
 
 
 class ResetJointsAroundDefault(ManagerTermBase):
@@ -112,6 +123,10 @@ class ResetJointsAroundDefault(ManagerTermBase):
                 raise ValueError(f"ResetJointsAroundDefault: {key} must be (low, high) with low <= high")
             ranges.append((low, high))
         self.position_range, self.velocity_range = ranges
+        # (2, 1) columns of low and span for the position and velocity draws: one multiply and one add map
+        # both, with the same float32 factors the per-range scalars gave.
+        self._low = torch.tensor([[r[0]] for r in ranges], device=env.device)
+        self._span = torch.tensor([[r[1] - r[0]] for r in ranges], device=env.device)
         limits = env.robot.joint_pos_limits
         self.lower, self.upper = limits[:, 0], limits[:, 1]
         self._draw = torch.zeros(env.num_envs, 2, env.robot.num_joints, device=env.device)
@@ -119,14 +134,13 @@ class ResetJointsAroundDefault(ManagerTermBase):
     def __call__(self, env: ManagerBasedRlEnv, env_mask: torch.Tensor) -> None:
         """Write the payload's joint positions and velocities for rows where ``env_mask`` is True."""
         lay, qpos, qvel = self.layout, env.reset_payload["qpos"], env.reset_payload["qvel"]
-        position_range, velocity_range = self.position_range, self.velocity_range
         self._draw.uniform_(0.0, 1.0, generator=env.rng)
-        offset = position_range[0] + (position_range[1] - position_range[0]) * self._draw[:, 0]
-        velocity = velocity_range[0] + (velocity_range[1] - velocity_range[0]) * self._draw[:, 1]
+        draw = self._low + self._span * self._draw
+        offset, velocity = draw[:, 0], draw[:, 1]
         q = torch.clamp(qpos[:, lay.joint_pos].to(torch.float32) + offset, self.lower, self.upper)
         rows = env_mask.unsqueeze(1)
-        qpos[:, lay.joint_pos] = torch.where(rows, q.to(qpos.dtype), qpos[:, lay.joint_pos])
-        qvel[:, lay.joint_vel] = torch.where(rows, velocity.to(qvel.dtype), qvel[:, lay.joint_vel])
+        _where_into(rows, q, qpos[:, lay.joint_pos])
+        _where_into(rows, velocity, qvel[:, lay.joint_vel])
 
 
 class PushByVelocity(ManagerTermBase):
@@ -146,6 +160,7 @@ class PushByVelocity(ManagerTermBase):
         super().__init__(cfg, env)
         self.layout = robot_state_layout(env)
         self.bounds = range_bounds(type(self).__name__, self.params["velocity_range"], env.device)
+        self._span = self.bounds[1] - self.bounds[0]
         self._draw = torch.zeros(env.num_envs, 6, device=env.device)
         self._root = slice(self.layout.root_lin_vel.start, self.layout.root_ang_vel.stop)
 
@@ -153,9 +168,9 @@ class PushByVelocity(ManagerTermBase):
         """Add the kick to the root velocity of rows where ``env_mask`` is True."""
         qvel = env.backend.qvel
         self._draw.uniform_(0.0, 1.0, generator=env.rng)
-        kick = self.bounds[0] + (self.bounds[1] - self.bounds[0]) * self._draw
+        kick = self.bounds[0] + self._span * self._draw
         root = qvel[:, self._root]
-        qvel[:, self._root] = torch.where(env_mask.unsqueeze(1), root + kick.to(qvel.dtype), root)
+        _where_into(env_mask.unsqueeze(1), root + kick.to(qvel.dtype), root)
 
 
 class RandomizeGeomFriction(ManagerTermBase):

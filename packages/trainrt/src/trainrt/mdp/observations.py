@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from trainrt.mdp.rewards import shared_in_contact
 from trainrt.mdp.term_bases import BodySubsetTerm, ContactThresholdTerm
 
 if TYPE_CHECKING:
@@ -65,4 +66,4 @@ class FootContact(ContactThresholdTerm):
 
     def __call__(self, env: ManagerBasedRlEnv) -> torch.Tensor:
         """Evaluate for all rows."""
-        return self.in_contact(env).to(torch.float32)
+        return shared_in_contact(env, self).to(torch.float32)

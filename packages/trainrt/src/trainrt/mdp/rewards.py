@@ -28,14 +28,15 @@ def track_lin_vel_xy_exp(env: ManagerBasedRlEnv, command_name: str, std: float) 
     """``exp(-|v_cmd_xy - v_xy|^2 / std^2)`` with the root velocity in the root frame (num_envs,)."""
     command = env.command_manager.command(command_name)
     error = (command[:, :2] - env.robot.root_lin_vel_b[:, :2]).square().sum(dim=1)
-    return torch.exp(-error / std**2)
+    # x / -c equals -x / c exactly (IEEE division is sign-symmetric), one kernel fewer.
+    return torch.exp(error / -(std**2))
 
 
 def track_ang_vel_z_exp(env: ManagerBasedRlEnv, command_name: str, std: float) -> torch.Tensor:
     """``exp(-(wz_cmd - wz)^2 / std^2)`` with the yaw rate in the root frame (num_envs,)."""
     command = env.command_manager.command(command_name)
     error = (command[:, 2] - env.robot.root_ang_vel_b[:, 2]).square()
-    return torch.exp(-error / std**2)
+    return torch.exp(error / -(std**2))
 
 
 # --- base motion and posture ---------------------------------------------------------------------------------
@@ -99,13 +100,15 @@ class JointPosLimits(ManagerTermBase):
         middle = torch.where(limited, limits.mean(dim=1), 0.0)
         half = torch.where(limited, 0.5 * (limits[:, 1] - limits[:, 0]) * ratio, math.inf)
         self.lower, self.upper = middle - half, middle + half
+        if bool((self.lower > self.upper).any()):
+            raise ValueError("JointPosLimits: every joint range must have lower <= upper")
 
     def __call__(self, env: ManagerBasedRlEnv) -> torch.Tensor:
         """Evaluate for all rows."""
+        # With lower <= upper at most one side is violated, so the distance beyond the range is
+        # |q - clamp(q, lower, upper)|: the same float as (lower - q) or (q - upper) plus an exact zero.
         q = env.robot.joint_pos
-        below = (self.lower - q).clamp_min(0.0)
-        above = (q - self.upper).clamp_min(0.0)
-        return (below + above).sum(dim=1)
+        return (q - torch.clamp(q, self.lower, self.upper)).abs().sum(dim=1)
 
 
 class JointDeviationL1(JointSubsetTerm):
@@ -126,11 +129,31 @@ class JointDeviationL1(JointSubsetTerm):
 
     def __call__(self, env: ManagerBasedRlEnv) -> torch.Tensor:
         """Evaluate for all rows."""
-        deviation = env.robot.joint_pos[:, self.joint_ids] - env.robot.default_joint_pos[:, self.joint_ids]
-        return (deviation.abs() * self.weights).sum(dim=1)
+        return (joint_deviation_abs(env)[:, self.joint_ids] * self.weights).sum(dim=1)
+
+
+def joint_deviation_abs(env: ManagerBasedRlEnv) -> torch.Tensor:
+    """``|joint_pos - default_joint_pos|`` of every joint (num_envs, J), computed once per state.
+
+    Every ``JointDeviationL1`` term gathers its joints from it (elementwise, so gathering after the
+    subtraction gives the same floats as gathering before).
+    """
+    robot = env.robot
+    return env.state_cache.get(
+        (id(robot), "joint_deviation_abs"), lambda: (robot.joint_pos - robot.default_joint_pos).abs()
+    )
 
 
 # --- feet and contacts -----------------------------------------------------------------------------------------
+
+
+def shared_in_contact(env: ManagerBasedRlEnv, term: ContactThresholdTerm) -> torch.Tensor:
+    """``term.in_contact(env)`` (num_envs, C) bool, computed once per state for every term that selects the
+    same contact bodies (by name, same order) with the same threshold (reward and observation terms alike)."""
+    names = term.params["contact_body_names"]
+    key = (id(env.plan), "in_contact", names if isinstance(names, str) else tuple(names), term.force_threshold)
+    return env.state_cache.get(key, lambda: term.in_contact(env))
+
 
 
 class FeetSlipL2(ContactThresholdTerm):
@@ -157,7 +180,7 @@ class FeetSlipL2(ContactThresholdTerm):
 
     def __call__(self, env: ManagerBasedRlEnv) -> torch.Tensor:
         """Evaluate for all rows."""
-        in_contact = self.in_contact(env)
+        in_contact = shared_in_contact(env, self)
         speed_sq = env.robot.body_lin_vel_w[:, self.body_ids, :2].square().sum(dim=-1)
         return torch.where(in_contact, speed_sq, 0.0).sum(dim=1)
 
@@ -201,7 +224,7 @@ class FeetContactPhase(ContactThresholdTerm):
             env.command_manager.command(self.velocity_command_name).norm(dim=1) < self.standing_threshold
         )
         expect_stance = (foot_phase < self.stance_fraction) | standing.unsqueeze(1)
-        in_contact = self.in_contact(env)
+        in_contact = shared_in_contact(env, self)
         return (in_contact == expect_stance).to(torch.float32).mean(dim=1)
 
 
@@ -210,7 +233,7 @@ class UndesiredContacts(ContactThresholdTerm):
 
     def __call__(self, env: ManagerBasedRlEnv) -> torch.Tensor:
         """Evaluate for all rows."""
-        return self.in_contact(env).to(torch.float32).sum(dim=1)
+        return shared_in_contact(env, self).to(torch.float32).sum(dim=1)
 
 
 def self_collision_count(env: ManagerBasedRlEnv) -> torch.Tensor:

@@ -1,0 +1,344 @@
+"""Fused term math changes no value: each rewritten reward, event and command term against the formula it
+replaced, on the same state, exactly (``torch.equal``), with the env's generator left in the same state.
+
+Both G1 tasks, on the CPU with the mujoco and mjwarp backends (payload and state dtypes differ between them).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from trainrt import mdp
+from trainrt.envs import ManagerBasedRlEnv
+from trainrt.mdp.math import quat_apply_inverse, quat_from_euler_xyz, quat_mul, quat_normalize, wrap_to_pi
+from trainrt.tasks import make_task_cfg
+
+NUM_ENVS = 4
+TASK_NAMES = ("g1_walk_flat", "g1_motion_tracking")
+SIMS = ("mujoco", "mjwarp")
+MASK = torch.tensor([True, False, True, False])
+
+
+@pytest.fixture(scope="module", params=[(t, s) for t in TASK_NAMES for s in SIMS], ids=lambda p: "-".join(p))
+def env(request) -> ManagerBasedRlEnv:
+    """An env a few steps into its episodes, with joints pushed past their limits in two rows."""
+    task, sim = request.param
+    try:
+        env = ManagerBasedRlEnv(make_task_cfg(task), sim=sim, num_envs=NUM_ENVS, device="cpu", seed=3)
+    except FileNotFoundError as err:
+        pytest.skip(f"G1 assets missing: {err}")
+    except ImportError as err:
+        pytest.skip(f"backend {sim} unavailable: {err}")
+    env.reset()
+    gen = torch.Generator().manual_seed(5)
+    for _ in range(3):
+        env.step(torch.rand(NUM_ENVS, env.num_actions, generator=gen) * 1.6 - 0.8)
+    return env
+
+
+def _terms_of(manager, cls) -> list:
+    return [fn for fn in _callables(manager) if isinstance(fn, cls)]
+
+
+def _callables(manager) -> list:
+    if hasattr(manager, "_evaluated"):
+        return [fn for _, fn, _, _ in manager._evaluated]
+    out = []
+    for value in vars(manager).values():
+        if isinstance(value, dict):
+            out.extend(value.values())
+        elif isinstance(value, list):
+            out.extend(v for v in value if callable(v))
+    return [getattr(v, "func", v) for v in out]
+
+
+def _all_event_terms(env, cls) -> list:
+    found = []
+
+    def visit(obj, depth=0):
+        if isinstance(obj, cls):
+            found.append(obj)
+        elif depth < 3 and isinstance(obj, dict | list | tuple):
+            for v in obj.values() if isinstance(obj, dict) else obj:
+                visit(v, depth + 1)
+        elif depth < 3 and hasattr(obj, "__dict__") and not isinstance(obj, torch.Tensor | ManagerBasedRlEnv):
+            for v in vars(obj).values():
+                visit(v, depth + 1)
+
+    visit(env.event_manager)
+    return list({id(t): t for t in found}.values())
+
+
+# --- rewards ------------------------------------------------------------------------------------------------
+
+
+def _previous_joint_pos_limits(term, env):
+    q = env.robot.joint_pos
+    below = (term.lower - q).clamp_min(0.0)
+    above = (q - term.upper).clamp_min(0.0)
+    return (below + above).sum(dim=1)
+
+
+def _previous_joint_deviation_l1(term, env):
+    deviation = env.robot.joint_pos[:, term.joint_ids] - env.robot.default_joint_pos[:, term.joint_ids]
+    return (deviation.abs() * term.weights).sum(dim=1)
+
+
+def _previous_track_lin_vel_xy_exp(env, command_name, std):
+    command = env.command_manager.command(command_name)
+    error = (command[:, :2] - env.robot.root_lin_vel_b[:, :2]).square().sum(dim=1)
+    return torch.exp(-error / std**2)
+
+
+def _previous_track_ang_vel_z_exp(env, command_name, std):
+    command = env.command_manager.command(command_name)
+    error = (command[:, 2] - env.robot.root_ang_vel_b[:, 2]).square()
+    return torch.exp(-error / std**2)
+
+
+def _push_joints_past_limits(env) -> None:
+    """Rows 0 and 2 read joint positions beyond the range (low side and high side), row 1 inside."""
+    layout = mdp.robot_state_layout(env)
+    qpos = env.backend.qpos
+    limits = env.robot.joint_pos_limits.to(qpos.dtype)
+    finite = torch.isfinite(limits).all(dim=1)
+    joints = qpos[:, layout.joint_pos]
+    joints[0] = torch.where(finite, limits[:, 0] - 0.0371, joints[0])
+    joints[2] = torch.where(finite, limits[:, 1] + 0.1234, joints[2])
+    qpos[:, layout.joint_pos] = joints
+
+
+def test_joint_terms_equal_the_previous_formulas(env):
+    _push_joints_past_limits(env)
+    limit_terms = _terms_of(env.reward_manager, mdp.JointPosLimits)
+    limit_terms.append(mdp.JointPosLimits(type("Cfg", (), {"params": {"soft_ratio": 0.8}})(), env))
+    for term in limit_terms:
+        value = term(env)
+        assert value[0] > 0 and value[2] > 0  # the state does exercise both sides of the range
+        assert torch.equal(value, _previous_joint_pos_limits(term, env))
+    deviation_terms = _terms_of(env.reward_manager, mdp.JointDeviationL1)
+    for term in deviation_terms:
+        assert torch.equal(term(env), _previous_joint_deviation_l1(term, env))
+    with env.state_cache.memoizing():  # shared |deviation| across terms, as inside a step
+        for term in deviation_terms:
+            assert torch.equal(term(env), _previous_joint_deviation_l1(term, env))
+
+
+def test_joint_pos_limits_rejects_a_reversed_range(env):
+    limits = env.robot.joint_pos_limits
+    original = limits.clone()
+    try:
+        limits.copy_(original.flip(1))
+        with pytest.raises(ValueError, match="lower <= upper"):
+            mdp.JointPosLimits(type("Cfg", (), {"params": {"soft_ratio": 1.0}})(), env)
+    finally:
+        limits.copy_(original)
+
+
+def test_velocity_tracking_terms_equal_the_previous_formulas(env):
+    if "twist" not in env.command_manager._terms:
+        pytest.skip("no velocity command in this task")
+    twist = env.command_manager.get_term("twist")
+    twist.vel_command_b.copy_(torch.tensor([[0.7, -0.3, 0.9]]).expand(NUM_ENVS, 3))
+    for std in (0.5, 0.3, 1.7):
+        assert torch.equal(
+            mdp.track_lin_vel_xy_exp(env, "twist", std), _previous_track_lin_vel_xy_exp(env, "twist", std)
+        )
+        assert torch.equal(
+            mdp.track_ang_vel_z_exp(env, "twist", std), _previous_track_ang_vel_z_exp(env, "twist", std)
+        )
+
+
+def test_shared_contact_mask_equals_each_terms_own(env):
+    contact_terms = [
+        *_terms_of(env.reward_manager, mdp.term_bases.ContactThresholdTerm),
+        *[
+            t
+            for group in env.observation_manager.__dict__.values()
+            if isinstance(group, dict | list)
+            for t in (group.values() if isinstance(group, dict) else group)
+            if isinstance(getattr(t, "func", t), mdp.term_bases.ContactThresholdTerm)
+        ],
+    ]
+    plain = {id(t): t(env).clone() for t in (getattr(t, "func", t) for t in contact_terms)}
+    with env.state_cache.memoizing():
+        for t in (getattr(t, "func", t) for t in contact_terms):
+            assert torch.equal(t(env), plain[id(t)])
+            assert torch.equal(mdp.rewards.shared_in_contact(env, t), t.in_contact(env))
+
+
+# --- events -------------------------------------------------------------------------------------------------
+
+
+def _previous_reset_root(term, env, env_mask):
+    lay, qpos, qvel = term.layout, env.reset_payload["qpos"], env.reset_payload["qvel"]
+    term._draw.uniform_(0.0, 1.0, generator=env.rng)
+    pose = term.pose_bounds[0] + (term.pose_bounds[1] - term.pose_bounds[0]) * term._draw[:, :6]
+    vel = term.velocity_bounds[0] + (term.velocity_bounds[1] - term.velocity_bounds[0]) * term._draw[:, 6:]
+    pos = qpos[:, lay.root_pos].to(torch.float32) + pose[:, :3]
+    delta = quat_from_euler_xyz(pose[:, 3], pose[:, 4], pose[:, 5])
+    quat = quat_normalize(quat_mul(delta, qpos[:, lay.root_quat].to(torch.float32)))
+    ang_vel_b = quat_apply_inverse(quat, vel[:, 3:])
+    rows = env_mask.unsqueeze(1)
+    qpos[:, lay.root_pos] = torch.where(rows, pos.to(qpos.dtype), qpos[:, lay.root_pos])
+    qpos[:, lay.root_quat] = torch.where(rows, quat.to(qpos.dtype), qpos[:, lay.root_quat])
+    qvel[:, lay.root_lin_vel] = torch.where(rows, vel[:, :3].to(qvel.dtype), qvel[:, lay.root_lin_vel])
+    qvel[:, lay.root_ang_vel] = torch.where(rows, ang_vel_b.to(qvel.dtype), qvel[:, lay.root_ang_vel])
+
+
+def _previous_reset_joints(term, env, env_mask):
+    lay, qpos, qvel = term.layout, env.reset_payload["qpos"], env.reset_payload["qvel"]
+    position_range, velocity_range = term.position_range, term.velocity_range
+    term._draw.uniform_(0.0, 1.0, generator=env.rng)
+    offset = position_range[0] + (position_range[1] - position_range[0]) * term._draw[:, 0]
+    velocity = velocity_range[0] + (velocity_range[1] - velocity_range[0]) * term._draw[:, 1]
+    q = torch.clamp(qpos[:, lay.joint_pos].to(torch.float32) + offset, term.lower, term.upper)
+    rows = env_mask.unsqueeze(1)
+    qpos[:, lay.joint_pos] = torch.where(rows, q.to(qpos.dtype), qpos[:, lay.joint_pos])
+    qvel[:, lay.joint_vel] = torch.where(rows, velocity.to(qvel.dtype), qvel[:, lay.joint_vel])
+
+
+def _previous_push(term, env, env_mask):
+    qvel = env.backend.qvel
+    term._draw.uniform_(0.0, 1.0, generator=env.rng)
+    kick = term.bounds[0] + (term.bounds[1] - term.bounds[0]) * term._draw
+    root = qvel[:, term._root]
+    qvel[:, term._root] = torch.where(env_mask.unsqueeze(1), root + kick.to(qvel.dtype), root)
+
+
+def _same_effect(env, term, previous, targets) -> None:
+    """Run ``previous`` and the term from one snapshot; compare every target tensor and the generator."""
+    saved = [t.clone() for t in targets]
+    rng_state = env.rng.get_state()
+    previous(term, env, MASK)
+    expected = [t.clone() for t in targets]
+    expected_rng = env.rng.get_state()
+    for t, s in zip(targets, saved):
+        t.copy_(s)
+    env.rng.set_state(rng_state)
+    term(env, MASK)
+    for t, e, s in zip(targets, expected, saved):
+        assert t.dtype == e.dtype and torch.equal(t, e)
+        assert torch.equal(t[~MASK], s[~MASK])
+    assert torch.equal(env.rng.get_state(), expected_rng)
+
+
+def _payload(env) -> list[torch.Tensor]:
+    return [env.reset_payload["qpos"], env.reset_payload["qvel"]]
+
+
+def test_reset_events_equal_the_previous_formulas(env):
+    ranges = {
+        "x": (-0.5, 0.5),
+        "y": (-0.4, 0.3),
+        "z": (0.0, 0.1),
+        "roll": (-0.3, 0.2),
+        "yaw": (-math.pi, math.pi),
+    }
+    roots = _all_event_terms(env, mdp.ResetRootStateUniform)
+    cfg = type(
+        "Cfg", (), {"params": {"pose_range": ranges, "velocity_range": {"x": (-1.0, 1.0), "yaw": (-2, 2)}}}
+    )
+    roots.append(mdp.ResetRootStateUniform(cfg(), env))
+    for term in roots:
+        _same_effect(env, term, _previous_reset_root, _payload(env))
+    joints = _all_event_terms(env, mdp.ResetJointsAroundDefault)
+    cfg = type("Cfg", (), {"params": {"position_range": (-0.3, 0.2), "velocity_range": (-1.5, 0.5)}})
+    joints.append(mdp.ResetJointsAroundDefault(cfg(), env))
+    for term in joints:
+        _same_effect(env, term, _previous_reset_joints, _payload(env))
+
+
+def test_push_by_velocity_equals_the_previous_formula(env):
+    pushes = _all_event_terms(env, mdp.PushByVelocity)
+    cfg = type("Cfg", (), {"params": {"velocity_range": {"x": (-0.5, 0.5), "z": (0, 0.2), "yaw": (-1, 1)}}})
+    pushes.append(mdp.PushByVelocity(cfg(), env))
+    for term in pushes:
+        _same_effect(env, term, _previous_push, [env.backend.qvel])
+
+
+# --- commands -----------------------------------------------------------------------------------------------
+
+
+def _previous_velocity_resample(term, env_mask):
+    term._draw.uniform_(0.0, 1.0, generator=term.env.rng)
+    values = term._low + term._span * term._draw[:, :4]
+    rows = env_mask.unsqueeze(1)
+    term.vel_command_b.copy_(torch.where(rows, values[:, :3], term.vel_command_b))
+    term.heading_target.copy_(torch.where(env_mask, values[:, 3], term.heading_target))
+    term.is_heading_env.copy_(
+        torch.where(env_mask, term._draw[:, 4] < term._rel_heading, term.is_heading_env)
+    )
+    term.is_standing_env.copy_(
+        torch.where(env_mask, term._draw[:, 5] < term._rel_standing, term.is_standing_env)
+    )
+    term.vel_command_b.masked_fill_((env_mask & term.is_standing_env).unsqueeze(1), 0.0)
+
+
+def _previous_velocity_update(term):
+    heading_error = wrap_to_pi(term.heading_target - term.env.robot.heading_w)
+    wz = torch.clamp(term._stiffness * heading_error, term._wz_low, term._wz_high)
+    term.vel_command_b[:, 2] = torch.where(term.is_heading_env, wz, term.vel_command_b[:, 2])
+    term.vel_command_b.masked_fill_(term.is_standing_env.unsqueeze(1), 0.0)
+
+
+def _previous_gait_resample(term, env_mask):
+    term._draw.uniform_(0.0, 1.0, generator=term.env.rng)
+    term.phase.copy_(torch.where(env_mask, term._draw, term.phase))
+
+
+def _same_command_effect(env, term, previous, current, targets, rounds: int = 6) -> None:
+    for _ in range(rounds):  # several draws: standing and heading rows both occur
+        saved = [t.clone() for t in targets]
+        rng_state = env.rng.get_state()
+        previous()
+        expected = [t.clone() for t in targets]
+        expected_rng = env.rng.get_state()
+        for t, s in zip(targets, saved):
+            t.copy_(s)
+        env.rng.set_state(rng_state)
+        current()
+        for t, e in zip(targets, expected):
+            assert torch.equal(t, e)
+        assert torch.equal(env.rng.get_state(), expected_rng)
+
+
+def test_velocity_command_equals_the_previous_formulas(env):
+    if "twist" not in env.command_manager._terms:
+        pytest.skip("no velocity command in this task")
+    term = env.command_manager.get_term("twist")
+    saved = term._rel_heading, term._rel_standing, term._kind_thresholds.clone()
+    term._rel_heading, term._rel_standing = 0.5, 0.4  # more standing and heading rows per draw
+    term._kind_thresholds.copy_(torch.tensor([0.5, 0.4]))
+    targets = [term.vel_command_b, term.heading_target, term.is_heading_env, term.is_standing_env]
+    try:
+        for mask in (MASK, ~MASK):
+            _same_command_effect(
+                env,
+                term,
+                lambda m=mask: _previous_velocity_resample(term, m),
+                lambda m=mask: term._resample(m),
+                targets,
+            )
+        assert term.is_standing_env.any() and term.is_heading_env.any()
+        _same_command_effect(env, term, lambda: _previous_velocity_update(term), term._update, targets, 1)
+    finally:
+        term._rel_heading, term._rel_standing = saved[:2]
+        term._kind_thresholds.copy_(saved[2])
+    gait = env.command_manager.get_term("gait")
+    _same_command_effect(
+        env, gait, lambda: _previous_gait_resample(gait, MASK), lambda: gait._resample(MASK), [gait.phase]
+    )
+
+
+def test_velocity_command_views_share_the_term_buffers(env):
+    if "twist" not in env.command_manager._terms:
+        pytest.skip("no velocity command in this task")
+    term = env.command_manager.get_term("twist")
+    term._resample(torch.ones(NUM_ENVS, dtype=torch.bool))
+    assert term.vel_command_b.data_ptr() == term._targets.data_ptr()
+    assert torch.equal(term.heading_target, term._targets[:, 3])
+    assert torch.equal(term.is_standing_env, term._kinds[:, 1])
