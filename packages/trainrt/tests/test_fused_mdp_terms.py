@@ -342,3 +342,99 @@ def test_velocity_command_views_share_the_term_buffers(env):
     assert term.vel_command_b.data_ptr() == term._targets.data_ptr()
     assert torch.equal(term.heading_target, term._targets[:, 3])
     assert torch.equal(term.is_standing_env, term._kinds[:, 1])
+
+
+# --- motion command reset -----------------------------------------------------------------------------------
+
+
+def _previous_sample_start_frames(m):
+    weights = m.bin_failure_rate + m._uniform_ratio / m.num_bins
+    size = m._kernel.shape[0]
+    padded = torch.cat((weights, weights[-1:].expand(size - 1)))
+    smoothed = padded.unfold(0, size, 1) @ m._kernel
+    probabilities = smoothed / smoothed.sum()
+    m.sampling_probabilities.copy_(probabilities)
+    entropy = -(probabilities * torch.log(probabilities.clamp_min(1e-12))).sum()
+    m.sampling_entropy.copy_(entropy * m._entropy_scale + m._entropy_offset)
+    cdf = torch.cumsum(probabilities, dim=0)
+    m._draw.uniform_(0.0, 1.0, generator=m.env.rng)
+    bins = torch.searchsorted(cdf, (m._draw[:, 0] * cdf[-1]).contiguous(), right=True)
+    bins = bins.clamp_(max=m.num_bins - 1)
+    start = ((bins.to(torch.float32) + m._draw[:, 1]) * ((m.num_frames - 1) / m.num_bins)).long()
+    return start.clamp_(0, m.num_frames - 2)
+
+
+def _previous_write_reset_state(m, env_mask):
+    env, clip, lay = m.env, m.clip, m.layout
+    qpos, qvel = env.reset_payload["qpos"], env.reset_payload["qvel"]
+    m._perturb.uniform_(0.0, 1.0, generator=env.rng)
+    pose = m.pose_bounds[0] + (m.pose_bounds[1] - m.pose_bounds[0]) * m._perturb[:, :6]
+    vel = m.velocity_bounds[0] + (m.velocity_bounds[1] - m.velocity_bounds[0]) * m._perturb[:, 6:]
+    frame = m.frame
+    root_pos = clip.root_pos_w[frame] + pose[:, :3]
+    delta = quat_from_euler_xyz(pose[:, 3], pose[:, 4], pose[:, 5])
+    root_quat = quat_normalize(quat_mul(delta, clip.root_quat_w[frame]))
+    root_lin_vel = clip.root_lin_vel_w[frame] + vel[:, :3]
+    root_ang_vel_b = quat_apply_inverse(root_quat, clip.root_ang_vel_w[frame] + vel[:, 3:])
+    m._joint_draw.uniform_(m._joint_offset[0], m._joint_offset[1], generator=env.rng)
+    joint_pos = torch.clamp(clip.joint_pos[frame] + m._joint_draw, m._joint_lower, m._joint_upper)
+    rows = env_mask.unsqueeze(1)
+    for target, cols, value in (
+        (qpos, lay.root_pos, root_pos),
+        (qpos, lay.root_quat, root_quat),
+        (qpos, lay.joint_pos, joint_pos),
+        (qvel, lay.root_lin_vel, root_lin_vel),
+        (qvel, lay.root_ang_vel, root_ang_vel_b),
+        (qvel, lay.joint_vel, clip.joint_vel[frame]),
+    ):
+        target[:, cols] = torch.where(rows, value.to(target.dtype), target[:, cols])
+
+
+def _previous_motion_resample(m, env_mask):
+    env = m.env
+    failed = env.terminated & env_mask
+    m._bin_failures_now.scatter_add_(0, m._frame_bins(), failed.to(torch.float32))
+    start = _previous_sample_start_frames(m) if m._fixed_start is None else m._fixed_start
+    m.frame.copy_(torch.where(env_mask, start, m.frame))
+    _previous_write_reset_state(m, env_mask)
+
+
+@pytest.mark.parametrize("blocks", ["payload blocks", "per-quantity writes"])
+def test_motion_reset_equals_the_previous_formulas(env, blocks):
+    if "motion" not in env.command_manager._terms:
+        pytest.skip("no motion command in this task")
+    m = env.command_manager.get_term("motion")
+    saved_blocks = m._payload_blocks
+    if blocks == "per-quantity writes":
+        m._payload_blocks = None
+    else:
+        assert saved_blocks is not None  # the G1 layout takes the one-select path
+    gen = torch.Generator().manual_seed(11)
+    m.bin_failure_rate.copy_(torch.rand(m.num_bins, generator=gen))  # a non-uniform start distribution
+    saved_terminated = env.terminated.clone()
+    env.terminated[:] = torch.tensor([True, True, False, False])
+    targets = [
+        m.frame,
+        m._bin_failures_now,
+        m.sampling_probabilities,
+        m.sampling_entropy,
+        *_payload(env),
+    ]
+    try:
+        for mask in (MASK, ~MASK, torch.ones(NUM_ENVS, dtype=torch.bool)):
+            saved = [t.clone() for t in targets]
+            rng_state = env.rng.get_state()
+            _previous_motion_resample(m, mask)
+            expected = [t.clone() for t in targets]
+            expected_rng = env.rng.get_state()
+            for t, s in zip(targets, saved):
+                t.copy_(s)
+            env.rng.set_state(rng_state)
+            m._resample(mask)
+            for t, e in zip(targets, expected):
+                assert t.dtype == e.dtype and torch.equal(t, e)
+            assert torch.equal(env.rng.get_state(), expected_rng)
+            assert not torch.equal(saved[-2][mask], targets[-2][mask])  # the masked rows were written
+    finally:
+        m._payload_blocks = saved_blocks
+        env.terminated.copy_(saved_terminated)

@@ -170,6 +170,50 @@ class MotionCommand(CommandTerm):
         self._draw = torch.zeros(n, 2, device=dev)
         self._perturb = torch.zeros(n, 12, device=dev)
         self._joint_draw = torch.zeros(n, self.clip.joint_pos.shape[1], device=dev)
+        self._build_reset_tables()
+
+    @cold_path
+    def _build_reset_tables(self) -> None:
+        """Per-frame reset state in one table and the perturbation bounds side by side.
+
+        A reset then gathers the frame's state once (instead of once per quantity) and maps all 12
+        perturbation draws with one multiply and one add; the floats are those of the per-quantity reads.
+        Columns: root position (3), root quaternion (4), joint positions (J), root linear and angular
+        velocity (6, world frame), joint velocities (J), the order of a floating base's qpos and qvel.
+        """
+        clip, lay = self.clip, self.layout
+        self._reset_table = torch.cat(
+            (
+                clip.root_pos_w,
+                clip.root_quat_w,
+                clip.joint_pos,
+                clip.root_lin_vel_w,
+                clip.root_ang_vel_w,
+                clip.joint_vel,
+            ),
+            dim=1,
+        )
+        bounds = torch.cat((self.pose_bounds, self.velocity_bounds), dim=1)
+        self._perturb_low, self._perturb_span = bounds[0], bounds[1] - bounds[0]
+        # When the root and the joints are adjacent in qpos and in qvel (a floating base first, as MuJoCo
+        # orders a G1), each payload takes one select over its whole block.
+        j = clip.joint_pos.shape[1]
+        adjacent = (
+            isinstance(lay.joint_pos, slice)
+            and isinstance(lay.joint_vel, slice)
+            and lay.root_quat.start == lay.root_pos.stop
+            and lay.joint_pos.start == lay.root_quat.stop
+            and lay.root_ang_vel.start == lay.root_lin_vel.stop
+            and lay.joint_vel.start == lay.root_ang_vel.stop
+        )
+        self._payload_blocks = (
+            (
+                slice(lay.root_pos.start, lay.root_pos.start + 7 + j),
+                slice(lay.root_lin_vel.start, lay.root_lin_vel.start + 6 + j),
+            )
+            if adjacent
+            else None
+        )
 
     # --- reference at the current frame ------------------------------------------------------------------------
     # Several observations, rewards, terminations and metrics read the same reference and robot quantities in
@@ -309,7 +353,7 @@ class MotionCommand(CommandTerm):
         failed = env.terminated & env_mask
         self._bin_failures_now.scatter_add_(0, self._frame_bins(), failed.to(torch.float32))
         start = self._sample_start_frames() if self._fixed_start is None else self._fixed_start
-        self.frame.copy_(torch.where(env_mask, start, self.frame))
+        torch.where(env_mask, start, self.frame, out=self.frame)
         self.env.state_cache.invalidate()  # every reference quantity follows the frame
         self._write_reset_state(env_mask)
 
@@ -319,15 +363,16 @@ class MotionCommand(CommandTerm):
         size = self._kernel.shape[0]
         padded = torch.cat((weights, weights[-1:].expand(size - 1)))
         smoothed = padded.unfold(0, size, 1) @ self._kernel
-        probabilities = smoothed / smoothed.sum()
-        self.sampling_probabilities.copy_(probabilities)
-        entropy = -(probabilities * torch.log(probabilities.clamp_min(1e-12))).sum()
-        self.sampling_entropy.copy_(entropy * self._entropy_scale + self._entropy_offset)
+        probabilities = torch.div(smoothed, smoothed.sum(), out=self.sampling_probabilities)
+        # -(s) * c equals s * (-c) exactly; the sums are written straight into the persistent buffers.
+        plogp_sum = (probabilities * torch.log(probabilities.clamp_min(1e-12))).sum()
+        torch.add(plogp_sum * -self._entropy_scale, self._entropy_offset, out=self.sampling_entropy)
         cdf = torch.cumsum(probabilities, dim=0)
         self._draw.uniform_(0.0, 1.0, generator=self.env.rng)
         bins = torch.searchsorted(cdf, (self._draw[:, 0] * cdf[-1]).contiguous(), right=True)
         bins = bins.clamp_(max=self.num_bins - 1)
-        start = ((bins.to(torch.float32) + self._draw[:, 1]) * ((self.num_frames - 1) / self.num_bins)).long()
+        # long + float32 promotes the bin index to float32 inside the add, as .to(torch.float32) did.
+        start = ((bins + self._draw[:, 1]) * ((self.num_frames - 1) / self.num_bins)).long()
         # At least one step must remain before the clip's last frame.
         return start.clamp_(0, self.num_frames - 2)
 
@@ -336,29 +381,35 @@ class MotionCommand(CommandTerm):
         env, clip, lay = self.env, self.clip, self.layout
         qpos, qvel = env.reset_payload["qpos"], env.reset_payload["qvel"]
         self._perturb.uniform_(0.0, 1.0, generator=env.rng)
-        pose = self.pose_bounds[0] + (self.pose_bounds[1] - self.pose_bounds[0]) * self._perturb[:, :6]
-        vel = (
-            self.velocity_bounds[0]
-            + (self.velocity_bounds[1] - self.velocity_bounds[0]) * self._perturb[:, 6:]
-        )
-        frame = self.frame
-        root_pos = clip.root_pos_w[frame] + pose[:, :3]
+        perturb = self._perturb_low + self._perturb_span * self._perturb
+        pose, vel = perturb[:, :6], perturb[:, 6:]
+        j = clip.joint_pos.shape[1]
+        ref = self._reset_table[self.frame]  # (num_envs, 13 + 2 J), columns as in _build_reset_tables
+        root_pos = ref[:, 0:3] + pose[:, :3]
         delta = quat_from_euler_xyz(pose[:, 3], pose[:, 4], pose[:, 5])
-        root_quat = quat_normalize(quat_mul(delta, clip.root_quat_w[frame]))
-        root_lin_vel = clip.root_lin_vel_w[frame] + vel[:, :3]
-        root_ang_vel_b = quat_apply_inverse(root_quat, clip.root_ang_vel_w[frame] + vel[:, 3:])
+        root_quat = quat_normalize(quat_mul(delta, ref[:, 3:7]))
+        root_vel = ref[:, 7 + j : 13 + j] + vel  # linear and angular, world frame
+        root_lin_vel = root_vel[:, :3]
+        root_ang_vel_b = quat_apply_inverse(root_quat, root_vel[:, 3:])
         self._joint_draw.uniform_(self._joint_offset[0], self._joint_offset[1], generator=env.rng)
-        joint_pos = torch.clamp(
-            clip.joint_pos[frame] + self._joint_draw, self._joint_lower, self._joint_upper
-        )
+        joint_pos = torch.clamp(ref[:, 7 : 7 + j] + self._joint_draw, self._joint_lower, self._joint_upper)
+        joint_vel = ref[:, 13 + j :]
         rows = env_mask.unsqueeze(1)
+        if self._payload_blocks is not None:
+            # One select per payload over its whole block (float32 widens exactly into a float64 payload).
+            qpos_block, qvel_block = self._payload_blocks
+            qpos_value = torch.cat((root_pos, root_quat, joint_pos), dim=1)
+            qvel_value = torch.cat((root_lin_vel, root_ang_vel_b, joint_vel), dim=1)
+            torch.where(rows, qpos_value, qpos[:, qpos_block], out=qpos[:, qpos_block])
+            torch.where(rows, qvel_value, qvel[:, qvel_block], out=qvel[:, qvel_block])
+            return
         for target, cols, value in (
             (qpos, lay.root_pos, root_pos),
             (qpos, lay.root_quat, root_quat),
             (qpos, lay.joint_pos, joint_pos),
             (qvel, lay.root_lin_vel, root_lin_vel),
             (qvel, lay.root_ang_vel, root_ang_vel_b),
-            (qvel, lay.joint_vel, clip.joint_vel[frame]),
+            (qvel, lay.joint_vel, joint_vel),
         ):
             target[:, cols] = torch.where(rows, value.to(target.dtype), target[:, cols])
 
