@@ -151,9 +151,13 @@ def shared_in_contact(env: ManagerBasedRlEnv, term: ContactThresholdTerm) -> tor
     """``term.in_contact(env)`` (num_envs, C) bool, computed once per state for every term that selects the
     same contact bodies (by name, same order) with the same threshold (reward and observation terms alike)."""
     names = term.params["contact_body_names"]
-    key = (id(env.plan), "in_contact", names if isinstance(names, str) else tuple(names), term.force_threshold)
+    key = (
+        id(env.plan),
+        "in_contact",
+        names if isinstance(names, str) else tuple(names),
+        term.force_threshold,
+    )
     return env.state_cache.get(key, lambda: term.in_contact(env))
-
 
 
 class FeetSlipL2(ContactThresholdTerm):
