@@ -11,6 +11,8 @@ on the CPU and counts, per step:
 - Warp launches (``wp.launch`` / ``wp.launch_tiled`` calls, plus the Warp array copies and fills that become
   memcpy/memset nodes);
 - the same counts for the parts of a step: the physics call, the reset transaction and each manager;
+- with ``--terms``, each reward, termination, metric, event and command term on its own (a term that first
+  reads a quantity shared through the env's state cache is charged for computing it);
 - with ``--collector``, the whole collector step of the canonical workloads (SAC / g1_walk_flat, FlashSAC /
   g1_motion_tracking presets): policy act, env step, replay write and the collector's bookkeeping.
 
@@ -162,8 +164,73 @@ def _counting_calls(
         setattr(obj, attr, original)
 
 
-def count_env_step(task: str, sim: str, num_envs: int, steps: int, seed: int = 0) -> dict[str, Any]:
-    """Per-step op counts of ``ManagerBasedRlEnv.step`` for ``task`` (random actions, CPU)."""
+def _term_targets(env: Any) -> Iterator[tuple[list, int, int, str]]:
+    """``(entries, row, column, label)`` of every term callable in the managers' term lists.
+
+    ``entries[row][column]`` is the callable; the label names the manager and the term.
+    """
+    managers = (
+        ("reward", env.reward_manager, "_evaluated", 0, 1),
+        ("termination", env.termination_manager, "_terms", 0, 1),
+        ("metric", env.metrics_manager, "_terms", 0, 1),
+    )
+    for kind, manager, attr, name_col, fn_col in managers:
+        entries = getattr(manager, attr, None)
+        names = getattr(manager, "_term_names", [])
+        for row, entry in enumerate(entries or []):
+            index = entry[name_col]
+            yield entries, row, fn_col, f"{kind}: {names[index] if index < len(names) else index}"
+    for mode in ("reset", "interval"):
+        entries = getattr(env.event_manager, "_by_mode", {}).get(mode, [])
+        for row, entry in enumerate(entries):
+            yield entries, row, 1, f"event ({mode}): {entry[0]}"
+
+
+@contextlib.contextmanager
+def _counting_terms(
+    env: Any, sink: dict[str, list[int]], torch_counter: OpCounter, warp_counter: WarpLaunchCounter
+) -> Iterator[None]:
+    """Attribute the ops of every term call (and of each command term's compute/reset) to the term."""
+
+    def counted(fn: Callable, label: str) -> Callable:
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            t0, w0 = torch_counter.kernel_ops, warp_counter.total
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                entry = sink.setdefault(label, [0, 0])
+                entry[0] += torch_counter.kernel_ops - t0
+                entry[1] += warp_counter.total - w0
+
+        return wrapped
+
+    restore: list[tuple[list, int, tuple]] = []
+    for entries, row, column, label in _term_targets(env):
+        entry = entries[row]
+        restore.append((entries, row, entry))
+        entries[row] = (*entry[:column], counted(entry[column], label), *entry[column + 1 :])
+    with contextlib.ExitStack() as stack:
+        for name, term in getattr(env.command_manager, "_terms", {}).items():
+            for attr in ("compute", "reset"):
+                stack.enter_context(
+                    _counting_calls(
+                        term, attr, sink, f"command ({attr}): {name}", torch_counter, warp_counter
+                    )
+                )
+        try:
+            yield
+        finally:
+            for entries, row, entry in restore:
+                entries[row] = entry
+
+
+def count_env_step(
+    task: str, sim: str, num_envs: int, steps: int, seed: int = 0, per_term: bool = False
+) -> dict[str, Any]:
+    """Per-step op counts of ``ManagerBasedRlEnv.step`` for ``task`` (random actions, CPU).
+
+    With ``per_term``, the result also carries ``terms``: the counts of each term (``_term_targets``).
+    """
     from trainrt.envs import ManagerBasedRlEnv
     from trainrt.tasks import make_task_cfg
 
@@ -177,6 +244,7 @@ def count_env_step(task: str, sim: str, num_envs: int, steps: int, seed: int = 0
     torch_counter = OpCounter()
     warp_counter = WarpLaunchCounter()
     parts: dict[str, list[int]] = {}
+    terms: dict[str, list[int]] = {}
     targets = [
         (env.backend, "step", "physics (backend.step)"),
         (env.backend, "reset", "reset transaction (backend.reset)"),
@@ -195,6 +263,8 @@ def count_env_step(task: str, sim: str, num_envs: int, steps: int, seed: int = 0
     with contextlib.ExitStack() as stack:
         for obj, attr, label in targets:
             stack.enter_context(_counting_calls(obj, attr, parts, label, torch_counter, warp_counter))
+        if per_term:
+            stack.enter_context(_counting_terms(env, terms, torch_counter, warp_counter))
         stack.enter_context(warp_counter.installed())
         with torch_counter:
             for action in actions[2:]:
@@ -208,7 +278,7 @@ def count_env_step(task: str, sim: str, num_envs: int, steps: int, seed: int = 0
         "torch_kernel_ops": (torch_counter.kernel_ops - accounted_torch) / steps,
         "warp_launches": (warp_counter.total - accounted_warp) / steps,
     }
-    return {
+    result = {
         "bench": "env_step_ops",
         "label": "DIAGNOSTIC (op counts per env step on the CPU; predicts CUDA graph node counts)",
         "task": task,
@@ -222,6 +292,12 @@ def count_env_step(task: str, sim: str, num_envs: int, steps: int, seed: int = 0
         "top_torch_ops": dict(torch_counter.ops.most_common(15)),
         "top_warp_kernels": dict(warp_counter.launches.most_common(15)),
     }
+    if per_term:
+        result["terms"] = {
+            label: {"torch_kernel_ops": t / steps, "warp_launches": w / steps}
+            for label, (t, w) in terms.items()
+        }
+    return result
 
 
 def count_collector_step(algo: str, task: str, sim: str, num_envs: int, steps: int) -> dict[str, Any]:
@@ -286,6 +362,10 @@ def _format(result: dict[str, Any]) -> str:
     ]
     for label, counts in result["parts"].items():
         lines.append(f"    {label:<36} {counts['torch_kernel_ops']:8.1f} {counts['warp_launches']:8.1f}")
+    if "terms" in result:
+        lines.append("  per term (torch kernel ops; included in the parts above):")
+        for label, counts in result["terms"].items():
+            lines.append(f"    {label:<52} {counts['torch_kernel_ops']:8.1f}")
     return "\n".join(lines)
 
 
@@ -300,6 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also count the whole collector step of the canonical presets (SAC walk, FlashSAC tracking)",
     )
+    parser.add_argument("--terms", action="store_true", help="also count each manager term on its own")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args(argv)
     if args.num_envs < 1 or args.steps < 1:
@@ -307,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     results = []
     for task in args.task or ["g1_walk_flat", "g1_motion_tracking"]:
-        result = count_env_step(task, args.sim, args.num_envs, args.steps)
+        result = count_env_step(task, args.sim, args.num_envs, args.steps, per_term=args.terms)
         print(_format(result), flush=True)
         results.append(result)
         if args.collector:
