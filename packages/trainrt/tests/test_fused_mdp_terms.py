@@ -1,7 +1,8 @@
 """Fused term math changes no value: each rewritten reward, event and command term against the formula it
 replaced, on the same state, exactly (``torch.equal``), with the env's generator left in the same state.
 
-Both G1 tasks, on the CPU with the mujoco and mjwarp backends (payload and state dtypes differ between them).
+Both G1 tasks, on the CPU with the mujoco and mjwarp backends (payload and state dtypes differ between them),
+and with mjwarp on CUDA where a GPU is present (marked ``gpu``: CUDA kernels of the fused forms, same check).
 """
 
 from __future__ import annotations
@@ -22,12 +23,19 @@ SIMS = ("mujoco", "mjwarp")
 MASK = torch.tensor([True, False, True, False])
 
 
-@pytest.fixture(scope="module", params=[(t, s) for t in TASK_NAMES for s in SIMS], ids=lambda p: "-".join(p))
+_CUDA = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+_ENV_PARAMS = [
+    *(pytest.param((t, s, "cpu"), id=f"{t}-{s}") for t in TASK_NAMES for s in SIMS),
+    *(pytest.param((t, "mjwarp", "cuda"), id=f"{t}-mjwarp-cuda", marks=_CUDA) for t in TASK_NAMES),
+]
+
+
+@pytest.fixture(scope="module", params=_ENV_PARAMS)
 def env(request) -> ManagerBasedRlEnv:
     """An env a few steps into its episodes, with joints pushed past their limits in two rows."""
-    task, sim = request.param
+    task, sim, device = request.param
     try:
-        env = ManagerBasedRlEnv(make_task_cfg(task), sim=sim, num_envs=NUM_ENVS, device="cpu", seed=3)
+        env = ManagerBasedRlEnv(make_task_cfg(task), sim=sim, num_envs=NUM_ENVS, device=device, seed=3)
     except FileNotFoundError as err:
         pytest.skip(f"G1 assets missing: {err}")
     except ImportError as err:
@@ -35,7 +43,7 @@ def env(request) -> ManagerBasedRlEnv:
     env.reset()
     gen = torch.Generator().manual_seed(5)
     for _ in range(3):
-        env.step(torch.rand(NUM_ENVS, env.num_actions, generator=gen) * 1.6 - 0.8)
+        env.step((torch.rand(NUM_ENVS, env.num_actions, generator=gen) * 1.6 - 0.8).to(env.device))
     return env
 
 
@@ -211,18 +219,19 @@ def _previous_push(term, env, env_mask):
 
 def _same_effect(env, term, previous, targets) -> None:
     """Run ``previous`` and the term from one snapshot; compare every target tensor and the generator."""
+    mask = MASK.to(env.device)
     saved = [t.clone() for t in targets]
     rng_state = env.rng.get_state()
-    previous(term, env, MASK)
+    previous(term, env, mask)
     expected = [t.clone() for t in targets]
     expected_rng = env.rng.get_state()
     for t, s in zip(targets, saved):
         t.copy_(s)
     env.rng.set_state(rng_state)
-    term(env, MASK)
+    term(env, mask)
     for t, e, s in zip(targets, expected, saved):
         assert t.dtype == e.dtype and torch.equal(t, e)
-        assert torch.equal(t[~MASK], s[~MASK])
+        assert torch.equal(t[~mask], s[~mask])
     assert torch.equal(env.rng.get_state(), expected_rng)
 
 
@@ -315,7 +324,7 @@ def test_velocity_command_equals_the_previous_formulas(env):
     term._kind_thresholds.copy_(torch.tensor([0.5, 0.4]))
     targets = [term.vel_command_b, term.heading_target, term.is_heading_env, term.is_standing_env]
     try:
-        for mask in (MASK, ~MASK):
+        for mask in (MASK.to(env.device), ~MASK.to(env.device)):
             _same_command_effect(
                 env,
                 term,
@@ -330,7 +339,11 @@ def test_velocity_command_equals_the_previous_formulas(env):
         term._kind_thresholds.copy_(saved[2])
     gait = env.command_manager.get_term("gait")
     _same_command_effect(
-        env, gait, lambda: _previous_gait_resample(gait, MASK), lambda: gait._resample(MASK), [gait.phase]
+        env,
+        gait,
+        lambda: _previous_gait_resample(gait, MASK.to(env.device)),
+        lambda: gait._resample(MASK.to(env.device)),
+        [gait.phase],
     )
 
 
@@ -338,7 +351,7 @@ def test_velocity_command_views_share_the_term_buffers(env):
     if "twist" not in env.command_manager._terms:
         pytest.skip("no velocity command in this task")
     term = env.command_manager.get_term("twist")
-    term._resample(torch.ones(NUM_ENVS, dtype=torch.bool))
+    term._resample(torch.ones(NUM_ENVS, dtype=torch.bool, device=env.device))
     assert term.vel_command_b.data_ptr() == term._targets.data_ptr()
     assert torch.equal(term.heading_target, term._targets[:, 3])
     assert torch.equal(term.is_standing_env, term._kinds[:, 1])
@@ -422,6 +435,7 @@ def test_motion_reset_equals_the_previous_formulas(env, blocks):
     ]
     try:
         for mask in (MASK, ~MASK, torch.ones(NUM_ENVS, dtype=torch.bool)):
+            mask = mask.to(env.device)
             saved = [t.clone() for t in targets]
             rng_state = env.rng.get_state()
             _previous_motion_resample(m, mask)
