@@ -178,6 +178,21 @@ def test_shared_contact_mask_equals_each_terms_own(env):
             assert torch.equal(mdp.rewards.shared_in_contact(env, t), t.in_contact(env))
 
 
+def _previous_feet_slip_l2(term, env):
+    in_contact = term.in_contact(env)
+    speed_sq = env.robot.body_lin_vel_w[:, term.body_ids, :2].square().sum(dim=-1)
+    return torch.where(in_contact, speed_sq, 0.0).sum(dim=1)
+
+
+def test_feet_slip_equals_the_previous_formula(env):
+    terms = _terms_of(env.reward_manager, mdp.FeetSlipL2)
+    if not terms:
+        pytest.skip("no feet slip term in this task")
+    for term in terms:
+        assert term.in_contact(env).any()  # the state has feet on the ground
+        assert torch.equal(term(env), _previous_feet_slip_l2(term, env))
+
+
 # --- events -------------------------------------------------------------------------------------------------
 
 

@@ -181,12 +181,14 @@ class FeetSlipL2(ContactThresholdTerm):
                 f"{list(self.params['contact_body_names'])} must name the same feet, same length and order"
             )
         self.body_ids = torch.tensor(env.robot.body_ids(bodies), dtype=torch.long, device=env.device)
+        # A device zero to select against: a Python 0.0 would become a new device scalar (a fill) per call.
+        self._zero = torch.zeros((), device=env.device)
 
     def __call__(self, env: ManagerBasedRlEnv) -> torch.Tensor:
         """Evaluate for all rows."""
         in_contact = shared_in_contact(env, self)
         speed_sq = env.robot.body_lin_vel_w[:, self.body_ids, :2].square().sum(dim=-1)
-        return torch.where(in_contact, speed_sq, 0.0).sum(dim=1)
+        return torch.where(in_contact, speed_sq, self._zero).sum(dim=1)
 
 
 class FeetContactPhase(ContactThresholdTerm):
