@@ -467,3 +467,12 @@ def test_motion_reset_equals_the_previous_formulas(env, blocks):
     finally:
         m._payload_blocks = saved_blocks
         env.terminated.copy_(saved_terminated)
+
+
+def test_gait_command_equals_the_previous_formula(env):
+    if "gait" not in env.command_manager._terms:
+        pytest.skip("no gait command in this task")
+    gait = env.command_manager.get_term("gait")
+    gait.phase.copy_(torch.tensor([0.0, 0.25, 0.6180339, 0.999999]))
+    angle = 2.0 * math.pi * gait.phase
+    assert torch.equal(gait.command, torch.stack((torch.sin(angle), torch.cos(angle)), dim=1))

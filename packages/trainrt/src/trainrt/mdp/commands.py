@@ -133,12 +133,15 @@ class GaitPhaseCommand(CommandTerm):
         """Gait phase of the left foot (num_envs,) in [0, 1)."""
         self._draw = torch.zeros(n, device=env.device)
         self._foot_offsets = torch.tensor([0.0, 0.5], device=env.device)
+        self._sin_cos = torch.zeros(n, 2, device=env.device)
 
     @property
     def command(self) -> torch.Tensor:
-        """``(sin, cos)`` of the phase angle (num_envs, 2)."""
+        """``(sin, cos)`` of the phase angle (num_envs, 2), a persistent buffer rewritten on every read."""
         angle = 2.0 * math.pi * self.phase
-        return torch.stack((torch.sin(angle), torch.cos(angle)), dim=1)
+        torch.sin(angle, out=self._sin_cos[:, 0])
+        torch.cos(angle, out=self._sin_cos[:, 1])
+        return self._sin_cos
 
     @property
     def foot_phase(self) -> torch.Tensor:
