@@ -1,6 +1,7 @@
 """The test helper that restores a whole training step's state is complete: a restored step repeats exactly."""
 
 import pytest
+import torch
 from state_snapshot import StateSnapshot, compare
 
 from trainrt.config import apply_overrides, cpu_demo_preset
@@ -33,3 +34,19 @@ def test_restoring_a_snapshot_repeats_collector_steps_bit_for_bit(task):
     assert any(
         not (a == b).all() for a, b in zip(snapshot.values, first.values)
     )  # the steps did change state
+
+
+def test_compare_names_every_mismatch_and_gives_solver_outputs_a_force_tolerance():
+    cfg = apply_overrides(cpu_demo_preset("sac", "g1_walk_flat", "mjwarp"), ["algo.num_envs=2"])
+    env = build_env(cfg)
+    env.reset()
+    snapshot = StateSnapshot(env)
+    with torch.no_grad():
+        env.backend.qacc_warmstart.add_(1e-3)  # a solver output: within its tolerance
+    compare(snapshot, snapshot.current(), rtol=1e-4, atol=1e-4)
+    with torch.no_grad():
+        env.backend.qpos[0, 7] += 1e-2  # a joint angle: must be reported by name
+        env.episode_length_buf[1] += 1
+    with pytest.raises(AssertionError, match="qpos") as failure:
+        compare(snapshot, snapshot.current(), rtol=1e-4, atol=1e-4)
+    assert "differs" in str(failure.value)  # the integer counter is listed too
