@@ -199,3 +199,34 @@ def test_same_seed_same_agent(algo):
     torch.testing.assert_close(a.act(obs), b.act(obs))
     flat = [torch.cat([p.flatten() for p in agent.critic.parameters()]) for agent in (a, b, c)]
     assert torch.equal(flat[0], flat[1]) and not torch.equal(flat[0], flat[2])
+
+
+# Fingerprints of seed-3 agents of the SMALL configs, recorded from the constructors before their shared
+# parts moved into the base class: (sum, position-weighted sum) of each network's state in float64.
+# Any change to the order or number of random draws during construction moves them.
+SEED3_FINGERPRINTS = {
+    "sac": {
+        "actor": (26.279869969468564, 1545.5171513915993),
+        "critic": (113.92337621178012, 6675.745273743902),
+    },
+    "flashsac": {
+        "actor": (110.16720426046959, 4372.917468314161),
+        "critic": (384.1639030160859, 18379.86253086),
+    },
+}
+
+
+def _fingerprint(module: torch.nn.Module) -> tuple[float, float]:
+    flat = torch.cat([t.detach().double().flatten() for t in module.state_dict().values()])
+    weight = torch.arange(flat.numel(), dtype=torch.float64) % 97 + 1
+    return flat.sum().item(), (flat * weight).sum().item()
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_seeded_parameters_match_the_recorded_fingerprint(algo):
+    agent = make_agent(algo, SMALL[algo](), OBS_DIMS, NUM_ACTIONS, "cpu", seed=3)
+    expected = SEED3_FINGERPRINTS[algo]
+    for name in ("actor", "acting_actor"):
+        assert _fingerprint(getattr(agent, name)) == pytest.approx(expected["actor"], rel=1e-12)
+    for name in ("critic", "critic_target"):
+        assert _fingerprint(getattr(agent, name)) == pytest.approx(expected["critic"], rel=1e-12)
