@@ -230,3 +230,11 @@ def test_seeded_parameters_match_the_recorded_fingerprint(algo):
         assert _fingerprint(getattr(agent, name)) == pytest.approx(expected["actor"], rel=1e-12)
     for name in ("critic", "critic_target"):
         assert _fingerprint(getattr(agent, name)) == pytest.approx(expected["critic"], rel=1e-12)
+
+
+@pytest.mark.parametrize("cfg_type", [SacConfig, FlashSacConfig])
+def test_configs_reject_empty_support_and_log_std_ranges(cfg_type):
+    with pytest.raises(ValidationError, match="v_min must be below v_max"):
+        cfg_type(v_min=2.0, v_max=2.0)
+    with pytest.raises(ValidationError, match="log_std_min must be below log_std_max"):
+        cfg_type(log_std_min=0.0, log_std_max=-1.0)

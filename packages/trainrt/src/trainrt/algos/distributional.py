@@ -8,12 +8,17 @@ puts that shifted distribution back onto the fixed support (Bellemare et al., 20
 import torch
 
 
+def check_support_range(v_min: float, v_max: float) -> None:
+    """Raise ValueError unless the value support [v_min, v_max] is a non-empty interval."""
+    if not v_min < v_max:
+        raise ValueError(f"v_min must be below v_max, got v_min={v_min}, v_max={v_max}")
+
+
 def categorical_support(
     v_min: float, v_max: float, num_atoms: int, device: torch.device | str
 ) -> torch.Tensor:
     """Evenly spaced atom locations (num_atoms,) float32 from v_min to v_max inclusive."""
-    if not v_min < v_max:
-        raise ValueError(f"v_min must be below v_max, got v_min={v_min}, v_max={v_max}")
+    check_support_range(v_min, v_max)
     if num_atoms < 2:
         raise ValueError(f"num_atoms must be at least 2, got {num_atoms}")
     return torch.linspace(v_min, v_max, num_atoms, device=device, dtype=torch.float32)

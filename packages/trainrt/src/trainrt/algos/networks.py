@@ -11,6 +11,14 @@ _HALF_LOG_TWO_PI = 0.5 * math.log(2.0 * math.pi)
 _LOG_TWO = math.log(2.0)
 
 
+def check_log_std_range(log_std_min: float, log_std_max: float) -> None:
+    """Raise ValueError unless the policy's log-std bounds satisfy log_std_min < log_std_max."""
+    if not log_std_min < log_std_max:
+        raise ValueError(
+            f"log_std_min must be below log_std_max, got log_std_min={log_std_min}, log_std_max={log_std_max}"
+        )
+
+
 def bounded_log_std(raw: torch.Tensor, log_std_min: float, log_std_max: float) -> torch.Tensor:
     """Map an unbounded head output smoothly into [log_std_min, log_std_max] (same shape)."""
     return log_std_min + 0.5 * (log_std_max - log_std_min) * (torch.tanh(raw) + 1.0)

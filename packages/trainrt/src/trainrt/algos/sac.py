@@ -22,9 +22,19 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
 
 from trainrt.algos.agent import Agent, frozen
-from trainrt.algos.distributional import categorical_projection, categorical_support, expected_value
+from trainrt.algos.distributional import (
+    categorical_projection,
+    categorical_support,
+    check_support_range,
+    expected_value,
+)
 from trainrt.algos.lr_schedule import lr_schedule_from
-from trainrt.algos.networks import StackedLayerNormMlp, bounded_log_std, tanh_gaussian_sample
+from trainrt.algos.networks import (
+    StackedLayerNormMlp,
+    bounded_log_std,
+    check_log_std_range,
+    tanh_gaussian_sample,
+)
 from trainrt.algos.normalizer import RunningObsNormalizer
 from trainrt.hotpath import cold_path
 from trainrt.replay import Batch
@@ -92,12 +102,8 @@ class SacConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_ranges(self) -> "SacConfig":
-        if not self.v_min < self.v_max:
-            raise ValueError(f"v_min must be below v_max, got v_min={self.v_min}, v_max={self.v_max}")
-        if not self.log_std_min < self.log_std_max:
-            raise ValueError(
-                f"log_std_min must be below log_std_max, got {self.log_std_min}, {self.log_std_max}"
-            )
+        check_support_range(self.v_min, self.v_max)
+        check_log_std_range(self.log_std_min, self.log_std_max)
         return self
 
 
