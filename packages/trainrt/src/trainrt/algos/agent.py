@@ -182,9 +182,16 @@ class Agent(abc.ABC):
             self.critic_obs_normalizer(next_critic_obs),
         )
 
-    @abc.abstractmethod
+    actor_eval_kwargs: ClassVar[dict[str, Any]] = {}
+    """Keyword arguments that put the actor's forward in evaluation mode (FlashSAC: ``training=False``)."""
+
+    @cold_path
     def actor_for_export(self) -> nn.Module:
-        """A standalone module mapping raw policy observations (N, Dp) to deterministic actions (N, A)."""
+        """Copy of normalizer + actor, fp32 eval mode: raw policy observations (N, Dp) -> actions (N, A)."""
+        policy = ExportedPolicy(
+            copy.deepcopy(self.actor_obs_normalizer), copy.deepcopy(self.actor), **self.actor_eval_kwargs
+        )
+        return policy.eval().requires_grad_(False)
 
     # ----------------------------------------------------------------------------------------------
     # updates
@@ -491,8 +498,27 @@ class Agent(abc.ABC):
 
     def _load_rng_state(self, state: dict[str, torch.Tensor]) -> None:
         """Restore both generators."""
-        self.rng.set_state(state["rng"])
-        self.update_rng.set_state(state["update_rng"])
+        self.rng.set_state(state["rng"].cpu())
+        self.update_rng.set_state(state["update_rng"].cpu())
+
+
+class ExportedPolicy(nn.Module):
+    """Raw policy observations (N, Dp) -> deterministic actions tanh(mean) (N, A), normalizer inside.
+
+    The actor is any module returning (pre-tanh mean, log-std), each (N, A); ``actor_kwargs`` are passed
+    to every call (FlashSAC's ``training=False`` keeps its BatchNorm on running statistics).
+    """
+
+    def __init__(self, normalizer: nn.Module, actor: nn.Module, **actor_kwargs: Any):
+        super().__init__()
+        self.normalizer = normalizer
+        self.actor = actor
+        self.actor_kwargs = actor_kwargs
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Deterministic actions in [-1, 1]."""
+        mean, _ = self.actor(self.normalizer(obs), **self.actor_kwargs)
+        return torch.tanh(mean)
 
 
 @contextlib.contextmanager

@@ -34,7 +34,7 @@ What makes it FlashSAC rather than plain SAC, in the order the code meets it:
 
 import copy
 import math
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
@@ -329,20 +329,6 @@ class FlashSacCritic(nn.Module):
         return self.head(self.trunk(x.unsqueeze(0).expand(2, *x.shape), training))
 
 
-class _ExportedFlashSacPolicy(nn.Module):
-    """Raw policy observations (N, Dp) -> deterministic actions (N, A); BatchNorm in eval mode."""
-
-    def __init__(self, normalizer: RunningObsNormalizer, actor: FlashSacActor):
-        super().__init__()
-        self.normalizer = normalizer
-        self.actor = actor
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """Deterministic actions in [-1, 1]."""
-        mean, _ = self.actor(self.normalizer(obs), training=False)
-        return torch.tanh(mean)
-
-
 # --------------------------------------------------------------------------------------------------
 # held exploration noise
 # --------------------------------------------------------------------------------------------------
@@ -380,6 +366,8 @@ class FlashSacAgent(Agent):
         "_project_actor",
         "_project_critic",
     )
+    # BatchNorm on running statistics for acting and export.
+    actor_eval_kwargs: ClassVar[dict[str, Any]] = {"training": False}
 
     def __init__(
         self,
@@ -647,9 +635,3 @@ class FlashSacAgent(Agent):
             held_noise, hold_steps_left = self._noise_state(state["held_noise"].shape[0])
             held_noise.copy_(state["held_noise"])
             hold_steps_left.copy_(state["hold_steps_left"])
-
-    @cold_path
-    def actor_for_export(self) -> nn.Module:
-        """Copy of normalizer + actor, fp32, BatchNorm on running stats: obs (N, Dp) -> actions (N, A)."""
-        policy = _ExportedFlashSacPolicy(copy.deepcopy(self.actor_obs_normalizer), copy.deepcopy(self.actor))
-        return policy.eval().requires_grad_(False)

@@ -36,7 +36,6 @@ from trainrt.algos.networks import (
     tanh_gaussian_sample,
 )
 from trainrt.algos.normalizer import RunningObsNormalizer
-from trainrt.hotpath import cold_path
 from trainrt.replay import Batch
 
 
@@ -149,20 +148,6 @@ class SacCritic(nn.Module):
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """Return-distribution logits of both members (2, B, num_atoms)."""
         return self.net(torch.cat([obs, action.to(obs.dtype)], dim=-1))
-
-
-class _ExportedSacPolicy(nn.Module):
-    """Raw policy observations (N, Dp) -> deterministic actions tanh(mean) (N, A), normalizer inside."""
-
-    def __init__(self, normalizer: RunningObsNormalizer, actor: SacActor):
-        super().__init__()
-        self.normalizer = normalizer
-        self.actor = actor
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """Deterministic actions in [-1, 1]."""
-        mean, _ = self.actor(self.normalizer(obs))
-        return torch.tanh(mean)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -339,12 +324,3 @@ class SacAgent(Agent):
             torch._foreach_lerp_(self._target_params, self._critic_params, cfg.tau)
         losses["alpha"] = self.log_alpha.exp()
         self._record_losses(losses)
-
-    # ----------------------------------------------------------------------------------------------
-    # checkpoint and export
-    # ----------------------------------------------------------------------------------------------
-    @cold_path
-    def actor_for_export(self) -> nn.Module:
-        """Copy of normalizer + actor in fp32 eval mode: raw policy obs (N, Dp) -> actions (N, A)."""
-        policy = _ExportedSacPolicy(copy.deepcopy(self.actor_obs_normalizer), copy.deepcopy(self.actor))
-        return policy.eval().requires_grad_(False)
