@@ -1,8 +1,11 @@
 """The `Agent` base: what the runner codes against, plus the learner-graph lifecycle both algorithms share.
 
-Each algorithm module (`sac`, `flashsac`) implements `act`, `_update_step` and checkpointing; this
-base owns the random generators, the loss tensors, the actor-update schedule, the learning-rate
-schedule, the acting copy of the policy and the CUDA graphs that replay `sample + update`.
+Each algorithm module (`sac`, `flashsac`) builds its actor and critic (under `_seeded_init`) and
+implements `act` and `_update_step`; this base owns what surrounds the networks (`_init_learner`: the
+target critic, the observation normalizers, the C51 support, the temperature, the optimizers), the
+random generators, the loss tensors, the actor-update schedule, the learning-rate schedule, the acting
+copy of the policy, checkpoint state, the exported policy (`ExportedPolicy`) and the CUDA graphs that
+replay `sample + update`.
 
 Learner graph lifecycle:
     agent.capture_update(lambda generator: buffer.sample(cfg.batch_size, generator),
@@ -27,13 +30,16 @@ copy has seen.
 import abc
 import contextlib
 import copy
+import math
 from collections.abc import Callable, Iterator
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import torch
 from torch import nn
 
-from trainrt.algos.lr_schedule import LrSchedule
+from trainrt.algos.distributional import categorical_support
+from trainrt.algos.lr_schedule import LrSchedule, lr_schedule_from
+from trainrt.algos.normalizer import RunningObsNormalizer
 from trainrt.hotpath import cold_path
 from trainrt.replay import Batch
 
@@ -41,6 +47,24 @@ SampleFn = Callable[[torch.Generator], Batch]
 
 # Offset between the acting generator's seed and the learner's: the two streams never overlap.
 _UPDATE_SEED_OFFSET = 0x5EED
+
+
+class LearnerConfig(Protocol):
+    """The config fields `Agent._init_learner` reads; `SacConfig` and `FlashSacConfig` both have them."""
+
+    actor_obs_group: str
+    critic_obs_group: str
+    obs_normalization: bool
+    v_min: float
+    v_max: float
+    num_atoms: int
+    alpha_init: float
+    actor_lr: float
+    critic_lr: float
+    alpha_lr: float
+    adam_betas: tuple[float, float]
+    weight_decay: float
+    lr_schedule: str
 
 
 class Agent(abc.ABC):
@@ -54,9 +78,40 @@ class Agent(abc.ABC):
         update_graph_enabled: True once `capture_update` captured the learner graph.
         update_fallback_reason: why updates run eagerly ("" when the graph is enabled).
         num_updates: gradient updates done so far (host counter; drives the actor schedule).
+        cfg: the algorithm's config (`SacConfig` or `FlashSacConfig`).
+        num_actions: A, the action dimension.
+        actor: the live policy network; its forward maps normalized policy obs (B, Dp) to the pre-tanh
+            mean and the log-std, each (B, A).
+        critic: the live twin critic; (critic obs (B, Dc), action (B, A)) -> logits (2, B, num_atoms).
+        critic_target: the slowly tracking copy of `critic` the Bellman target reads (no gradients).
+        actor_obs_normalizer: running statistics of the actor's observation group (Dp,).
+        critic_obs_normalizer: running statistics of the critics' group (Dc,); the same object as
+            `actor_obs_normalizer` when both read one group.
+        shared_obs_group: True when actor and critics read the same observation group.
+        support: C51 atom locations (num_atoms,) float32 from `cfg.v_min` to `cfg.v_max`.
+        log_alpha: log of the entropy temperature, a device scalar with gradients.
+        target_entropy: the policy entropy the temperature step steers toward (nats, summed over A).
+        actor_optimizer: AdamW over the actor's parameters (scheduled learning rate).
+        critic_optimizer: AdamW over the critic's parameters (scheduled learning rate).
+        alpha_optimizer: AdamW over `log_alpha` alone (no weight decay, constant learning rate).
     """
 
     algo: ClassVar[str]
+
+    cfg: LearnerConfig
+    num_actions: int
+    actor: nn.Module
+    critic: nn.Module
+    critic_target: nn.Module
+    actor_obs_normalizer: RunningObsNormalizer
+    critic_obs_normalizer: RunningObsNormalizer
+    shared_obs_group: bool
+    support: torch.Tensor
+    log_alpha: torch.Tensor
+    target_entropy: float
+    actor_optimizer: torch.optim.Optimizer
+    critic_optimizer: torch.optim.Optimizer
+    alpha_optimizer: torch.optim.Optimizer
 
     def __init__(self, device: torch.device | str, seed: int, actor_update_period: int, use_bf16: bool):
         self.device = torch.device(device)
@@ -91,6 +146,65 @@ class Agent(abc.ABC):
         self.policy_version = 0
         self.acting_actor: nn.Module | None = None
         self.acting_obs_normalizer: nn.Module | None = None
+
+    # ----------------------------------------------------------------------------------------------
+    # construction shared by both algorithms
+    # ----------------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _seeded_init(self) -> Iterator[None]:
+        """Build networks inside this block: parameter init depends on the seed alone, not on the device.
+
+        The global CPU generator is seeded with `seed` and restored afterwards, so the caller's random
+        state is untouched and the networks' draws happen in the order they are constructed.
+        """
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            yield
+
+    @cold_path
+    def _init_learner(self, actor: nn.Module, critic: nn.Module, actor_dim: int, critic_dim: int) -> None:
+        """Everything around the two networks: target, normalizers, support, temperature, optimizers.
+
+        Moves ``actor`` and ``critic`` to the device, copies the critic into `critic_target`, creates the
+        observation normalizers (one shared object when both read one group), the C51 `support`,
+        `log_alpha`, the three AdamW optimizers, the learning-rate schedule over the actor and critic
+        optimizers, and the acting copy. Draws no random numbers.
+
+        Args:
+            actor: the policy network, initialized (under `_seeded_init`).
+            critic: the twin critic, initialized (under `_seeded_init`).
+            actor_dim: Dp, width of the actor's observation group.
+            critic_dim: Dc, width of the critics' observation group.
+        """
+        cfg = self.cfg
+        self.actor = actor.to(self.device)
+        self.critic = critic.to(self.device)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.actor_obs_normalizer = RunningObsNormalizer(actor_dim, enabled=cfg.obs_normalization).to(
+            self.device
+        )
+        self.shared_obs_group = cfg.actor_obs_group == cfg.critic_obs_group
+        self.critic_obs_normalizer = (
+            self.actor_obs_normalizer
+            if self.shared_obs_group
+            else RunningObsNormalizer(critic_dim, enabled=cfg.obs_normalization).to(self.device)
+        )
+        self.support = categorical_support(cfg.v_min, cfg.v_max, cfg.num_atoms, self.device)
+        self.log_alpha = torch.tensor(math.log(cfg.alpha_init), device=self.device, requires_grad=True)
+
+        self._actor_params = list(self.actor.parameters())
+        self._critic_params = list(self.critic.parameters())
+        self._target_params = list(self.critic_target.parameters())
+        self.actor_optimizer = self._adamw(self._actor_params, cfg.actor_lr, cfg.adam_betas, cfg.weight_decay)
+        self.critic_optimizer = self._adamw(
+            self._critic_params, cfg.critic_lr, cfg.adam_betas, cfg.weight_decay
+        )
+        # No weight decay on the temperature: it would pull alpha toward 1.
+        self.alpha_optimizer = self._adamw([self.log_alpha], cfg.alpha_lr, cfg.adam_betas, 0.0)
+        self._init_lr_schedule(
+            lr_schedule_from(cfg, self.device), [self.actor_optimizer, self.critic_optimizer]
+        )
+        self._init_acting_policy()
 
     # ----------------------------------------------------------------------------------------------
     # what each algorithm provides
@@ -366,7 +480,7 @@ class Agent(abc.ABC):
     # ----------------------------------------------------------------------------------------------
     @cold_path
     def _init_acting_policy(self) -> None:
-        """Create the acting copy of actor and normalizer (subclasses call this once, at the end of init)."""
+        """Create the acting copy of actor and normalizer (`_init_learner` calls this once, last)."""
         self.acting_actor = copy.deepcopy(self.actor).requires_grad_(False)
         self.acting_obs_normalizer = copy.deepcopy(self.actor_obs_normalizer)
         self._acting_pairs = [

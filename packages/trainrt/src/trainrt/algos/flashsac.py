@@ -32,7 +32,6 @@ What makes it FlashSAC rather than plain SAC, in the order the code meets it:
   the critic's batch.
 """
 
-import copy
 import math
 from typing import Any, ClassVar, Literal
 
@@ -44,13 +43,10 @@ from torch import nn
 from trainrt.algos.agent import Agent, clone_state, frozen
 from trainrt.algos.distributional import (
     categorical_projection,
-    categorical_support,
     check_support_range,
     expected_value,
 )
-from trainrt.algos.lr_schedule import lr_schedule_from
 from trainrt.algos.networks import bounded_log_std, check_log_std_range, tanh_gaussian_sample
-from trainrt.algos.normalizer import RunningObsNormalizer
 from trainrt.hotpath import cold_path
 from trainrt.replay import Batch
 
@@ -381,26 +377,14 @@ class FlashSacAgent(Agent):
         self.cfg = cfg
         self.num_actions = num_actions
         actor_dim, critic_dim = obs_dims[cfg.actor_obs_group], obs_dims[cfg.critic_obs_group]
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)  # parameter init depends on the seed alone, not on the device
-            self.actor = FlashSacActor(actor_dim, num_actions, cfg)
-            self.critic = FlashSacCritic(critic_dim, num_actions, cfg)
-        self.actor.to(self.device)
-        self.critic.to(self.device)
-        project_to_unit_norm(self.actor)
-        project_to_unit_norm(self.critic)
-        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.actor_obs_normalizer = RunningObsNormalizer(actor_dim, enabled=cfg.obs_normalization).to(
-            self.device
-        )
-        self.shared_obs_group = cfg.actor_obs_group == cfg.critic_obs_group
-        self.critic_obs_normalizer = (
-            self.actor_obs_normalizer
-            if self.shared_obs_group
-            else RunningObsNormalizer(critic_dim, enabled=cfg.obs_normalization).to(self.device)
-        )
-        self.support = categorical_support(cfg.v_min, cfg.v_max, cfg.num_atoms, self.device)
-        self.log_alpha = torch.tensor(math.log(cfg.alpha_init), device=self.device, requires_grad=True)
+        with self._seeded_init():
+            actor = FlashSacActor(actor_dim, num_actions, cfg)
+            critic = FlashSacCritic(critic_dim, num_actions, cfg)
+        # Start on the norm bounds every optimizer step re-projects to (on the device, before the
+        # target copy is taken).
+        project_to_unit_norm(actor.to(self.device))
+        project_to_unit_norm(critic.to(self.device))
+        self._init_learner(actor, critic, actor_dim, critic_dim)
         if cfg.target_entropy is None:
             # Differential entropy of N(0, std^2) per dimension: 0.5 * log(2 pi e std^2).
             per_dim = 0.5 * math.log(2.0 * math.pi * math.e * cfg.target_action_std**2)
@@ -410,15 +394,6 @@ class FlashSacAgent(Agent):
         self.zeta_cdf = zeta_hold_cdf(cfg.noise_hold_zeta_exponent, cfg.noise_hold_max_steps).to(self.device)
         self.held_noise: torch.Tensor | None = None
         self.hold_steps_left: torch.Tensor | None = None
-
-        self._actor_params = list(self.actor.parameters())
-        self._critic_params = list(self.critic.parameters())
-        self._target_params = list(self.critic_target.parameters())
-        self.actor_optimizer = self._adamw(self._actor_params, cfg.actor_lr, cfg.adam_betas, cfg.weight_decay)
-        self.critic_optimizer = self._adamw(
-            self._critic_params, cfg.critic_lr, cfg.adam_betas, cfg.weight_decay
-        )
-        self.alpha_optimizer = self._adamw([self.log_alpha], cfg.alpha_lr, cfg.adam_betas, 0.0)
         self._declare_losses(  # recorded by every update first, then by actor updates only
             "critic_loss",
             "q_mean",
@@ -429,10 +404,6 @@ class FlashSacAgent(Agent):
             "alpha_loss",
             "entropy",
         )
-        self._init_lr_schedule(
-            lr_schedule_from(cfg, self.device), [self.actor_optimizer, self.critic_optimizer]
-        )
-        self._init_acting_policy()
 
     # ----------------------------------------------------------------------------------------------
     # acting

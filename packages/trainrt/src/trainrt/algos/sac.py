@@ -12,8 +12,6 @@ C51 cross-entropy -> actor step (every `actor_update_period` updates) -> tempera
 target update. No step reads a tensor value on the host, so the whole update captures as one graph.
 """
 
-import copy
-import math
 from typing import Literal
 
 import torch
@@ -24,18 +22,15 @@ from torch import nn
 from trainrt.algos.agent import Agent, frozen
 from trainrt.algos.distributional import (
     categorical_projection,
-    categorical_support,
     check_support_range,
     expected_value,
 )
-from trainrt.algos.lr_schedule import lr_schedule_from
 from trainrt.algos.networks import (
     StackedLayerNormMlp,
     bounded_log_std,
     check_log_std_range,
     tanh_gaussian_sample,
 )
-from trainrt.algos.normalizer import RunningObsNormalizer
 from trainrt.replay import Batch
 
 
@@ -171,44 +166,14 @@ class SacAgent(Agent):
         self.cfg = cfg
         self.num_actions = num_actions
         actor_dim, critic_dim = obs_dims[cfg.actor_obs_group], obs_dims[cfg.critic_obs_group]
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)  # parameter init depends on the seed alone, not on the device
-            self.actor = SacActor(
-                actor_dim, num_actions, cfg.actor_hidden_dim, cfg.log_std_min, cfg.log_std_max
-            )
-            self.critic = SacCritic(critic_dim, num_actions, cfg.critic_hidden_dim, cfg.num_atoms)
-        self.actor.to(self.device)
-        self.critic.to(self.device)
-        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.actor_obs_normalizer = RunningObsNormalizer(actor_dim, enabled=cfg.obs_normalization).to(
-            self.device
-        )
-        self.shared_obs_group = cfg.actor_obs_group == cfg.critic_obs_group
-        self.critic_obs_normalizer = (
-            self.actor_obs_normalizer
-            if self.shared_obs_group
-            else RunningObsNormalizer(critic_dim, enabled=cfg.obs_normalization).to(self.device)
-        )
-        self.support = categorical_support(cfg.v_min, cfg.v_max, cfg.num_atoms, self.device)
-        self.log_alpha = torch.tensor(math.log(cfg.alpha_init), device=self.device, requires_grad=True)
+        with self._seeded_init():
+            actor = SacActor(actor_dim, num_actions, cfg.actor_hidden_dim, cfg.log_std_min, cfg.log_std_max)
+            critic = SacCritic(critic_dim, num_actions, cfg.critic_hidden_dim, cfg.num_atoms)
+        self._init_learner(actor, critic, actor_dim, critic_dim)
         self.target_entropy = cfg.target_entropy_per_action * num_actions
-
-        self._actor_params = list(self.actor.parameters())
-        self._critic_params = list(self.critic.parameters())
-        self._target_params = list(self.critic_target.parameters())
-        self.actor_optimizer = self._adamw(self._actor_params, cfg.actor_lr, cfg.adam_betas, cfg.weight_decay)
-        self.critic_optimizer = self._adamw(
-            self._critic_params, cfg.critic_lr, cfg.adam_betas, cfg.weight_decay
-        )
-        # No weight decay on the temperature: it would pull alpha toward 1.
-        self.alpha_optimizer = self._adamw([self.log_alpha], cfg.alpha_lr, cfg.adam_betas, 0.0)
         self._declare_losses(  # recorded by every update first, then by actor updates only
             "critic_loss", "q_mean", "target_q_mean", "alpha", "actor_loss", "alpha_loss", "entropy"
         )
-        self._init_lr_schedule(
-            lr_schedule_from(cfg, self.device), [self.actor_optimizer, self.critic_optimizer]
-        )
-        self._init_acting_policy()
 
     # ----------------------------------------------------------------------------------------------
     # acting
