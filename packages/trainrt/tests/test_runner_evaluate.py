@@ -108,7 +108,7 @@ def test_tracking_rollout_runs_to_the_clips_end_and_counts_completion():
     env = build_env(tracking_eval_config(cfg), num_envs=2)
     motion = env.command_manager.get_term("motion")
     metrics = {"joint_pos_error": lambda env: tracking.joint_pos_error(env, command_name="motion")}
-    row = _rollout(env, _DefaultPoseAgent(env.num_actions), motion.num_frames + 5, metrics)
+    (row,) = _rollout(env, _DefaultPoseAgent(env.num_actions), motion.num_frames + 5, metrics)
     assert row["completed_fraction"] == 1.0 and row["failed_fraction"] == 0.0
     assert row["mean_episode_length"] == motion.num_frames
     assert row["joint_pos_error"] > 0.0
@@ -122,3 +122,76 @@ def test_a_checkpoint_trained_with_other_action_scales_is_refused():
     old = {"path": "ckpt_000001.pt", "env_meta": {"action_meta": {"action_scale": [0.25] * env.num_actions}}}
     with pytest.raises(ValueError, match="other action scales"):
         _load_agent(cfg, env, old)
+
+
+def test_all_walk_commands_run_in_one_env_and_one_rollout(monkeypatch):
+    import trainrt.runner.evaluate as evaluate
+
+    built, steps_taken = [], []
+    real_build_env, real_step = evaluate.build_env, evaluate._RolloutStep.step
+
+    def build_env_spy(cfg, **kwargs):
+        built.append(real_build_env(cfg, **kwargs))
+        return built[-1]
+
+    def step_spy(self):
+        steps_taken.append(self.env.num_envs)
+        real_step(self)
+        # every row keeps its block's command through the rollout
+        torch.testing.assert_close(self.env.command_manager.get_term("twist").command, expected)
+
+    names = ["stand", "forward_0.5", "yaw_0.5"]
+    expected = torch.tensor([WALK_EVAL_COMMANDS[n] for n in names]).repeat_interleave(2, dim=0)
+    monkeypatch.setattr(evaluate, "build_env", build_env_spy)
+    monkeypatch.setattr(evaluate._RolloutStep, "step", step_spy)
+    monkeypatch.setattr(evaluate, "_load_agent", lambda cfg, env, state: _DefaultPoseAgent(env.num_actions))
+    cfg = cpu_demo_preset("sac", "g1_walk_flat", "mujoco")
+    body = evaluate.evaluate_walk(cfg, {}, num_envs=2, steps=4, commands=names, log=lambda line: None)
+
+    assert len(built) == 1 and built[0].num_envs == 6
+    assert steps_taken == [6] * 4, "one rollout of 4 steps over all 6 rows"
+    assert list(body["commands"]) == names
+    assert body["horizon_s"] == pytest.approx(4 * built[0].step_dt)
+    for name, row in body["commands"].items():
+        assert row["num_envs"] == 2 and row["steps"] == 4
+        vx, vy, wz = WALK_EVAL_COMMANDS[name]
+        assert row["command"] == {"lin_vel_x": vx, "lin_vel_y": vy, "ang_vel_z": wz}
+    # the observation the first action sees already carries each row's command
+    stand, forward = body["commands"]["stand"], body["commands"]["forward_0.5"]
+    assert forward["lin_vel_error_xy"] > stand["lin_vel_error_xy"]
+
+
+def test_rollout_groups_average_their_own_rows():
+    from trainrt.runner.evaluate import _rollout
+
+    cfg = cpu_demo_preset("sac", "g1_walk_flat", "mujoco")
+    env = build_env(walk_eval_config(cfg, WALK_EVAL_COMMANDS["stand"]), num_envs=4)
+    row_ids = torch.arange(4, dtype=torch.float32)
+    metrics = {"row_id": lambda env: row_ids}
+    grouped = _rollout(env, _DefaultPoseAgent(env.num_actions), 3, metrics, groups=2)
+    assert [g["row_id"] for g in grouped] == [0.5, 2.5] and [g["num_envs"] for g in grouped] == [2, 2]
+    with pytest.raises(ValueError, match="does not split into 3 equal groups"):
+        _rollout(env, _DefaultPoseAgent(env.num_actions), 3, metrics, groups=3)
+
+
+def test_walk_horizon_defaults_to_simulated_seconds_within_one_episode():
+    from trainrt.runner.evaluate import WALK_EVAL_HORIZON_S, walk_horizon_steps
+
+    env = build_env(cpu_demo_preset("sac", "g1_walk_flat", "mujoco"), num_envs=1)
+    assert walk_horizon_steps(env, WALK_EVAL_HORIZON_S) == round(WALK_EVAL_HORIZON_S / env.step_dt)
+    assert walk_horizon_steps(env, 1.0e6) == env.max_episode_length
+    with pytest.raises(ValueError, match="horizon_s must be a positive number"):
+        walk_horizon_steps(env, 0.0)
+
+
+def test_the_graph_rollout_falls_back_to_eager_on_cpu_with_the_same_results():
+    from trainrt.runner.evaluate import _rollout
+
+    cfg = cpu_demo_preset("sac", "g1_walk_flat", "mujoco")
+    metrics = {"root_height": lambda env: env.robot.root_pos_w[:, 2]}
+    results = []
+    for use_graph in (True, False):
+        env = build_env(walk_eval_config(cfg, WALK_EVAL_COMMANDS["stand"]), num_envs=2, seed=3)
+        results.append(_rollout(env, _DefaultPoseAgent(env.num_actions), 5, metrics, use_graph=use_graph))
+    assert results[0] == results[1]
+    assert results[0][0]["steps"] == 5 and results[0][0]["root_height"] > 0.0

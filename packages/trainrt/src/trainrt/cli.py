@@ -411,10 +411,15 @@ def eval_command(
     ] = None,
     num_envs: Annotated[int, typer.Option(min=1, help="envs per walk command, or tracking envs")] = 64,
     steps: Annotated[
-        int | None, typer.Option(min=1, help="control steps per rollout (default: one episode / the clip)")
+        int | None,
+        typer.Option(min=1, help="control steps per rollout (default: walk --horizon-s, tracking the clip)"),
     ] = None,
     commands: Annotated[
-        str | None, typer.Option(help="walk: comma-separated command names (default: all)")
+        str | None, typer.Option(help="walk: comma-separated command names (default: all, in one rollout)")
+    ] = None,
+    horizon_s: Annotated[
+        float | None,
+        typer.Option(help="walk: simulated seconds per rollout (default 10, at most one episode)"),
     ] = None,
     out: Annotated[
         Path | None, typer.Option(help="JSON file (default: <run_dir>/eval/eval_<iteration>.json)")
@@ -431,6 +436,7 @@ def eval_command(
             num_envs=num_envs,
             steps=steps,
             commands=None if commands is None else [c.strip() for c in commands.split(",") if c.strip()],
+            horizon_s=horizon_s,
             out=out,
             log=typer.echo,
         )

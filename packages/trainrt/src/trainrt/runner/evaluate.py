@@ -4,15 +4,17 @@ The run's env is rebuilt from its ``config.json`` (the same Manager-based env it
 changes applied through the task-override mechanism (``TaskSection``), and the actor acts deterministically:
 
 ``g1_walk_flat``
-    one env per fixed command of ``WALK_EVAL_COMMANDS`` (``num_envs`` rows each; command ranges pinned to the
-    command, no heading or standing rows, no resampling; pushes off), one episode (or ``steps`` control steps)
-    per row. Per command: the fraction of rows that fell, and the mean linear (xy) and yaw-rate errors over
-    the steps they were up.
+    every fixed command of ``WALK_EVAL_COMMANDS`` at once: one env of ``num_envs`` rows per command (no
+    heading or standing rows, no resampling, pushes off; each row's command assigned after the reset), one
+    rollout of ``WALK_EVAL_HORIZON_S`` = 10 s of simulated time (``horizon_s``, or ``steps`` control steps;
+    at most one episode). Per command: the fraction of rows that fell, and the mean linear (xy) and yaw-rate
+    errors over the steps they were up.
 ``g1_motion_tracking``
     every row starts at the clip's first frame without perturbation (pushes off, no random start) and runs
     to the clip's end. Completion fraction (rows that reached the last frame), and mean body position,
     anchor position and orientation, and joint position errors over the steps the rows were tracking.
 
+On CUDA the rollout step is replayed as one CUDA graph (``simcore.CapturedWork``, eager elsewhere).
 Results go to the console as a table and to ``<run_dir>/eval/eval_<iteration>.json`` (or ``out``).
 """
 
@@ -46,6 +48,10 @@ WALK_EVAL_COMMANDS: dict[str, tuple[float, float, float]] = {
     "combined": (0.5, 0.2, 0.3),
 }
 """Walk evaluation commands: name -> (lin_vel_x m/s, lin_vel_y m/s, ang_vel_z rad/s) in the root frame."""
+
+WALK_EVAL_HORIZON_S = 10.0
+"""Default simulated seconds of a walk rollout: long enough to show falls and steady-state tracking, half of
+the 20 s training episode so the evaluation stays quick."""
 
 NEVER_S = 1.0e9
 _DONE_CHECK_EVERY = 50  # control steps between the (synchronizing) checks for "every row is done"
@@ -96,59 +102,118 @@ def tracking_eval_config(cfg: TrainConfig) -> TrainConfig:
     return _with_task_changes(cfg, changes, episode_length_s=NEVER_S)
 
 
+class _RolloutStep:
+    """One deterministic control step of an evaluation rollout with per-row accumulators (persistent buffers).
+
+    ``step`` is sync-free and touches only buffers that exist before it runs, so ``simcore.CapturedWork`` can
+    record it as a CUDA graph; on CPU (or when capture is refused) the same callable runs eagerly.
+    """
+
+    def __init__(self, env: Any, agent: Any, metrics: dict[str, Callable[[Any], torch.Tensor]]) -> None:
+        n, device = env.num_envs, torch.device(env.device)
+        self.env, self.agent, self.metrics = env, agent, metrics
+        self.obs = env.reset()
+        self.running = torch.ones(n, dtype=torch.bool, device=device)
+        self.failed = torch.zeros(n, dtype=torch.bool, device=device)
+        self.completed = torch.zeros(n, dtype=torch.bool, device=device)
+        self.length = torch.zeros(n, dtype=torch.float64, device=device)
+        self.sums = {name: torch.zeros(n, dtype=torch.float64, device=device) for name in metrics}
+        self.samples = torch.zeros(n, dtype=torch.float64, device=device)
+        self.steps_taken = torch.zeros((), dtype=torch.long, device=device)
+
+    @torch.no_grad()
+    def step(self) -> None:
+        """Act, step the env, and add the step to every still-running row's sums; sync-free."""
+        result = self.env.step(self.agent.act(self.obs, deterministic=True))
+        running = self.running
+        self.steps_taken.add_(1)
+        self.length.add_(running.double())
+        bad = result.terminated | ~result.valid
+        self.failed.logical_or_(running & bad)
+        self.completed.logical_or_(running & result.truncated & ~bad)
+        running.logical_and_(~(result.terminated | result.truncated))
+        weight = running.double()
+        for name, metric in self.metrics.items():
+            self.sums[name].add_(metric(self.env).double() * weight)
+        self.samples.add_(weight)
+
+
 @cold_path
 @torch.no_grad()
 def _rollout(
-    env: Any, agent: Any, num_steps: int, metrics: dict[str, Callable[[Any], torch.Tensor]]
-) -> dict[str, float]:
-    """Each row's first episode (cut at ``num_steps``) with deterministic actions; metrics averaged over it.
+    env: Any,
+    agent: Any,
+    num_steps: int,
+    metrics: dict[str, Callable[[Any], torch.Tensor]],
+    *,
+    groups: int = 1,
+    before_first_step: Callable[[Any], None] | None = None,
+    use_graph: bool = True,
+) -> list[dict[str, Any]]:
+    """Each row's first episode (cut at ``num_steps``) with deterministic actions; metrics averaged per group.
 
-    Returns ``failed_fraction`` (failure terminations and non-finite rows), ``completed_fraction`` (rows that
-    ended in a time-out), ``mean_episode_length`` (control steps), ``steps`` and each metric's mean over the
-    steps where its row was still running after the step.
+    Rows are split into ``groups`` equal consecutive blocks (row ``i`` belongs to group
+    ``i // (num_envs // groups)``); each block gets one result. ``before_first_step(env)`` runs after the
+    reset (e.g. to assign per-row commands). On CUDA the step runs as one ``simcore.CapturedWork`` graph
+    replay (``use_graph=False``, a CPU device or a backend that cannot capture: eagerly, same results).
+
+    Returns per group ``failed_fraction`` (failure terminations and non-finite rows), ``completed_fraction``
+    (rows that ended in a time-out), ``mean_episode_length`` (control steps), ``steps``, ``num_envs`` (rows
+    of the group) and each metric's mean over the steps where its row was still running after the step.
     """
-    obs = env.reset()
-    n, device = env.num_envs, torch.device(env.device)
-    running = torch.ones(n, dtype=torch.bool, device=device)
-    failed = torch.zeros(n, dtype=torch.bool, device=device)
-    completed = torch.zeros(n, dtype=torch.bool, device=device)
-    length = torch.zeros(n, dtype=torch.float64, device=device)
-    sums = {name: torch.zeros((), dtype=torch.float64, device=device) for name in metrics}
-    samples = torch.zeros((), dtype=torch.float64, device=device)
-    steps = 0
-    for step in range(num_steps):
-        result = env.step(agent.act(obs, deterministic=True))
-        obs = result.obs
-        steps += 1
-        length += running.double()
-        bad = result.terminated | ~result.valid
-        failed |= running & bad
-        completed |= running & result.truncated & ~bad
-        running &= ~(result.terminated | result.truncated)
-        weight = running.double()
-        for name, metric in metrics.items():
-            sums[name] += (metric(env).double() * weight).sum()
-        samples += weight.sum()
-        if (step + 1) % _DONE_CHECK_EVERY == 0 and not bool(running.any()):
+    import simcore
+
+    n = env.num_envs
+    if groups < 1 or n % groups:
+        raise ValueError(f"num_envs={n} does not split into {groups} equal groups")
+    rollout = _RolloutStep(env, agent, metrics)
+    if before_first_step is not None:
+        before_first_step(env)
+    generators = [g for g in (env.rng, getattr(agent, "rng", None)) if isinstance(g, torch.Generator)]
+    work = simcore.CapturedWork(
+        rollout.step,
+        backend=env.backend,
+        name="eval_rollout",
+        generators=list({id(g): g for g in generators}.values()),
+        warmup_steps=min(2, num_steps),
+        enabled=use_graph,
+    )
+    work.capture()  # on CUDA its eager warm-up steps are real rollout steps, counted in steps_taken
+    done = int(rollout.steps_taken)
+    while done < num_steps:
+        work.replay()
+        done += 1
+        if done % _DONE_CHECK_EVERY == 0 and not bool(rollout.running.any()):
             break
+    rows = n // groups
+
+    def per_group(values: torch.Tensor) -> torch.Tensor:
+        return values.double().reshape(groups, rows).sum(dim=1)
+
+    samples = per_group(rollout.samples)
     count = samples.clamp_min(1.0)
     values = torch.stack(
         [
-            failed.double().mean(),
-            completed.double().mean(),
-            length.mean(),
-            *(s / count for s in sums.values()),
+            per_group(rollout.failed) / rows,
+            per_group(rollout.completed) / rows,
+            per_group(rollout.length) / rows,
+            samples,
+            *(per_group(s) / count for s in rollout.sums.values()),
         ]
     ).cpu()
-    out = {
-        "failed_fraction": float(values[0]),
-        "completed_fraction": float(values[1]),
-        "mean_episode_length": float(values[2]),
-        "steps": steps,
-        "num_envs": n,
-    }
-    for i, name in enumerate(metrics):
-        out[name] = float(values[3 + i]) if float(samples) > 0 else math.nan
+    steps = int(rollout.steps_taken)
+    out = []
+    for g in range(groups):
+        row: dict[str, Any] = {
+            "failed_fraction": float(values[0, g]),
+            "completed_fraction": float(values[1, g]),
+            "mean_episode_length": float(values[2, g]),
+            "steps": steps,
+            "num_envs": rows,
+        }
+        for i, name in enumerate(metrics):
+            row[name] = float(values[4 + i, g]) if float(values[3, g]) > 0 else math.nan
+        out.append(row)
     return out
 
 
@@ -173,6 +238,26 @@ def _load_agent(cfg: TrainConfig, env: Any, state: dict[str, Any]) -> Any:
 
 
 @cold_path
+def walk_horizon_steps(env: Any, horizon_s: float) -> int:
+    """Control steps of a walk rollout of ``horizon_s`` simulated seconds, at most one episode."""
+    if not (math.isfinite(horizon_s) and horizon_s > 0.0):
+        raise ValueError(f"horizon_s must be a positive number of seconds, got {horizon_s!r}")
+    return max(1, min(env.max_episode_length, math.ceil(horizon_s / env.step_dt - 1e-9)))
+
+
+@cold_path
+def assign_walk_commands(env: Any, commands: torch.Tensor) -> None:
+    """Pin each row's twist command to ``commands`` (num_envs, 3) and refresh the observation buffers.
+
+    Runs right after ``env.reset()``: the eval config never resamples and has no heading or standing rows,
+    so the rows keep these commands for their first episode (the only one the evaluation counts).
+    """
+    twist = env.command_manager.get_term("twist")
+    twist.vel_command_b.copy_(commands.to(twist.vel_command_b))
+    env.observation_manager.compute(update_history=False)
+
+
+@cold_path
 def evaluate_walk(
     cfg: TrainConfig,
     state: dict[str, Any],
@@ -180,9 +265,15 @@ def evaluate_walk(
     num_envs: int,
     steps: int | None,
     commands: Sequence[str] | None = None,
+    horizon_s: float = WALK_EVAL_HORIZON_S,
+    use_graph: bool = True,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Walk evaluation: per command of ``WALK_EVAL_COMMANDS`` (or the named subset), fell fraction and errors."""
+    """Walk evaluation: per command of ``WALK_EVAL_COMMANDS`` (or the named subset), fell fraction and errors.
+
+    All commands run in one env of ``num_envs * len(commands)`` rows (a block of ``num_envs`` rows per
+    command) and one rollout of ``steps`` control steps (default ``horizon_s`` of simulated time).
+    """
     from trainrt import mdp
 
     names = list(WALK_EVAL_COMMANDS) if commands is None else list(commands)
@@ -193,21 +284,30 @@ def evaluate_walk(
         "lin_vel_error_xy": lambda env: mdp.lin_vel_error_xy(env, command_name="twist"),
         "ang_vel_error_z": lambda env: mdp.ang_vel_error_z(env, command_name="twist"),
     }
+    env = build_env(walk_eval_config(cfg, (0.0, 0.0, 0.0)), num_envs=num_envs * len(names))
+    agent = _load_agent(cfg, env, state)
+    horizon = steps if steps is not None else walk_horizon_steps(env, horizon_s)
+    table = torch.tensor([WALK_EVAL_COMMANDS[name] for name in names]).repeat_interleave(num_envs, dim=0)
+    rows = _rollout(
+        env,
+        agent,
+        horizon,
+        metrics,
+        groups=len(names),
+        before_first_step=lambda env: assign_walk_commands(env, table),
+        use_graph=use_graph,
+    )
     results: dict[str, Any] = {}
-    for name in names:
-        env = build_env(walk_eval_config(cfg, WALK_EVAL_COMMANDS[name]), num_envs=num_envs)
-        agent = _load_agent(cfg, env, state)
-        horizon = steps if steps is not None else env.max_episode_length
-        row = _rollout(env, agent, horizon, metrics)
+    for name, row in zip(names, rows):
         vx, vy, wz = WALK_EVAL_COMMANDS[name]
         results[name] = {"command": {"lin_vel_x": vx, "lin_vel_y": vy, "ang_vel_z": wz}, **row}
         log(f"  {name}: fell {row['failed_fraction']:.3f}, lin vel error {row['lin_vel_error_xy']:.3f} m/s")
-    return {"commands": results}
+    return {"horizon_s": horizon * env.step_dt, "commands": results}
 
 
 @cold_path
 def evaluate_tracking(
-    cfg: TrainConfig, state: dict[str, Any], *, num_envs: int, steps: int | None
+    cfg: TrainConfig, state: dict[str, Any], *, num_envs: int, steps: int | None, use_graph: bool = True
 ) -> dict[str, Any]:
     """Tracking evaluation: from the clip's first frame to its end; completion and mean tracking errors."""
     from trainrt.tasks.g1_motion_tracking import mdp as tracking
@@ -226,7 +326,7 @@ def evaluate_tracking(
             ("joint_pos_error", tracking.joint_pos_error),
         )
     }
-    row = _rollout(env, agent, horizon, metrics)
+    (row,) = _rollout(env, agent, horizon, metrics, use_graph=use_graph)
     clip = {"motion_file": str(motion.motion_file), "num_frames": motion.num_frames, "fps": motion.clip.fps}
     return {"clip": clip, "tracking": row}
 
@@ -257,7 +357,9 @@ def evaluate_run(
     num_envs: int = 64,
     steps: int | None = None,
     commands: Sequence[str] | None = None,
+    horizon_s: float | None = None,
     out: str | os.PathLike | None = None,
+    use_graph: bool = True,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Evaluate a run's checkpoint deterministically; write the JSON; return the results.
@@ -267,9 +369,12 @@ def evaluate_run(
         checkpoint: None (newest), an iteration number, or a checkpoint file.
         sim: backend to evaluate on (default the run's); ``mujoco`` for a sim-to-sim check of an mjwarp run.
         num_envs: rows per walk command, or rows of the tracking evaluation.
-        steps: control steps per rollout (default: one episode, or the whole clip).
+        steps: control steps per rollout (default: walk ``horizon_s``, tracking the whole clip).
         commands: walk command names (default all of ``WALK_EVAL_COMMANDS``).
+        horizon_s: walk rollout length in simulated seconds (default ``WALK_EVAL_HORIZON_S``, at most one
+            episode); ``steps`` takes precedence.
         out: JSON path (default ``<run_dir>/eval/eval_<iteration>.json``).
+        use_graph: on CUDA, replay the rollout step as a CUDA graph (False: eager, same results).
     """
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
@@ -280,11 +385,22 @@ def evaluate_run(
         cfg = cfg.model_copy(update={"sim": cfg.sim.model_copy(update={"backend": sim, "device": None})})
     state = load_checkpoint(resolve_eval_checkpoint(run_dir, checkpoint), map_location=resolve_device(cfg))
     if cfg.task.name == "g1_walk_flat":
-        body = evaluate_walk(cfg, state, num_envs=num_envs, steps=steps, commands=commands, log=log)
+        body = evaluate_walk(
+            cfg,
+            state,
+            num_envs=num_envs,
+            steps=steps,
+            commands=commands,
+            horizon_s=WALK_EVAL_HORIZON_S if horizon_s is None else horizon_s,
+            use_graph=use_graph,
+            log=log,
+        )
     elif cfg.task.name == "g1_motion_tracking":
         if commands is not None:
             raise ValueError("commands are walk evaluation commands; the tracking evaluation has none")
-        body = evaluate_tracking(cfg, state, num_envs=num_envs, steps=steps)
+        if horizon_s is not None:
+            raise ValueError("horizon_s is a walk evaluation option; the tracking evaluation runs the clip")
+        body = evaluate_tracking(cfg, state, num_envs=num_envs, steps=steps, use_graph=use_graph)
     else:  # pragma: no cover - the schema admits only the tasks above
         raise NotImplementedError(f"no evaluation for task {cfg.task.name!r}")
     result = {
