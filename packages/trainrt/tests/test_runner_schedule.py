@@ -7,6 +7,7 @@ in both orders from the same state.
 """
 
 import copy
+from functools import partial
 
 import pytest
 import torch
@@ -73,41 +74,33 @@ def _state(agent, replay):
     return tensors
 
 
-def test_overlapped_parts_give_the_same_result_in_either_order():
-    """Learner first or collector first, from the same state: the same weights and the same replay."""
+def _one_iteration_in_both_orders(*, use_view: bool) -> list[list[torch.Tensor]]:
+    """From the same state, one overlapped iteration by hand, learner first and collector first."""
     results = []
     for learner_first in (False, True):
         _, _, agent, replay, collector = _parts(seed=3)
-        collector.collect(STEPS)  # some history, then one overlapped iteration by hand
+        if not use_view:  # the learner samples the live buffer instead of the frozen view
+            agent.capture_update(lambda g, r=replay: r.sample(16, g), updates_per_replay=UPDATES)
+        collector.collect(STEPS)  # some history first
         agent.replay_updates(UPDATES)
         agent.publish_policy()
         replay.freeze_view(exclude_next_rows=STEPS)
-        if learner_first:
-            agent.replay_updates(UPDATES, publish=False)
-            collector.collect(STEPS)
-        else:
-            collector.collect(STEPS)
-            agent.replay_updates(UPDATES, publish=False)
+        parts = [partial(agent.replay_updates, UPDATES, publish=False), partial(collector.collect, STEPS)]
+        for part in parts if learner_first else parts[::-1]:
+            part()
         results.append(_state(agent, replay))
-    for a, b in zip(*results):
+    return results
+
+
+def test_overlapped_parts_give_the_same_result_in_either_order():
+    """Learner first or collector first, from the same state: the same weights and the same replay."""
+    for a, b in zip(*_one_iteration_in_both_orders(use_view=True)):
         assert torch.equal(a, b)
 
 
 def test_a_learner_reading_the_live_buffer_would_see_the_collector():
     """The order test above can fail: without the view, learner-first and collector-first differ."""
-    results = []
-    for learner_first in (False, True):
-        _, _, agent, replay, collector = _parts(seed=3)
-        agent.capture_update(lambda g, r=replay: r.sample(16, g), updates_per_replay=UPDATES)  # live buffer
-        collector.collect(STEPS)
-        agent.publish_policy()
-        if learner_first:
-            agent.replay_updates(UPDATES, publish=False)
-            collector.collect(STEPS)
-        else:
-            collector.collect(STEPS)
-            agent.replay_updates(UPDATES, publish=False)
-        results.append(_state(agent, replay))
+    results = _one_iteration_in_both_orders(use_view=False)
     assert any(not torch.equal(a, b) for a, b in zip(*results))
 
 

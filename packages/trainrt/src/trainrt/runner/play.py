@@ -78,6 +78,22 @@ def play_run(
         sim: backend to evaluate on (default: the run's ``sim.backend``).
         checkpoint: a checkpoint file instead of the run's latest.
     """
+    env, agent, facts = load_run_policy(run_dir, num_envs=num_envs, sim=sim, checkpoint=checkpoint)
+    steps = num_steps or load_resolved_config(run_dir).training.play_steps
+    result = evaluate_policy(env, agent, steps)
+    return {**facts, "sim": sim or load_resolved_config(run_dir).sim.backend, **result}
+
+
+@cold_path
+def load_run_policy(
+    run_dir: str | os.PathLike,
+    *,
+    num_envs: int,
+    sim: str | None = None,
+    checkpoint: str | os.PathLike | None = None,
+) -> tuple[Any, Any, dict[str, Any]]:
+    """A run's env (``num_envs``, its config, optionally another backend) and agent with the checkpoint's
+    weights, and the checkpoint facts (``path``, ``iteration``)."""
     cfg = load_resolved_config(run_dir)
     if sim is not None:
         cfg = cfg.model_copy(update={"sim": cfg.sim.model_copy(update={"backend": sim, "device": None})})
@@ -85,5 +101,4 @@ def play_run(
     agent = build_agent(cfg, env.obs_dims, env.num_actions, env.device)
     state = load_checkpoint(checkpoint or Path(run_dir), map_location=env.device)
     load_agent_weights(agent, state)
-    result = evaluate_policy(env, agent, num_steps or cfg.training.play_steps)
-    return {"checkpoint": state["path"], "iteration": state["iteration"], "sim": cfg.sim.backend, **result}
+    return env, agent, {"checkpoint": str(state["path"]), "iteration": int(state["iteration"])}

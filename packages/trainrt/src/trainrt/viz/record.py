@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from trainrt.hotpath import cold_path
+from trainrt.runner.play import load_run_policy
 from trainrt.viz.render import draw_caption, make_renderer, tile_frames
 from trainrt.viz.scene import (
     COMMAND_RGBA,
@@ -283,30 +284,6 @@ def record_clip_video(
         [str(path)], num_frames, options.fps, options.width, options.height, renderer.name,
         time.perf_counter() - started,
     )  # fmt: skip
-
-
-@cold_path
-def load_run_policy(
-    run_dir: str | os.PathLike,
-    *,
-    num_envs: int,
-    sim: str | None = None,
-    checkpoint: str | os.PathLike | None = None,
-) -> tuple[Any, Any, dict[str, Any]]:
-    """A run's env (``num_envs``, its config, optionally another backend) and agent with the checkpoint's
-    weights, and the checkpoint facts (``path``, ``iteration``)."""
-    from trainrt.runner.build import build_agent, build_env
-    from trainrt.runner.checkpoint import load_agent_weights, load_checkpoint
-    from trainrt.runner.manifest import load_resolved_config
-
-    cfg = load_resolved_config(run_dir)
-    if sim is not None:
-        cfg = cfg.model_copy(update={"sim": cfg.sim.model_copy(update={"backend": sim, "device": None})})
-    env = build_env(cfg, num_envs=num_envs)
-    agent = build_agent(cfg, env.obs_dims, env.num_actions, env.device)
-    state = load_checkpoint(checkpoint or Path(run_dir), map_location=env.device)
-    load_agent_weights(agent, state)
-    return env, agent, {"checkpoint": str(state["path"]), "iteration": int(state["iteration"])}
 
 
 @cold_path
