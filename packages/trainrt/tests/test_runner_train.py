@@ -258,3 +258,13 @@ def test_the_summary_records_which_policy_acted_and_which_rows_the_learner_saw(t
         assert timing.acting_policy_version == warmup_updates + i * updates
         # sequential: the learner sees this iteration's rows; overlapped: the rows up to the boundary
         assert timing.learner_view_steps == params.learning_starts + (i + (0 if overlap else 1)) * steps
+
+
+def test_the_console_shows_the_env_summary_and_env_txt_has_the_full_tables(trained_run):
+    run_dir, _, lines = trained_run
+    text = "\n".join(lines)
+    tables = (run_dir / "env.txt").read_text()
+    assert "RewardManager: 16 active reward terms" in tables and "track_lin_vel_xy_exp" in tables
+    assert "RewardManager" not in text, "the console has the summary, not the tables"
+    assert "  reward: 16 terms: track_lin_vel_xy_exp" in text
+    assert f"full manager tables written to {run_dir / 'env.txt'}" in text

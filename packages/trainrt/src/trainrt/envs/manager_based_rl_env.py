@@ -104,6 +104,23 @@ def _clone_obs(obs: Observations) -> Observations:
     }
 
 
+SUMMARY_WIDTH = 120
+"""Line width of ``ManagerBasedRlEnv.summary`` (term names that do not fit are counted as ``+N more``)."""
+
+
+@cold_path
+def _name_list(names: list[str], budget: int) -> str:
+    """``names`` joined with ", ", whole names only, within ``budget`` characters; the rest as ``+N more``."""
+    shown: list[str] = []
+    for i, name in enumerate(names):
+        rest = len(names) - i - 1
+        tail = f", +{rest} more" if rest else ""
+        if shown and len(", ".join([*shown, name]) + tail) > budget:
+            return ", ".join(shown) + f", +{len(names) - i} more"
+        shown.append(name)
+    return ", ".join(shown)
+
+
 class ManagerBasedRlEnv:
     """Vectorized RL env over a simcore backend, driven by managers built from an ``EnvCfg``."""
 
@@ -378,8 +395,8 @@ class ManagerBasedRlEnv:
         """Release nothing yet (kept for runner symmetry); the backend frees its memory with the env."""
 
     @cold_path
-    def __str__(self) -> str:
-        managers = (
+    def _managers(self) -> tuple[Any, ...]:
+        return (
             self.action_manager,
             self.observation_manager,
             self.reward_manager,
@@ -389,8 +406,34 @@ class ManagerBasedRlEnv:
             self.curriculum_manager,
             self.metrics_manager,
         )
-        header = (
+
+    @cold_path
+    def _header(self) -> str:
+        return (
             f"ManagerBasedRlEnv: {self.num_envs} envs on {self.backend.name} ({self.device}), "
             f"step_dt {self.step_dt:g} s, max_episode_length {self.max_episode_length}"
         )
-        return "\n".join([header, *(str(m) for m in managers)])
+
+    @cold_path
+    def summary(self, width: int = SUMMARY_WIDTH) -> str:
+        """The env in a few lines: the header, then per manager its term count and names (cut to ``width``).
+
+        ``str(env)`` has the full per-manager tables.
+        """
+        lines = [self._header()]
+        for manager in self._managers():
+            terms = manager.active_terms
+            if isinstance(terms, dict):  # observation groups: sizes, then each distinct term name once
+                count = sum(len(group) for group in terms.values())
+                sizes = ", ".join(f"{group} {len(names)}" for group, names in terms.items())
+                label = f"  {manager.kind}: {count} term{'' if count == 1 else 's'} ({sizes})"
+                names = list(dict.fromkeys(name for group in terms.values() for name in group))
+            else:
+                count, names = len(terms), list(terms)
+                label = f"  {manager.kind}: {count} term{'' if count == 1 else 's'}"
+            lines.append(f"{label}: {_name_list(names, width - len(label) - 2)}" if names else label)
+        return "\n".join(lines)
+
+    @cold_path
+    def __str__(self) -> str:
+        return "\n".join([self._header(), *(str(m) for m in self._managers())])

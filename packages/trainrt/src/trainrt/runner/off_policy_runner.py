@@ -352,7 +352,11 @@ class OffPolicyRunner:
         rank_cfg = self.rank_cfg
         torch.manual_seed(rank_cfg.training.seed)
         self.env = build_env(rank_cfg)
-        self.log(str(self.env))
+        self.log(self.env.summary())
+        if self.ranks.is_main:
+            env_tables = self.run_dir / "env.txt"
+            env_tables.write_text(str(self.env) + "\n")
+            self.log(f"full manager tables written to {env_tables}")
         if self.ranks.is_main:
             write_manifest(
                 self.run_dir,
