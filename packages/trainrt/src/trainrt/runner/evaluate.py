@@ -250,7 +250,9 @@ def assign_walk_commands(env: Any, commands: torch.Tensor) -> None:
     """Pin each row's twist command to ``commands`` (num_envs, 3) and refresh the observation buffers.
 
     Runs right after ``env.reset()``: the eval config never resamples and has no heading or standing rows,
-    so the rows keep these commands for their first episode (the only one the evaluation counts).
+    so the rows keep these commands for their first episode (the only one the evaluation counts). The
+    refreshed observation does not rewrite stored observation history (the walk task keeps none), so a task
+    with history terms would see the reset's command in its oldest frames.
     """
     twist = env.command_manager.get_term("twist")
     twist.vel_command_b.copy_(commands.to(twist.vel_command_b))
