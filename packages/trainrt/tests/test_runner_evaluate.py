@@ -193,5 +193,5 @@ def test_the_graph_rollout_falls_back_to_eager_on_cpu_with_the_same_results():
     for use_graph in (True, False):
         env = build_env(walk_eval_config(cfg, WALK_EVAL_COMMANDS["stand"]), num_envs=2, seed=3)
         results.append(_rollout(env, _DefaultPoseAgent(env.num_actions), 5, metrics, use_graph=use_graph))
-    assert results[0] == results[1]
+    assert results[0] == results[1] and results[0][0]["graph_enabled"] is False
     assert results[0][0]["steps"] == 5 and results[0][0]["root_height"] > 0.0

@@ -159,7 +159,8 @@ def _rollout(
 
     Returns per group ``failed_fraction`` (failure terminations and non-finite rows), ``completed_fraction``
     (rows that ended in a time-out), ``mean_episode_length`` (control steps), ``steps``, ``num_envs`` (rows
-    of the group) and each metric's mean over the steps where its row was still running after the step.
+    of the group), ``graph_enabled`` (whether the steps replayed a CUDA graph) and each metric's mean over
+    the steps where its row was still running after the step.
     """
     import simcore
 
@@ -210,6 +211,7 @@ def _rollout(
             "mean_episode_length": float(values[2, g]),
             "steps": steps,
             "num_envs": rows,
+            "graph_enabled": work.graph_enabled,
         }
         for i, name in enumerate(metrics):
             row[name] = float(values[4 + i, g]) if float(values[3, g]) > 0 else math.nan
