@@ -50,7 +50,11 @@ HOT_ENTRY_POINTS: Mapping[str, str | frozenset[str]] = {
     # an iteration's device work is queued without a sync (the overlap of collector and learner needs it)
     "runner/schedule.py": frozenset({"IterationSchedule.run"}),
     "runner/distributed.py": frozenset({"DataParallelRanks._average_gradients"}),
-    "runner/iteration_clock.py": frozenset({"IterationClock.mark_collected", "IterationClock.mark_learned"}),
+    "runner/iteration_clock.py": frozenset(
+        {"IterationClock.mark_collected", "IterationClock.mark_learn_started", "IterationClock.mark_learned"}
+    ),
+    # the evaluation rollout's step (replayed as a CUDA graph on CUDA)
+    "runner/evaluate.py": frozenset({"_RolloutStep.step"}),
     "algos/agent.py": frozenset(
         {"act", "end_episodes", "update", "replay_update", "replay_updates", "publish_policy", "_update_step"}
         # base-class helpers the algorithms' update steps call (calls are followed within a module only)
