@@ -9,20 +9,10 @@ import subprocess
 import sys
 
 import pytest
+from test_cli_train import TINY as CLI_TINY
 
-TINY = [
-    "algo.num_envs=2",
-    "algo.max_iterations=1",
-    "algo.steps_per_iteration=2",
-    "algo.params.batch_size=8",
-    "algo.params.buffer_size_per_env=16",
-    "algo.params.learning_starts=2",
-    "algo.params.actor_hidden_dim=8",
-    "algo.params.critic_hidden_dim=8",
-    "training.checkpoint_every=1",
-    "training.no_play=true",
-    "training.export_onnx=false",
-]
+# the tiny run of the train tests, one iteration long
+TINY = [*(o for o in CLI_TINY if not o.startswith("algo.max_iterations=")), "algo.max_iterations=1"]
 
 
 def trainrt(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:

@@ -8,23 +8,13 @@ import sys
 import numpy as np
 import pytest
 from PIL import Image
+from test_cli_train import TINY as CLI_TINY
 
 import simcore
 from trainrt.viz.video import read_video
 
-TINY = [
-    "algo.num_envs=2",
-    "algo.max_iterations=3",
-    "algo.steps_per_iteration=2",
-    "algo.params.batch_size=8",
-    "algo.params.buffer_size_per_env=16",
-    "algo.params.learning_starts=2",
-    "algo.params.actor_hidden_dim=8",
-    "algo.params.critic_hidden_dim=8",
-    "training.no_play=true",
-    "training.export_onnx=false",
-    "training.log_every=2",
-]
+# the tiny run of the train tests, with a third iteration so a video falls between iterations
+TINY = [*(o for o in CLI_TINY if not o.startswith("algo.max_iterations=")), "algo.max_iterations=3"]
 
 
 def trainrt(*args: str) -> subprocess.CompletedProcess:
