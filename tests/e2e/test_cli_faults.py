@@ -18,7 +18,7 @@ import torch
 from test_cli_train import TINY, train, trainrt
 
 from trainrt.runner import load_run_summary
-from trainrt.runner.checkpoint import checkpoint_path
+from trainrt.runner.checkpoint import checkpoint_path, checkpoints_newest_first
 from trainrt.runner.run_dir import LOCK_FILE_NAME, read_lock_holder
 
 SAC = ["--algo", "sac", "--task", "g1_walk_flat", "--sim", "mujoco", "--preset", "cpu-demo"]
@@ -329,7 +329,10 @@ def test_kill_9_leaves_a_running_summary_and_the_run_resumes(tmp_path):
     summary = load_run_summary(run_dir)
     assert summary.status == "running" and summary.completed_iterations >= 1
     assert (run_dir / LOCK_FILE_NAME).exists()  # nobody holds it any more: stale
-    done = summary.completed_iterations
+    # The kill can land between the summary's last update and a newer checkpoint: resume goes on from the
+    # newest checkpoint, which is at least as far as the summary says.
+    done = int(checkpoints_newest_first(run_dir)[0].stem.split("_")[1])
+    assert done >= summary.completed_iterations
     out = trainrt("train", *SAC, f"training.resume={run_dir}", f"algo.max_iterations={done + 1}")
     assert out.returncode == 0, out.stderr[-3000:]
     assert "taking over the stale lock" in out.stdout
