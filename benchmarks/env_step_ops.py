@@ -224,6 +224,24 @@ def _counting_terms(
                 entries[row] = entry
 
 
+def _counts(bench, what, task, sim, num_envs, steps, torch_counter, warp_counter, per_step) -> dict:
+    """The result record of one op count: totals per step, per part, and the most frequent ops."""
+    return {
+        "bench": bench,
+        "label": f"DIAGNOSTIC (op counts per {what} on the CPU; predicts CUDA graph node counts)",
+        "task": task,
+        "sim": sim,
+        "num_envs": num_envs,
+        "steps": steps,
+        "torch_ops_per_step": torch_counter.total / steps,
+        "torch_kernel_ops_per_step": torch_counter.kernel_ops / steps,
+        "warp_launches_per_step": warp_counter.total / steps,
+        "parts": per_step,
+        "top_torch_ops": dict(torch_counter.ops.most_common(15)),
+        "top_warp_kernels": dict(warp_counter.launches.most_common(15)),
+    }
+
+
 def count_env_step(
     task: str, sim: str, num_envs: int, steps: int, seed: int = 0, per_term: bool = False
 ) -> dict[str, Any]:
@@ -278,20 +296,9 @@ def count_env_step(
         "torch_kernel_ops": (torch_counter.kernel_ops - accounted_torch) / steps,
         "warp_launches": (warp_counter.total - accounted_warp) / steps,
     }
-    result = {
-        "bench": "env_step_ops",
-        "label": "DIAGNOSTIC (op counts per env step on the CPU; predicts CUDA graph node counts)",
-        "task": task,
-        "sim": sim,
-        "num_envs": num_envs,
-        "steps": steps,
-        "torch_ops_per_step": torch_counter.total / steps,
-        "torch_kernel_ops_per_step": torch_counter.kernel_ops / steps,
-        "warp_launches_per_step": warp_counter.total / steps,
-        "parts": per_step,
-        "top_torch_ops": dict(torch_counter.ops.most_common(15)),
-        "top_warp_kernels": dict(warp_counter.launches.most_common(15)),
-    }
+    result = _counts(
+        "env_step_ops", "env step", task, sim, num_envs, steps, torch_counter, warp_counter, per_step
+    )
     if per_term:
         result["terms"] = {
             label: {"torch_kernel_ops": t / steps, "warp_launches": w / steps}
@@ -335,20 +342,17 @@ def count_collector_step(algo: str, task: str, sim: str, num_envs: int, steps: i
         "torch_kernel_ops": (torch_counter.kernel_ops - sum(v[0] for v in parts.values())) / steps,
         "warp_launches": (warp_counter.total - sum(v[1] for v in parts.values())) / steps,
     }
-    return {
-        "bench": "collector_step_ops",
-        "label": "DIAGNOSTIC (op counts per collector step on the CPU; predicts CUDA graph node counts)",
-        "task": f"{algo}/{task}",
-        "sim": sim,
-        "num_envs": num_envs,
-        "steps": steps,
-        "torch_ops_per_step": torch_counter.total / steps,
-        "torch_kernel_ops_per_step": torch_counter.kernel_ops / steps,
-        "warp_launches_per_step": warp_counter.total / steps,
-        "parts": per_step,
-        "top_torch_ops": dict(torch_counter.ops.most_common(15)),
-        "top_warp_kernels": dict(warp_counter.launches.most_common(15)),
-    }
+    return _counts(
+        "collector_step_ops",
+        "collector step",
+        f"{algo}/{task}",
+        sim,
+        num_envs,
+        steps,
+        torch_counter,
+        warp_counter,
+        per_step,
+    )
 
 
 def _format(result: dict[str, Any]) -> str:

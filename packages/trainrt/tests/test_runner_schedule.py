@@ -61,7 +61,7 @@ def test_records_name_the_acting_policy_and_the_learner_view(overlap):
         clock.synchronize_split()
     for i, record in enumerate(schedule.records):
         # The collector of iteration i always acts with the weights after iteration i-1's updates.
-        assert record.acting_policy_version == record.updates_before == i * UPDATES
+        assert record.acting_policy_version == i * UPDATES
         # Sequential: the learner sees this iteration's rows; overlapped: rows up to the boundary.
         assert record.learner_view_steps == PREFILL + (i + (0 if overlap else 1)) * STEPS
     assert agent.num_updates == 4 * UPDATES

@@ -133,6 +133,9 @@ class DeviceReplayBuffer:
         self.view_cursor = torch.zeros((), device=self.device, dtype=torch.long)
         self.view_return_var = torch.ones((), **zeros)
         self.view_return_abs_max = torch.zeros((), **zeros)
+        self._view_rows_ahead = torch.zeros_like(self._ring_rows)
+        self._view_row_kept = torch.zeros(capacity_per_env, device=self.device, dtype=torch.bool)
+        self._view_sampleable = torch.zeros(shape, device=self.device, dtype=torch.bool)
 
         # Running discounted return per env and its statistics (FlashSAC's reward scale).
         self.running_return = torch.zeros(num_envs, **zeros)
@@ -220,9 +223,11 @@ class DeviceReplayBuffer:
                 f"exclude_next_rows must lie in [0, capacity_per_env={capacity}), got {exclude_next_rows}"
             )
         sampleable = self.valid
-        if exclude_next_rows:
-            rows_ahead = (self._ring_rows - self.cursor).remainder(capacity)
-            sampleable = sampleable & (rows_ahead >= exclude_next_rows).unsqueeze(-1)
+        if exclude_next_rows:  # in place into preallocated buffers: this runs every iteration
+            torch.sub(self._ring_rows, self.cursor, out=self._view_rows_ahead).remainder_(capacity)
+            torch.ge(self._view_rows_ahead, exclude_next_rows, out=self._view_row_kept)
+            torch.logical_and(self.valid, self._view_row_kept.unsqueeze(-1), out=self._view_sampleable)
+            sampleable = self._view_sampleable
         torch.cumsum(sampleable.view(-1), 0, out=self.view_valid_count)
         self.view_cursor.copy_(self.cursor)
         self.view_return_var.copy_(self.return_var)

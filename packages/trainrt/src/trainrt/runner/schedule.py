@@ -41,12 +41,10 @@ class IterationRecord:
     Attributes:
         acting_policy_version: updates the policy that acted had seen.
         learner_view_steps: vector env steps (all of collection so far) the learner's view held.
-        updates_before: learner updates done before this iteration's.
     """
 
     acting_policy_version: int
     learner_view_steps: int
-    updates_before: int
 
 
 class IterationSchedule:
@@ -117,7 +115,6 @@ class IterationSchedule:
     def run(self, clock: IterationClock) -> None:
         """Queue one iteration's collection and learning (no host sync); ``clock`` marks the split."""
         agent, collector = self.agent, self.collector
-        updates_before = agent.num_updates
         agent.publish_policy()  # the collector of this iteration acts with the weights as of now
         acting_version = agent.policy_version
         if not self.overlap_enabled:
@@ -153,7 +150,7 @@ class IterationSchedule:
                 clock.mark_collected()
             main.wait_stream(collect_stream)
             main.wait_stream(learn_stream)
-        self.records.append(IterationRecord(acting_version, view_steps, updates_before))
+        self.records.append(IterationRecord(acting_version, view_steps))
 
     @cold_path
     def diagnostics(self) -> dict[str, Any]:
