@@ -1,0 +1,195 @@
+"""DIAGNOSTIC: where one training iteration's GPU time goes, kernel by kernel, for the canonical workloads.
+
+    python benchmarks/profile_iteration.py --algo sac --task g1_walk_flat [--iterations 5] [--out result.json]
+
+Builds the runner's own parts (env, agent, replay, collector graph, the learner graph of all updates of an
+iteration, the two-stream schedule) from the preset plus any ``key=value`` overrides, then:
+
+1. times the collector alone, the learner alone, and both as the runner overlaps them (``training.overlap``),
+   each over ``--iterations`` iterations after one untimed iteration, so the slowdown each part suffers from
+   sharing the GPU is a ratio measured in one process;
+2. profiles one collector iteration and one learner iteration (CUDA graph replays; the profiler sees the
+   kernels inside them; on a machine without CUDA it lists CPU ops instead, as a smoke test) and reports GPU time per kernel family: physics (Warp), compiled (Triton), matrix
+   products, other torch kernels, copies and fills; and the 25 kernels that take the most time.
+
+It attributes time; the acceptance number stays ``tail_env_steps_per_sec`` of a training run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+import time
+from typing import Any
+
+import torch
+
+from trainrt.cli import resolve_train_config
+from trainrt.runner.build import build_agent, build_env, build_replay
+from trainrt.runner.collector import Collector
+from trainrt.runner.iteration_clock import IterationClock
+from trainrt.runner.schedule import IterationSchedule
+
+_GEMM_MARKERS = ("gemm", "nvjet", "xmma", "cutlass", "wgmma", "cublas")
+
+
+def kernel_family(name: str) -> str:
+    """The family of a GPU kernel, from its name."""
+    lowered = name.lower()
+    if lowered.startswith("triton"):
+        return "compiled (triton)"
+    if any(marker in lowered for marker in _GEMM_MARKERS):
+        return "matrix products"
+    if "memcpy" in lowered or "memset" in lowered:
+        return "copies and fills"
+    if "_cuda_kernel_" in lowered or lowered.endswith("_kernel_forward"):
+        return "physics and env (warp)"
+    return "other torch kernels"
+
+
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def _seconds(fn: Any, iterations: int) -> float:
+    _sync()
+    start = time.perf_counter()
+    for _ in range(iterations):
+        fn()
+    _sync()
+    return (time.perf_counter() - start) / iterations
+
+
+def profile_kernels(fn: Any) -> dict[str, Any]:
+    """GPU time per kernel family and the top kernels of one call of ``fn``."""
+    from torch.profiler import ProfilerActivity, profile
+
+    on_gpu = torch.cuda.is_available()
+    wanted = torch.autograd.DeviceType.CUDA if on_gpu else torch.autograd.DeviceType.CPU
+    _sync()
+    with profile(activities=[ProfilerActivity.CUDA if on_gpu else ProfilerActivity.CPU]) as prof:
+        fn()
+        _sync()
+    per_kernel: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0])
+    for event in prof.events():
+        if event.device_type != wanted:
+            continue
+        entry = per_kernel[event.name]
+        entry[0] += event.time_range.elapsed_us()
+        entry[1] += 1
+    families: dict[str, dict[str, float]] = collections.defaultdict(lambda: {"us": 0.0, "kernels": 0})
+    for name, (us, count) in per_kernel.items():
+        family = families[kernel_family(name)]
+        family["us"] += us
+        family["kernels"] += count
+    total = sum(f["us"] for f in families.values())
+    top = sorted(per_kernel.items(), key=lambda item: -item[1][0])[:25]
+    return {
+        "gpu_busy_ms": total / 1e3,
+        "kernel_launches": sum(f["kernels"] for f in families.values()),
+        "families": {
+            k: {**v, "ms": v["us"] / 1e3, "share": v["us"] / total if total else 0.0}
+            for k, v in families.items()
+        },
+        "top_kernels": [
+            {"name": name[:120], "ms": us / 1e3, "calls": count, "family": kernel_family(name)}
+            for name, (us, count) in top
+        ],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--algo", default="sac")
+    parser.add_argument("--task", default="g1_walk_flat")
+    parser.add_argument("--sim", default="mjwarp")
+    parser.add_argument("--iterations", type=int, default=5)
+    parser.add_argument("--out", default=None)
+    parser.add_argument("overrides", nargs="*", help="key=value overrides, as for trainrt train")
+    args = parser.parse_args(argv)
+    cfg, _ = resolve_train_config(args.algo, args.task, args.sim, list(args.overrides), "auto")
+    params = cfg.algo.params
+    env = build_env(cfg)
+    agent = build_agent(cfg, env.obs_dims, env.num_actions, env.device)
+    replay = build_replay(cfg, env)
+    collector = Collector(
+        env,
+        agent,
+        replay,
+        env.reset(),
+        steps_per_replay=cfg.training.collector_steps_per_replay,
+        use_graph=True,
+    )
+    collector.prefill(params.learning_starts)
+    collector.capture()
+    replay.freeze_view()
+    updates, steps = params.updates_per_iteration, cfg.algo.steps_per_iteration
+    agent.capture_update(
+        lambda g: replay.sample(params.batch_size, g, from_view=True),
+        updates_per_replay=updates,
+        compile=cfg.training.compile_learner,
+    )
+    agent.replay_updates(updates)
+    collector.collect(steps)
+
+    def collect() -> None:
+        collector.collect(steps)
+
+    def learn() -> None:
+        agent.replay_updates(updates, publish=False)
+
+    clock = IterationClock(env.device)
+    overlapped = IterationSchedule(
+        collector, agent, replay, steps_per_iteration=steps, updates_per_iteration=updates, overlap=True
+    )
+
+    def both() -> None:
+        clock.start()
+        overlapped.run(clock)
+
+    both()
+    n = args.iterations
+    collect_s, learn_s, both_s = _seconds(collect, n), _seconds(learn, n), _seconds(both, n)
+    result: dict[str, Any] = {
+        "diagnostic": True,
+        "algo": args.algo,
+        "task": args.task,
+        "num_envs": cfg.algo.num_envs,
+        "steps_per_iteration": steps,
+        "updates_per_iteration": updates,
+        "batch_size": params.batch_size,
+        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+        "torch": torch.__version__,
+        "collect_alone_ms": 1e3 * collect_s,
+        "learn_alone_ms": 1e3 * learn_s,
+        "overlapped_ms": 1e3 * both_s,
+        "sequential_sum_ms": 1e3 * (collect_s + learn_s),
+        "overlap_gain": (collect_s + learn_s) / both_s,
+        "overlap_vs_ideal": max(collect_s, learn_s) / both_s,
+        "env_steps_per_sec_overlapped": cfg.algo.num_envs * steps / both_s,
+        "learner_ms_per_update": 1e3 * learn_s / updates,
+        "collector_ms_per_step": 1e3 * collect_s / steps,
+        "schedule": overlapped.diagnostics(),
+        "collector_profile": profile_kernels(collect),
+        "learner_profile": profile_kernels(learn),
+    }
+    for part in ("collector_profile", "learner_profile"):
+        prof = result[part]
+        print(f"[{part}] GPU busy {prof['gpu_busy_ms']:.2f} ms over {prof['kernel_launches']} kernels")
+        for family, f in sorted(prof["families"].items(), key=lambda kv: -kv[1]["ms"]):
+            print(f"  {family:>24}: {f['ms']:8.2f} ms  {100 * f['share']:5.1f}%  {int(f['kernels'])} kernels")
+        for k in prof["top_kernels"][:12]:
+            print(f"    {k['ms']:7.2f} ms x{k['calls']:<5} {k['name'][:90]}")
+    for key in ("collect_alone_ms", "learn_alone_ms", "overlapped_ms", "overlap_gain", "overlap_vs_ideal"):
+        print(f"{key}: {result[key]:.3f}")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
