@@ -46,7 +46,7 @@ SETS: dict[str, dict[str, list[str]]] = {
 CANONICAL = [
     "algo.num_envs=2048",
     "algo.max_iterations=160",
-    "training.no_play=true",
+    "training.final_eval=false",
     "training.export_onnx=false",
 ]
 

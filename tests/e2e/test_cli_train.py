@@ -22,7 +22,7 @@ TINY = [
     "algo.params.actor_hidden_dim=8",
     "algo.params.critic_hidden_dim=8",
     "training.checkpoint_every=1",
-    "training.no_play=true",
+    "training.final_eval=false",
     "training.export_onnx=false",
 ]
 FLASHSAC_TINY = ["algo.params.actor_num_blocks=1", "algo.params.critic_num_blocks=1"]
@@ -107,6 +107,7 @@ def test_play_and_export_use_the_checkpoint(finished_run, tmp_path):
         ("algo.num_envz=4", "num_envz"),
         ("algo.num_envs=many", "algo.num_envs"),
         ("sim.device=tpu", "sim.device"),
+        ("training.final_eval=maybe", "training.final_eval"),
         ("training.no_play=maybe", "training.no_play"),
     ],
 )

@@ -37,7 +37,7 @@ def test_overrides_merge_over_the_preset_and_keep_other_fields(base):
         [
             "algo.max_iterations=160",
             "algo.num_envs=2048",
-            "training.no_play=true",
+            "training.final_eval=false",
             "training.export_onnx=false",
             "training.seed=1",
             "training.run_dir=/tmp/some run",
@@ -47,7 +47,7 @@ def test_overrides_merge_over_the_preset_and_keep_other_fields(base):
         ],
     )
     assert cfg.algo.max_iterations == 160
-    assert cfg.training.no_play is True and cfg.training.export_onnx is False
+    assert cfg.training.final_eval is False and cfg.training.export_onnx is False
     assert cfg.training.seed == 1
     assert cfg.training.run_dir == "/tmp/some run"
     assert cfg.algo.params.critic_lr == pytest.approx(1e-4)

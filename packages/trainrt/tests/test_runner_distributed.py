@@ -33,7 +33,7 @@ TINY = [
     *TINY_RUN,
     "algo.params.actor_hidden_dim=8",
     "algo.params.critic_hidden_dim=8",
-    "training.no_play=true",
+    "training.final_eval=false",
     "training.export_onnx=false",
     "training.tensorboard=false",
     "training.distributed.timeout_sec=60",

@@ -12,7 +12,7 @@ from trainrt.runner.collector import Collector
 from trainrt.runner.off_policy_runner import ContactBufferOverflow
 from trainrt.runner.run_dir import LOCK_FILE_NAME, RunDirError, RunDirLock
 
-QUIET = ["training.no_play=true", "training.export_onnx=false", "training.tensorboard=false"]
+QUIET = ["training.final_eval=false", "training.export_onnx=false", "training.tensorboard=false"]
 STATISTICS = ("return_mean", "return_var", "return_count", "return_abs_max", "running_return")
 
 

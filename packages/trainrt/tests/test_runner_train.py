@@ -62,7 +62,7 @@ def test_a_tiny_run_writes_a_valid_summary_and_checkpoints(trained_run):
     assert loaded.collector_graph["eager_fallback_reason"] == "cpu device"
     assert loaded.learner_graph["update_graph_enabled"] is False
     assert loaded.backend_diagnostics["backend"] == "mujoco"
-    assert loaded.evaluation is not None and loaded.evaluation["num_steps"] == 3
+    assert loaded.final_eval is not None and loaded.final_eval["num_steps"] == 3
     assert loaded.onnx_path is not None
     assert set(loaded.versions) >= {"torch", "warp-lang", "mujoco", "mujoco-warp"}
     assert torch.__version__.startswith(loaded.versions["torch"])
@@ -194,7 +194,7 @@ def test_a_malformed_summary_makes_the_run_fail(tmp_path, monkeypatch):
 
     monkeypatch.setattr(runner_module, "tail_throughput", wrong_tail)
     cfg = tiny_config(
-        tmp_path / "run", "sac", "g1_walk_flat", "training.no_play=true", "training.export_onnx=false"
+        tmp_path / "run", "sac", "g1_walk_flat", "training.final_eval=false", "training.export_onnx=false"
     )
     with pytest.raises(RuntimeError, match="run summary failed validation"):
         OffPolicyRunner(cfg, log=lambda line: None).run()
@@ -208,7 +208,7 @@ def test_flashsac_motion_tracking_trains_end_to_end(tmp_path):
         tmp_path / "run",
         "flashsac",
         "g1_motion_tracking",
-        "training.no_play=true",
+        "training.final_eval=false",
         "algo.max_iterations=1",
     )
     summary = OffPolicyRunner(cfg, log=lambda line: None).run()
@@ -216,6 +216,27 @@ def test_flashsac_motion_tracking_trains_end_to_end(tmp_path):
     assert summary.completed_iterations == 1
     assert summary.learner_graph["algo"] == "flashsac"
     assert (tmp_path / "run" / "policy.onnx").is_file()
+
+
+def test_an_older_run_directory_with_no_play_still_plays_and_exports(trained_run, tmp_path):
+    from trainrt.runner import export_run, play_run
+
+    run_dir, summary, _ = trained_run
+    copy = tmp_path / "old"
+    shutil.copytree(run_dir, copy)
+    # what an older version wrote: training.no_play in config.json, the summary's result under "evaluation"
+    config = json.loads((copy / "config.json").read_text())
+    config["training"]["no_play"] = not config["training"].pop("final_eval")
+    (copy / "config.json").write_text(json.dumps(config))
+    record = json.loads((copy / "run_summary.json").read_text())
+    record["evaluation"] = record.pop("final_eval")
+    (copy / "run_summary.json").write_text(json.dumps(record))
+    assert load_resolved_config(copy).training.final_eval is True
+    assert load_run_summary(copy).final_eval == summary.final_eval
+    played = play_run(copy, num_envs=2, num_steps=2)
+    assert played["iteration"] == 2 and played["num_steps"] == 2.0
+    exported = export_run(copy, output=tmp_path / "policy.onnx")
+    assert exported["iteration"] == 2 and (tmp_path / "policy.onnx").is_file()
 
 
 def test_play_and_export_accept_a_checkpoint_from_another_device_type(trained_run, tmp_path):

@@ -154,6 +154,28 @@ def test_schema_rejects_a_malformed_summary(change, problem):
         RunSummary.model_validate(fields)
 
 
+def test_a_summary_written_before_the_final_eval_rename_loads_with_the_new_name(tmp_path):
+    result = {
+        "mean_return": 1.5,
+        "mean_episode_length": 3.0,
+        "terminated_fraction": 0.0,
+        "num_envs": 2.0,
+        "num_steps": 3.0,
+    }
+    old = _summary_dict(_timings([1.0, 2.0]), evaluation=result)
+    (tmp_path / "run_summary.json").write_text(json.dumps(old))
+    loaded = load_run_summary(tmp_path)
+    assert loaded.final_eval == result
+    assert "evaluation" not in loaded.model_dump()
+    # writing it again records the new name only
+    write_run_summary(tmp_path / "run_summary.json", old)
+    written = json.loads((tmp_path / "run_summary.json").read_text())
+    assert written["final_eval"] == result and "evaluation" not in written
+    both = {**old, "final_eval": result}
+    with pytest.raises(ValidationError, match=r"'evaluation' \(the old name of 'final_eval'\)"):
+        RunSummary.model_validate(both)
+
+
 def test_schema_rejects_missing_fields_and_bad_iteration_numbers():
     fields = _summary_dict(_timings([1.0, 2.0]))
     del fields["commit"]

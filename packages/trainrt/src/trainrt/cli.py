@@ -1,6 +1,6 @@
 """The ``trainrt`` command line: ``train``, ``play``, ``export``, ``bench``.
 
-    trainrt train --algo sac --task g1_walk_flat --sim mjwarp algo.max_iterations=160 training.no_play=true
+    trainrt train --algo sac --task g1_walk_flat algo.max_iterations=160 training.final_eval=false
     trainrt play runs/<run>            # deterministic evaluation of the last checkpoint
     trainrt export runs/<run>          # ONNX export of the last checkpoint's actor
     trainrt eval runs/<run>            # deterministic evaluation (walk: fixed commands; tracking: whole clip)
@@ -109,7 +109,8 @@ class Renderer(enum.StrEnum):
 OverridesArg = Annotated[
     list[str] | None,
     typer.Argument(
-        help="dotted key=value overrides, e.g. algo.num_envs=2048 training.no_play=true", show_default=False
+        help="dotted key=value overrides, e.g. algo.num_envs=2048 training.final_eval=false",
+        show_default=False,
     ),
 ]
 

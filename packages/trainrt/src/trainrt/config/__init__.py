@@ -14,6 +14,7 @@ from trainrt.config.schema import (
     TaskSection,
     TrainConfig,
     TrainingSection,
+    load_stored_config,
 )
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "TrainingSection",
     "apply_overrides",
     "cpu_demo_preset",
+    "load_stored_config",
     "parse_override",
     "parse_scalar",
     "preset",

@@ -1,10 +1,12 @@
 """Dotted ``key=value`` overrides from the command line, merged over a preset and validated by the schema.
 
-``algo.num_envs=2048 training.no_play=true algo.params.actor_hidden_dims=[64,64]``: the key is a path of
+``algo.num_envs=2048 training.final_eval=false algo.params.actor_hidden_dims=[64,64]``: the key is a path of
 field names through the config models; the value is read as a scalar (``true``/``false``, ``null``/``none``,
 an int, a float, a JSON list or object) unless the field holds text, in which case it is kept verbatim.
 Every mistake is an :class:`OverrideError` (a ``ValueError``) whose message names the key, the value and
-what would have been valid: the keys at that level for an unknown key, the choices for an enum.
+what would have been valid: the keys at that level for an unknown key, the choices for an enum. A renamed
+key (``trainrt.config.renames``, e.g. ``training.no_play``) is read as its new key with one deprecation
+warning; giving it and the new key with contradicting values is an error.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from trainrt.config.renames import RenamedField, renamed_fields_of
 from trainrt.hotpath import cold_path
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -175,6 +178,59 @@ def _set_nested(target: dict[str, Any], part: str, override: Override, start: in
     node[keys[-1]] = parse_scalar(override.value_text)
 
 
+def _renamed_field_at(config: BaseModel, parts: tuple[str, ...]) -> RenamedField | None:
+    """The renamed field whose old name an override's key ends in, else ``None``."""
+    node: Any = config
+    for part in parts[:-1]:
+        if part not in _field_names(node):
+            return None
+        node = getattr(node, part)
+    if parts[-1] in _field_names(node):
+        return None
+    return renamed_fields_of(node).get(parts[-1])
+
+
+@cold_path
+def read_renamed_keys(
+    config: BaseModel, overrides: Sequence[Override], warn: Callable[[str], None]
+) -> list[Override]:
+    """``overrides`` with every deprecated key replaced by its new key; one ``warn`` line per old key used.
+
+    The replacement keeps the original text as its ``source``, so later errors name what was typed. Raises
+    :class:`OverrideError` for an old key's unreadable value, and when an old key and its new key are both
+    given with contradicting values (the order does not matter: neither is "the last one").
+    """
+    result: list[Override] = []
+    warned: set[str] = set()
+    from_old: dict[str, tuple[RenamedField, Any, Override]] = {}
+    direct: dict[str, Override] = {}
+    for override in overrides:
+        field = _renamed_field_at(config, override.parts)
+        if field is None:
+            result.append(override)
+            direct[override.key] = override
+            continue
+        try:
+            value = field.new_value(parse_scalar(override.value_text))
+        except ValueError as err:
+            raise OverrideError(
+                f"invalid value for {override.key!r}: {override.value_text!r} (from override "
+                f"{override.source!r}): {err}"
+            ) from None
+        if override.key not in warned:
+            warned.add(override.key)
+            warn(field.deprecation_message())
+        new_key = ".".join((*override.parts[:-1], field.new_name))
+        text = json.dumps(value) if field.inverted else override.value_text
+        result.append(Override(key=new_key, value_text=text, source=override.source))
+        from_old[new_key] = (field, value, override)
+    for new_key, (field, value, old) in from_old.items():
+        given = direct.get(new_key)
+        if given is not None and not field.same_value(value, parse_scalar(given.value_text)):
+            raise OverrideError(field.conflict_message(repr(old.source), repr(given.source)))
+    return result
+
+
 @cold_path
 def apply_overrides(
     config: ModelT,
@@ -189,16 +245,22 @@ def apply_overrides(
         config: the preset (a validated pydantic model).
         overrides: ``"a.b=value"`` strings (or parsed :class:`Override`), applied left to right.
         reserved: keys that may not be overridden, mapped to what sets them instead (e.g. ``--algo``).
-        warn: receives a line for every key given more than once (default: ``warnings.warn``).
+        warn: receives a line for every key given more than once and for every deprecated key used
+            (default: ``warnings.warn``).
     """
     reserved = reserved or {}
     merged = config.model_dump()
     parsed = [item if isinstance(item, Override) else parse_override(item) for item in overrides]
-    for line in duplicate_override_warnings(parsed):
+
+    def emit(line: str) -> None:
         if warn is not None:
             warn(line)
         else:
-            warnings.warn(line, UserWarning, stacklevel=2)
+            warnings.warn(line, UserWarning, stacklevel=3)
+
+    for line in duplicate_override_warnings(parsed):
+        emit(line)
+    parsed = read_renamed_keys(config, parsed, emit)
     by_key: dict[tuple[str, ...], Override] = {}
     for override in parsed:
         if override.key in reserved:

@@ -2,7 +2,7 @@
 
 The canonical workloads (docs/performance.md) are ``sac_g1_walk_flat`` and ``flashsac_g1_motion_tracking``
 at 2048 envs on mjwarp; their throughput runs use these presets unchanged except for
-``algo.max_iterations=160``, ``training.no_play=true`` and ``training.export_onnx=false``.
+``algo.max_iterations=160``, ``training.final_eval=false`` and ``training.export_onnx=false``.
 
 How an iteration is cut (all GPU presets): 8 vector env steps (16,384 env steps at 2048 envs), then the
 learner schedule of the reference configurations this runtime is measured against (``REFERENCE_SCHEDULES``):
@@ -57,7 +57,7 @@ def _training(**changes: object) -> TrainingSection:
     fields: dict[str, object] = {
         "seed": 0,
         "run_dir": None,
-        "no_play": False,
+        "final_eval": True,
         "play_steps": 250,
         "export_onnx": True,
         "cuda_graph": True,

@@ -10,11 +10,12 @@ validation. The resolved config is written to ``<run_dir>/config.json``.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from trainrt.algos import FlashSacConfig, SacConfig
+from trainrt.config.renames import STORED_CONFIG_KEY, RenamedField, translate_renamed_fields, warn_deprecated
 
 AlgoName = Literal["sac", "flashsac"]
 TaskName = Literal["g1_walk_flat", "g1_motion_tracking"]
@@ -162,8 +163,14 @@ class TrainingSection(BaseModel):
 
     seed: int = Field(0, ge=0, description="seeds the env generator, the agent and torch")
     run_dir: str | None = Field(None, description="run directory (None: runs/<algo>_<task>_<sim>_<time>)")
-    no_play: bool = Field(False, description="skip the deterministic evaluation rollout at the end")
-    play_steps: int = Field(250, ge=1, description="control steps of the evaluation rollout")
+    final_eval: bool = Field(
+        True,
+        description="run the deterministic evaluation rollout at the end of training (results in "
+        "run_summary.json's final_eval)",
+    )
+    play_steps: int = Field(
+        250, ge=1, description="control steps of the final evaluation rollout (and trainrt play's default)"
+    )
     export_onnx: bool = Field(
         True, description="export the actor (with its normalizer) to <run_dir>/policy.onnx"
     )
@@ -216,6 +223,18 @@ class TrainingSection(BaseModel):
         False, description="save the replay buffer's rings in every checkpoint (resume without refilling)"
     )
 
+    renamed_fields: ClassVar[tuple[RenamedField, ...]] = (
+        RenamedField("training.no_play", "training.final_eval", inverted=True),
+    )
+    """Old keys still read (``trainrt.config.renames``): ``training.no_play=true`` is ``final_eval=false``."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_renamed_fields(cls, data: Any, info: ValidationInfo) -> Any:
+        """Read a deprecated key as its new one (quietly for a run directory's stored ``config.json``)."""
+        stored = bool((info.context or {}).get(STORED_CONFIG_KEY))
+        return translate_renamed_fields(cls, data, warn=None if stored else warn_deprecated)
+
     @field_validator("run_dir", "resume")
     @classmethod
     def _path_is_not_empty(cls, value: str | None, info) -> str | None:
@@ -248,3 +267,12 @@ class TrainConfig(BaseModel):
                 f"training.collector_steps_per_replay={k}"
             )
         return self
+
+
+def load_stored_config(text: str) -> TrainConfig:
+    """Validate the JSON text of a run directory's ``config.json``, written by this or an earlier version.
+
+    Keys renamed since (``TrainingSection.renamed_fields``) are read as their new names without a warning: the
+    file is a record, not a use of the old key.
+    """
+    return TrainConfig.model_validate_json(text, context={STORED_CONFIG_KEY: True})

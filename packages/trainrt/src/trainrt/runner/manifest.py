@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trainrt.config import TrainConfig
+from trainrt.config import TrainConfig, load_stored_config
 from trainrt.hotpath import cold_path
 from trainrt.runner.atomic_files import atomic_write_text
 from trainrt.runner.summary import json_safe, utc_now
@@ -32,11 +32,11 @@ def write_resolved_config(run_dir: str | os.PathLike, cfg: TrainConfig) -> Path:
 
 @cold_path
 def load_resolved_config(run_dir: str | os.PathLike) -> TrainConfig:
-    """Read and validate ``<run_dir>/config.json``."""
+    """Read and validate ``<run_dir>/config.json`` (an older run's renamed keys read as their new names)."""
     path = Path(run_dir) / CONFIG_FILE_NAME
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: is {run_dir} a trainrt run directory?")
-    return TrainConfig.model_validate_json(path.read_text())
+    return load_stored_config(path.read_text())
 
 
 @cold_path

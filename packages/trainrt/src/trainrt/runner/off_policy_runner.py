@@ -213,7 +213,7 @@ class OffPolicyRunner:
         self.last_checkpoint: Path | None = None
         self.last_checkpoint_iteration = -1
         self.episode_statistics: dict[str, float] = {}
-        self.evaluation: dict[str, float] | None = None
+        self.final_eval: dict[str, float] | None = None
         self.onnx_path: str | None = None
         self.started_at = utc_now()
         self._writer: Any = None
@@ -653,10 +653,10 @@ class OffPolicyRunner:
         self.agent.publish_policy()  # evaluate the weights after the last iteration's updates
         if not self.ranks.is_main:  # rank 0 evaluates and exports the (identical) policy
             return
-        if not cfg.training.no_play:
-            self.log(f"evaluation: deterministic rollout of {cfg.training.play_steps} steps")
-            self.evaluation = evaluate_policy(self.env, self.agent, cfg.training.play_steps)
-            self.log("evaluation: " + ", ".join(f"{k} {v:.4g}" for k, v in self.evaluation.items()))
+        if cfg.training.final_eval:
+            self.log(f"final evaluation: deterministic rollout of {cfg.training.play_steps} steps")
+            self.final_eval = evaluate_policy(self.env, self.agent, cfg.training.play_steps)
+            self.log("final evaluation: " + ", ".join(f"{k} {v:.4g}" for k, v in self.final_eval.items()))
         if cfg.training.export_onnx:
             group = policy_obs_group(self.agent)
             metadata = export_metadata(
@@ -853,7 +853,7 @@ class OffPolicyRunner:
             "learner_graph": diagnostics[1],
             "backend_diagnostics": diagnostics[2],
             "episode_statistics": _finite(self.episode_statistics) if measurement else {},
-            "evaluation": _finite(self.evaluation) if (measurement and self.evaluation) else None,
+            "final_eval": _finite(self.final_eval) if (measurement and self.final_eval) else None,
             "onnx_path": self.onnx_path,
             "checkpoint_path": str(self.last_checkpoint) if self.last_checkpoint is not None else None,
             "run_dir": str(self.run_dir.resolve()),

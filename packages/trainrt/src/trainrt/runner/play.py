@@ -1,6 +1,6 @@
 """A short deterministic evaluation rollout: each env's first episode from a fresh reset, with the mean action.
 
-Used at the end of ``trainrt train`` (unless ``training.no_play=true``) on the training env, and by
+Used at the end of ``trainrt train`` (unless ``training.final_eval=false``) on the training env, and by
 ``trainrt play <run_dir>`` on a new env rebuilt from the run's ``config.json`` and last checkpoint.
 """
 

@@ -39,6 +39,8 @@ SUMMARY_FILE_NAME = "run_summary.json"
 SUMMARY_SCHEMA_VERSION = 1
 RunStatus = Literal["running", "completed", "failed", "interrupted"]
 COMMIT_ENV = "TRAINRT_REPO_COMMIT"
+RENAMED_SUMMARY_FIELDS: dict[str, str] = {"evaluation": "final_eval"}
+"""Old field name -> new one: summaries written before the rename still load, with the new name."""
 
 # Distribution name -> module name, for the versions recorded in every summary.
 VERSIONED_PACKAGES: dict[str, str] = {
@@ -185,8 +187,11 @@ class RunSummary(BaseModel):
     episode_statistics: dict[str, float] = Field(
         description="final episode statistics (Episode/..., Train/...)"
     )
-    evaluation: dict[str, float] | None = Field(
-        None, description="play rollout results (training.no_play=false)"
+    final_eval: dict[str, float] | None = Field(
+        None,
+        description="the deterministic evaluation rollout at the end of training (training.final_eval=true; "
+        "trainrt.runner.play.evaluate_policy): mean_return, mean_episode_length, terminated_fraction, "
+        "num_envs, num_steps",
     )
     onnx_path: str | None = None
     checkpoint_path: str | None = Field(None, description="last checkpoint written")
@@ -202,6 +207,24 @@ class RunSummary(BaseModel):
     started_at: str
     finished_at: str | None = Field(None, description="when the run ended (None while it runs)")
     updated_at: str | None = Field(None, description="when this summary was written")
+
+    @model_validator(mode="before")
+    @classmethod
+    @cold_path
+    def _read_renamed_fields(cls, data: Any) -> Any:
+        """Read a summary written before a rename (``RENAMED_SUMMARY_FIELDS``) with the new field names."""
+        if not isinstance(data, dict) or not RENAMED_SUMMARY_FIELDS.keys() & data.keys():
+            return data
+        data = dict(data)
+        for old, new in RENAMED_SUMMARY_FIELDS.items():
+            if old not in data:
+                continue
+            if new in data:
+                raise ValueError(
+                    f"a summary has {old!r} (the old name of {new!r}) and {new!r}: keep only {new!r}"
+                )
+            data[new] = data.pop(old)
+        return data
 
     @model_validator(mode="after")
     @cold_path
