@@ -23,6 +23,10 @@ CONFIGS = {
 }
 
 
+FP32_TOL = dict(rtol=1e-3, atol=1e-4)
+"""Float32 learner paths that differ only in the order of float atomics agree within this."""
+
+
 def _filled(algo: str, **cfg):
     agent = make_agent(algo, CONFIGS[algo](**cfg), OBS_DIMS, NUM_ACTIONS, DEVICE, seed=0)
     buffer = DeviceReplayBuffer(
@@ -62,7 +66,7 @@ def test_graph_replayed_updates_match_eager_updates(algo, bf16):
         agent.replay_update()
     agent.update_graph_enabled = True
     eager_params = [p.detach() for p in [*agent.actor.parameters(), *agent.critic_target.parameters()]]
-    tol = dict(rtol=2e-2, atol=2e-3) if bf16 else dict(rtol=1e-3, atol=1e-4)  # scatter-add order differs
+    tol = dict(rtol=2e-2, atol=2e-3) if bf16 else FP32_TOL  # scatter-add order differs
     for graph_p, eager_p in zip(graph_params, eager_params):
         torch.testing.assert_close(graph_p, eager_p, **tol)
     for name, value in graph_losses.items():
@@ -90,10 +94,13 @@ def test_one_graph_for_all_updates_matches_one_replay_per_update(algo):
     for _ in range(4):
         agent.replay_updates(1)  # the single-update graphs, same schedule and samples
     torch.cuda.synchronize()
+    # Only the order of float atomics (scatter-adds) differs. AdamW divides by the root of the second moment,
+    # so an element with a near-zero gradient turns a rounding difference into a step-sized one; a missed or
+    # misordered update moves every element by about the learning rate (3e-4), far past atol.
     for a, b in zip(multi, _params(agent)):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)  # only scatter-add order may differ
+        torch.testing.assert_close(a, b, **FP32_TOL)
     for name, value in multi_losses.items():
-        torch.testing.assert_close(agent.losses()[name], value, rtol=1e-5, atol=1e-6, msg=name)
+        torch.testing.assert_close(agent.losses()[name], value, **FP32_TOL, msg=name)
 
 
 @pytest.mark.parametrize("algo", ["sac", "flashsac"])
