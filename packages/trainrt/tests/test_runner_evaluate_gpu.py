@@ -60,8 +60,9 @@ def run_same_state_steps(device: str) -> None:
         ROWS_PER_COMMAND, dim=0
     )
     evaluate.assign_walk_commands(env, table)
+    generators = [g for g in (env.rng, getattr(agent, "rng", None)) if isinstance(g, torch.Generator)]
     graph = simcore.CapturedWork(
-        rollout.step, backend=env.backend, name="eval_rollout", generators=[env.rng], warmup_steps=2
+        rollout.step, backend=env.backend, name="eval_rollout", generators=generators, warmup_steps=2
     )
     graph.capture()
     assert graph.graph_enabled or device == "cpu", graph.diagnostics()
