@@ -68,3 +68,36 @@ def test_empty_groups_get_null_managers():
     assert not any(k.startswith(("Metrics/", "Curriculum/")) for k in stats)
     text = str(env)
     assert "NullMetricsManager" in text and "NullCurriculumManager" in text
+
+
+@pytest.mark.parametrize(
+    ("group", "message"),
+    [
+        ("actions", "action term 'bad' must be an ActionTermCfg"),
+        ("commands", "command term 'bad' must be a CommandTermCfg"),
+        ("events", "event term 'bad' must be an EventTermCfg"),
+        ("rewards", "reward term 'bad' must be a RewardTermCfg"),
+        ("terminations", "termination term 'bad' must be a TerminationTermCfg"),
+        ("metrics", "metric term 'bad' must be a MetricTermCfg"),
+        ("curriculum", "curriculum term 'bad' must be a CurriculumTermCfg"),
+    ],
+)
+def test_a_term_config_of_the_wrong_type_is_named_with_the_expected_type(group, message):
+    with pytest.raises(ValueError, match=message):
+        make_env(toy_cfg(**{group: {"bad": {"func": row_index}}}))
+
+
+def test_function_term_tables_list_index_name_and_function():
+    metrics = {"rows": MetricTermCfg(row_index)}
+    env = make_env(toy_cfg(metrics=metrics, curriculum={"none": CurriculumTermCfg(_no_state)}))
+    for manager, name, func in (
+        (env.metrics_manager, "rows", "row_index"),
+        (env.curriculum_manager, "none", "_no_state"),
+    ):
+        lines = str(manager).splitlines()
+        assert [cell.strip() for cell in lines[2].strip("|").split("|")] == ["index", "name", "func"]
+        assert [cell.strip() for cell in lines[4].strip("|").split("|")] == ["0", name, func]
+
+
+def _no_state(env, env_mask):
+    return None

@@ -276,15 +276,12 @@ class ActionManager(ManagerBase):
         super().__init__(env)
         if not cfg:
             raise ValueError("actions: at least one action term is required")
-        self._cfgs: dict[str, ActionTermCfg] = dict(cfg)
+        self._keep_term_cfgs(cfg, ActionTermCfg)
         self._terms: dict[str, ActionTerm] = {}
         for name, term_cfg in cfg.items():
-            if not isinstance(term_cfg, ActionTermCfg):
-                raise ValueError(f"action term {name!r} must be an ActionTermCfg, got {term_cfg!r}")
             if not (isinstance(term_cfg.cls, type) and issubclass(term_cfg.cls, ActionTerm)):
                 raise ValueError(f"action term {name!r}: cls must subclass ActionTerm, got {term_cfg.cls!r}")
             self._terms[name] = term_cfg.cls(term_cfg, env)
-        self._term_names = list(cfg)
         self._slices: list[tuple[ActionTerm, slice]] = []
         start = 0
         for term in self._terms.values():

@@ -198,8 +198,21 @@ class ManagerBase:
         self._env = env
         self.num_envs = env.num_envs
         self.device = env.device
+        self._cfgs: dict[str, Any] = {}
         self._term_names: list[str] = []
         self._stateful: list[Any] = []
+
+    @cold_path
+    def _keep_term_cfgs(self, cfg: Mapping[str, Any], cfg_type: type) -> None:
+        """Keep the term configs in evaluation order; ``ValueError`` naming any entry not a ``cfg_type``."""
+        article = "an" if cfg_type.__name__[0] in "AEIOU" else "a"
+        for name, term_cfg in cfg.items():
+            if not isinstance(term_cfg, cfg_type):
+                raise ValueError(
+                    f"{self.kind} term {name!r} must be {article} {cfg_type.__name__}, got {term_cfg!r}"
+                )
+        self._cfgs = dict(cfg)
+        self._term_names = list(cfg)
 
     @property
     def active_terms(self) -> list[str]:
@@ -213,11 +226,11 @@ class ManagerBase:
 
     @cold_path
     def _table_header(self) -> list[str]:
-        return ["index", "name"]
+        return ["index", "name", "func"]
 
     @cold_path
     def _table_rows(self) -> list[list[Any]]:
-        return [[i, name] for i, name in enumerate(self._term_names)]
+        return [[i, n, callable_name(c.func)] for i, (n, c) in enumerate(self._cfgs.items())]
 
     @cold_path
     def __str__(self) -> str:

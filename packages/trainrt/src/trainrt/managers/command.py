@@ -99,17 +99,14 @@ class CommandManager(ManagerBase):
     @cold_path
     def __init__(self, cfg: dict[str, CommandTermCfg], env: ManagerBasedRlEnv) -> None:
         super().__init__(env)
-        self._cfgs: dict[str, CommandTermCfg] = dict(cfg)
+        self._keep_term_cfgs(cfg, CommandTermCfg)
         self._terms: dict[str, CommandTerm] = {}
         for name, term_cfg in cfg.items():
-            if not isinstance(term_cfg, CommandTermCfg):
-                raise ValueError(f"command term {name!r} must be a CommandTermCfg, got {term_cfg!r}")
             if not (isinstance(term_cfg.cls, type) and issubclass(term_cfg.cls, CommandTerm)):
                 raise ValueError(
                     f"command term {name!r}: cls must subclass CommandTerm, got {term_cfg.cls!r}"
                 )
             self._terms[name] = term_cfg.cls(term_cfg, env)
-        self._term_names = list(cfg)
 
     def command(self, name: str) -> torch.Tensor:
         """Return the current command of term ``name`` (num_envs, D)."""

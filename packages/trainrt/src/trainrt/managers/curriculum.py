@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainrt.hotpath import cold_path
-from trainrt.managers.base import ManagerBase, callable_name, resolve_term, stateful_terms
+from trainrt.managers.base import ManagerBase, resolve_term, stateful_terms
 
 if TYPE_CHECKING:
     from trainrt.envs.manager_based_rl_env import ManagerBasedRlEnv
@@ -37,12 +37,9 @@ class CurriculumManager(ManagerBase):
     @cold_path
     def __init__(self, cfg: dict[str, CurriculumTermCfg], env: ManagerBasedRlEnv) -> None:
         super().__init__(env)
-        self._cfgs: dict[str, CurriculumTermCfg] = dict(cfg)
-        self._term_names = list(cfg)
+        self._keep_term_cfgs(cfg, CurriculumTermCfg)
         self._terms: list[tuple[str, Callable, dict[str, Any]]] = []
         for name, term_cfg in cfg.items():
-            if not isinstance(term_cfg, CurriculumTermCfg):
-                raise ValueError(f"curriculum term {name!r} must be a CurriculumTermCfg, got {term_cfg!r}")
             fn, params = resolve_term("curriculum", name, term_cfg, env, leading_args=2)
             self._terms.append((name, fn, params))
         self._stateful = stateful_terms([fn for _, fn, _ in self._terms])
@@ -73,11 +70,3 @@ class CurriculumManager(ManagerBase):
     def publish_state(self) -> dict[str, float]:
         """Return the latest reported state of every term as ``Curriculum/...`` floats."""
         return {tag: float(value.cpu()) for tag, value in self._state.items()}
-
-    @cold_path
-    def _table_header(self) -> list[str]:
-        return ["index", "name", "func"]
-
-    @cold_path
-    def _table_rows(self) -> list[list[Any]]:
-        return [[i, n, callable_name(c.func)] for i, (n, c) in enumerate(self._cfgs.items())]

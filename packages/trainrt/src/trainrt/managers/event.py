@@ -69,14 +69,11 @@ class EventManager(ManagerBase):
     @cold_path
     def __init__(self, cfg: dict[str, EventTermCfg], env: ManagerBasedRlEnv) -> None:
         super().__init__(env)
-        self._cfgs: dict[str, EventTermCfg] = dict(cfg)
-        self._term_names = list(cfg)
+        self._keep_term_cfgs(cfg, EventTermCfg)
         self._by_mode: dict[str, list[tuple[str, Callable, dict[str, Any]]]] = {m: [] for m in EVENT_MODES}
         self._timers: list[_IntervalTimer] = []
         fns = []
         for name, term_cfg in cfg.items():
-            if not isinstance(term_cfg, EventTermCfg):
-                raise ValueError(f"event term {name!r} must be an EventTermCfg, got {term_cfg!r}")
             fn, params = resolve_term("event", name, term_cfg, env, leading_args=2)
             fns.append(fn)
             self._by_mode[term_cfg.mode].append((name, fn, params))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainrt.hotpath import cold_path
-from trainrt.managers.base import ManagerBase, callable_name, resolve_term, stateful_terms
+from trainrt.managers.base import ManagerBase, resolve_term, stateful_terms
 
 if TYPE_CHECKING:
     from trainrt.envs.manager_based_rl_env import ManagerBasedRlEnv
@@ -34,12 +34,9 @@ class MetricsManager(ManagerBase):
     @cold_path
     def __init__(self, cfg: dict[str, MetricTermCfg], env: ManagerBasedRlEnv) -> None:
         super().__init__(env)
-        self._cfgs: dict[str, MetricTermCfg] = dict(cfg)
-        self._term_names = list(cfg)
+        self._keep_term_cfgs(cfg, MetricTermCfg)
         self._terms: list[tuple[int, Callable, dict[str, Any]]] = []
         for i, (name, term_cfg) in enumerate(cfg.items()):
-            if not isinstance(term_cfg, MetricTermCfg):
-                raise ValueError(f"metric term {name!r} must be a MetricTermCfg, got {term_cfg!r}")
             self._terms.append((i, *resolve_term("metric", name, term_cfg, env)))
         self._stateful = stateful_terms([fn for _, fn, _ in self._terms])
         n, m = env.num_envs, len(self._term_names)
@@ -74,11 +71,3 @@ class MetricsManager(ManagerBase):
         if finished_episodes <= 0:
             return {}
         return {f"Metrics/{name}": v / finished_episodes for name, v in zip(self._term_names, totals)}
-
-    @cold_path
-    def _table_header(self) -> list[str]:
-        return ["index", "name", "func"]
-
-    @cold_path
-    def _table_rows(self) -> list[list[Any]]:
-        return [[i, n, callable_name(c.func)] for i, (n, c) in enumerate(self._cfgs.items())]

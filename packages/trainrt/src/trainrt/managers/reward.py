@@ -35,13 +35,10 @@ class RewardManager(ManagerBase):
     @cold_path
     def __init__(self, cfg: dict[str, RewardTermCfg], env: ManagerBasedRlEnv) -> None:
         super().__init__(env)
-        self._cfgs: dict[str, RewardTermCfg] = dict(cfg)
-        self._term_names = list(cfg)
+        self._keep_term_cfgs(cfg, RewardTermCfg)
         self._evaluated: list[tuple[int, Callable, dict[str, Any], float]] = []
         fns = []
         for i, (name, term_cfg) in enumerate(cfg.items()):
-            if not isinstance(term_cfg, RewardTermCfg):
-                raise ValueError(f"reward term {name!r} must be a RewardTermCfg, got {term_cfg!r}")
             fn, params = resolve_term("reward", name, term_cfg, env)
             fns.append(fn)
             if term_cfg.weight != 0.0:

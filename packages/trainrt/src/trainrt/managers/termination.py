@@ -37,12 +37,9 @@ class TerminationManager(ManagerBase):
     @cold_path
     def __init__(self, cfg: dict[str, TerminationTermCfg], env: ManagerBasedRlEnv) -> None:
         super().__init__(env)
-        self._cfgs: dict[str, TerminationTermCfg] = dict(cfg)
-        self._term_names = list(cfg)
+        self._keep_term_cfgs(cfg, TerminationTermCfg)
         self._terms: list[tuple[int, Callable, dict[str, Any]]] = []
         for i, (name, term_cfg) in enumerate(cfg.items()):
-            if not isinstance(term_cfg, TerminationTermCfg):
-                raise ValueError(f"termination term {name!r} must be a TerminationTermCfg, got {term_cfg!r}")
             self._terms.append((i, *resolve_term("termination", name, term_cfg, env)))
         self._stateful = stateful_terms([fn for _, fn, _ in self._terms])
         n, t, device = env.num_envs, len(self._term_names), env.device
