@@ -1,5 +1,5 @@
 """The Unitree G1 pieces both G1 tasks share: body and geom names, action mapping, self-collision pairs,
-standing height, scene."""
+standing height, scene, foot friction randomization."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from collections.abc import Sequence
 import mujoco
 
 import simcore
+from trainrt import mdp
 from trainrt.envs import SceneCfg
 from trainrt.hotpath import cold_path
+from trainrt.managers import ActionTermCfg, EventTermCfg, JointPositionAction
 
 G1_FOOT_BODIES: tuple[str, ...] = simcore.G1_FOOT_BODIES
 """Foot bodies, left then right (the gait clock's order); simcore owns the name list."""
@@ -81,4 +83,20 @@ def g1_scene(
         foot_bodies=tuple(foot_bodies),
         init_root_height=g1_standing_root_height(),
         default_joint_pos=dict(simcore.G1_DEFAULT_JOINT_POS),
+    )
+
+
+@cold_path
+def g1_joint_position_actions() -> dict[str, ActionTermCfg]:
+    """The action group of both G1 tasks: one ``JointPositionAction`` over every joint with ``G1_ACTION_PARAMS``."""
+    return {"joint_pos": ActionTermCfg(JointPositionAction, params=dict(G1_ACTION_PARAMS))}
+
+
+@cold_path
+def g1_foot_friction_event() -> EventTermCfg:
+    """The startup event of both G1 tasks drawing each sole's friction from 0.4-1.2 (``G1_FOOT_GEOMS``)."""
+    return EventTermCfg(
+        mdp.RandomizeGeomFriction,
+        mode="startup",
+        params={"geom_names": (G1_FOOT_GEOMS,), "friction_range": (0.4, 1.2)},
     )

@@ -13,10 +13,8 @@ from trainrt import mdp
 from trainrt.envs import EnvCfg
 from trainrt.hotpath import cold_path
 from trainrt.managers import (
-    ActionTermCfg,
     CommandTermCfg,
     EventTermCfg,
-    JointPositionAction,
     MetricTermCfg,
     ObsGroupCfg,
     ObsTermCfg,
@@ -25,7 +23,7 @@ from trainrt.managers import (
     UniformNoiseCfg,
 )
 from trainrt.tasks.g1_motion_tracking import mdp as tracking
-from trainrt.tasks.g1_robot import G1_ACTION_PARAMS, G1_FOOT_GEOMS, g1_scene
+from trainrt.tasks.g1_robot import g1_foot_friction_event, g1_joint_position_actions, g1_scene
 
 MOTION = "motion"
 ANCHOR_BODY = "torso_link"
@@ -183,11 +181,7 @@ def g1_motion_tracking_env_cfg(motion_file: str | Path | None = None) -> EnvCfg:
     }
     events = {
         # mjlab's tracking task draws 0.3-1.2; the floor's 0.4 is the effective lower bound here anyway.
-        "foot_friction": EventTermCfg(
-            mdp.RandomizeGeomFriction,
-            mode="startup",
-            params={"geom_names": (G1_FOOT_GEOMS,), "friction_range": (0.4, 1.2)},
-        ),
+        "foot_friction": g1_foot_friction_event(),
         "push_robot": EventTermCfg(
             mdp.PushByVelocity,
             mode="interval",
@@ -209,7 +203,7 @@ def g1_motion_tracking_env_cfg(motion_file: str | Path | None = None) -> EnvCfg:
         scene=scene,
         decimation=4,
         episode_length_s=10.0,
-        actions={"joint_pos": ActionTermCfg(JointPositionAction, params=dict(G1_ACTION_PARAMS))},
+        actions=g1_joint_position_actions(),
         observations=_observations(),
         rewards=_rewards(),
         terminations=terminations,

@@ -18,10 +18,8 @@ from trainrt import mdp
 from trainrt.envs import EnvCfg
 from trainrt.hotpath import cold_path
 from trainrt.managers import (
-    ActionTermCfg,
     CommandTermCfg,
     EventTermCfg,
-    JointPositionAction,
     MetricTermCfg,
     ObsGroupCfg,
     ObsTermCfg,
@@ -30,9 +28,9 @@ from trainrt.managers import (
     UniformNoiseCfg,
 )
 from trainrt.tasks.g1_robot import (
-    G1_ACTION_PARAMS,
     G1_FOOT_BODIES,
-    G1_FOOT_GEOMS,
+    g1_foot_friction_event,
+    g1_joint_position_actions,
     g1_scene,
     g1_standing_root_height,
 )
@@ -140,19 +138,12 @@ def _rewards() -> dict[str, RewardTermCfg]:
 def g1_walk_flat_env_cfg() -> EnvCfg:
     """The ``g1_walk_flat`` task: config of every manager (see the module docstring for the anchors)."""
     scene = g1_scene(bodies=("pelvis", "torso_link", *G1_FOOT_BODIES), contact_bodies=G1_FOOT_BODIES)
-    actions = {"joint_pos": ActionTermCfg(JointPositionAction, params=dict(G1_ACTION_PARAMS))}
+    actions = g1_joint_position_actions()
     commands = {
+        # The command's declared defaults are this task's ranges and row fractions (docs/tasks.md lists them).
         TWIST: CommandTermCfg(
             mdp.UniformVelocityCommand,
-            params={
-                "lin_vel_x": (-1.0, 1.0),
-                "lin_vel_y": (-0.5, 0.5),
-                "ang_vel_z": (-1.0, 1.0),
-                "heading": (-math.pi, math.pi),
-                "rel_heading_envs": 0.25,
-                "rel_standing_envs": 0.1,
-                "heading_stiffness": 0.5,
-            },
+            params=dict(mdp.UniformVelocityCommand.PARAMS),
             resampling_time_range_s=(8.0, 12.0),
         ),
         GAIT: CommandTermCfg(
@@ -165,11 +156,7 @@ def g1_walk_flat_env_cfg() -> EnvCfg:
         "base_too_low": TerminationTermCfg(mdp.root_height_below_minimum, params={"minimum_height": 0.3}),
     }
     events = {
-        "foot_friction": EventTermCfg(
-            mdp.RandomizeGeomFriction,
-            mode="startup",
-            params={"geom_names": (G1_FOOT_GEOMS,), "friction_range": (0.4, 1.2)},
-        ),
+        "foot_friction": g1_foot_friction_event(),
         "reset_base": EventTermCfg(
             mdp.ResetRootStateUniform,
             mode="reset",
