@@ -15,10 +15,12 @@ failures print one line; a traceback means a bug, or ``trainrt --debug ...`` ask
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import sys
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -113,6 +115,13 @@ OverridesArg = Annotated[
         show_default=False,
     ),
 ]
+AlgoOpt = Annotated[Algo, typer.Option(help="learner")]
+TaskOpt = Annotated[Task, typer.Option(help="task")]
+RunDirArg = Annotated[Path, typer.Argument(help="a run directory written by `trainrt train`")]
+CheckpointFileOpt = Annotated[Path | None, typer.Option(help="a checkpoint file instead of the latest")]
+RendererOpt = Annotated[
+    Renderer, typer.Option(help="auto: egl, osmesa, then software with a CUDA GPU; software without")
+]
 
 
 def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
@@ -121,6 +130,15 @@ def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
         traceback.print_exc()
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(code)
+
+
+@contextlib.contextmanager
+def _usage_errors(*errors: type[Exception]) -> Iterator[None]:
+    """Turn the expected ``errors`` raised inside into one ``error: ...`` line and exit code 2."""
+    try:
+        yield
+    except errors as err:
+        raise _fail(str(err)) from None
 
 
 def _warn(line: str) -> None:
@@ -210,10 +228,23 @@ def resolve_train_config(
     return cfg, {"preset": chosen, "overrides": list(overrides), "cuda_available": cuda_available}
 
 
+def _resolve_command_line(
+    algo: Algo, task: Task, sim: Sim | None, overrides: list[str], preset_choice: PresetChoice
+) -> tuple[TrainConfig, dict[str, object]]:
+    """``resolve_train_config`` of a command's options; a bad config exits with one usage line."""
+    from trainrt.config import OverrideError
+
+    with _usage_errors(OverrideError, ValueError, FileNotFoundError):
+        resolved = resolve_train_config(
+            algo.value, task.value, sim.value if sim else None, overrides, preset_choice.value
+        )
+    return resolved
+
+
 @app.command()
 def train(
-    algo: Annotated[Algo, typer.Option(help="learner")] = Algo.sac,
-    task: Annotated[Task, typer.Option(help="task")] = Task.g1_walk_flat,
+    algo: AlgoOpt = Algo.sac,
+    task: TaskOpt = Task.g1_walk_flat,
     sim: Annotated[
         Sim | None,
         typer.Option(
@@ -240,14 +271,7 @@ def train(
     """Train ALGO on TASK; writes the run directory (config, checkpoints, run_summary.json, TensorBoard)."""
     import os
 
-    from trainrt.config import OverrideError
-
-    try:
-        cfg, resolution = resolve_train_config(
-            algo.value, task.value, sim.value if sim else None, list(overrides or []), preset_choice.value
-        )
-    except (OverrideError, ValueError, FileNotFoundError) as err:
-        raise _fail(str(err)) from None
+    cfg, resolution = _resolve_command_line(algo, task, sim, list(overrides or []), preset_choice)
     if gpus > 1:
         if "WORLD_SIZE" in os.environ:
             raise _fail(
@@ -264,10 +288,9 @@ def train(
     from trainrt.runner import OffPolicyRunner
     from trainrt.runner.off_policy_runner import ExpectedRunFailure, RunInterrupted
 
-    try:
+    # a run directory or training.resume that cannot be used
+    with _usage_errors(ValueError, FileNotFoundError):
         runner = OffPolicyRunner(cfg, manifest=resolution)
-    except (ValueError, FileNotFoundError) as err:  # a run directory or training.resume that cannot be used
-        raise _fail(str(err)) from None
     try:
         runner.run()
     except RunInterrupted as err:
@@ -322,13 +345,13 @@ def _launch_ranks(
 
 @app.command()
 def play(
-    run_dir: Annotated[Path, typer.Argument(help="a run directory written by `trainrt train`")],
+    run_dir: RunDirArg,
     num_envs: Annotated[int, typer.Option(min=1, help="parallel envs of the evaluation")] = 16,
     steps: Annotated[
         int | None, typer.Option(min=1, help="rollout length (default: training.play_steps)")
     ] = None,
     sim: Annotated[Sim | None, typer.Option(help="backend (default: the run's)")] = None,
-    checkpoint: Annotated[Path | None, typer.Option(help="a checkpoint file instead of the latest")] = None,
+    checkpoint: CheckpointFileOpt = None,
     video: Annotated[
         bool, typer.Option("--video", help="record an MP4 of the policy (see --output, --video-envs)")
     ] = False,
@@ -345,9 +368,7 @@ def play(
     seconds: Annotated[float, typer.Option(min=0.1, help="simulated seconds recorded")] = 10.0,
     width: Annotated[int, typer.Option(min=8, help="pixels per env view (even)")] = 320,
     height: Annotated[int, typer.Option(min=8, help="pixels per env view (even)")] = 240,
-    renderer: Annotated[
-        Renderer, typer.Option(help="auto: egl, osmesa, then software with a CUDA GPU; software without")
-    ] = Renderer.auto,
+    renderer: RendererOpt = Renderer.auto,
     ghost_offset: Annotated[
         float, typer.Option(help="tracking: sideways metres between the reference ghost and its pose")
     ] = 0.0,
@@ -375,34 +396,30 @@ def play(
         return
     from trainrt.runner import play_run
 
-    try:
+    with _usage_errors(FileNotFoundError, ValueError):
         result = play_run(
             run_dir, num_envs=num_envs, num_steps=steps, sim=sim.value if sim else None, checkpoint=checkpoint
         )
-    except (FileNotFoundError, ValueError) as err:
-        raise _fail(str(err)) from None
     typer.echo(json.dumps(result, indent=2))
 
 
 @app.command()
 def export(
-    run_dir: Annotated[Path, typer.Argument(help="a run directory written by `trainrt train`")],
+    run_dir: RunDirArg,
     output: Annotated[Path | None, typer.Option(help="ONNX file (default: <run_dir>/policy.onnx)")] = None,
-    checkpoint: Annotated[Path | None, typer.Option(help="a checkpoint file instead of the latest")] = None,
+    checkpoint: CheckpointFileOpt = None,
 ) -> None:
     """Export a run's actor (with its observation normalizer) to ONNX: input `obs`, output `actions`."""
     from trainrt.runner import export_run
 
-    try:
+    with _usage_errors(FileNotFoundError, ValueError):
         result = export_run(run_dir, output=output, checkpoint=checkpoint)
-    except (FileNotFoundError, ValueError) as err:
-        raise _fail(str(err)) from None
     typer.echo(json.dumps(result, indent=2))
 
 
 @app.command("eval")
 def eval_command(
-    run_dir: Annotated[Path, typer.Argument(help="a run directory written by `trainrt train`")],
+    run_dir: RunDirArg,
     checkpoint: Annotated[
         str | None, typer.Option(help="an iteration number or a checkpoint file (default: the newest)")
     ] = None,
@@ -429,7 +446,7 @@ def eval_command(
     """Deterministic evaluation: walk per fixed command (fell, velocity errors); tracking over the whole clip."""
     from trainrt.runner.evaluate import evaluate_run, format_eval_table
 
-    try:
+    with _usage_errors(FileNotFoundError, ValueError):
         result = evaluate_run(
             run_dir,
             checkpoint=checkpoint,
@@ -441,8 +458,6 @@ def eval_command(
             out=out,
             log=typer.echo,
         )
-    except (FileNotFoundError, ValueError) as err:
-        raise _fail(str(err)) from None
     typer.echo(format_eval_table(result))
     typer.echo(f"wrote {result['json_path']}")
 
@@ -462,16 +477,12 @@ def bench(
     overrides: OverridesArg = None,
 ) -> None:
     """DIAGNOSTIC benchmarks (physics eager vs graph, collector-only, learner-only); not the acceptance number."""
-    from trainrt.config import OverrideError
     from trainrt.runner.bench import run_benchmarks
 
     extra = list(overrides or [])
     if num_envs is not None:
         extra.append(f"algo.num_envs={num_envs}")
-    try:
-        cfg, _ = resolve_train_config(algo.value, task.value, sim.value, extra, preset_choice.value)
-    except (OverrideError, ValueError, FileNotFoundError) as err:
-        raise _fail(str(err)) from None
+    cfg, _ = _resolve_command_line(algo, task, sim, extra, preset_choice)
     results = run_benchmarks(cfg, target.value, steps=steps, log=typer.echo)
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -525,7 +536,9 @@ def _play_visual(
     """``trainrt play --video`` / ``--viewer``."""
     from trainrt.viz.render import RendererUnavailableError
 
-    try:
+    with _usage_errors(
+        FileNotFoundError, ValueError, RendererUnavailableError, RuntimeError, NotImplementedError
+    ):
         if video:
             from trainrt.viz.record import record_run_video
 
@@ -537,14 +550,6 @@ def _play_visual(
             from trainrt.viz.viewer import view_run
 
             view_run(run_dir, sim=sim, checkpoint=checkpoint)
-    except (
-        FileNotFoundError,
-        ValueError,
-        RendererUnavailableError,
-        RuntimeError,
-        NotImplementedError,
-    ) as err:
-        raise _fail(str(err)) from None
 
 
 @motion_app.command("preview")
@@ -555,9 +560,7 @@ def motion_preview(
     seconds: Annotated[float, typer.Option(min=0.1, help="at most this many seconds of the clip")] = 30.0,
     width: Annotated[int, typer.Option(min=8, help="pixels (even)")] = 480,
     height: Annotated[int, typer.Option(min=8, help="pixels (even)")] = 360,
-    renderer: Annotated[
-        Renderer, typer.Option(help="auto: egl, osmesa, then software with a CUDA GPU; software without")
-    ] = Renderer.auto,
+    renderer: RendererOpt = Renderer.auto,
 ) -> None:
     """Render CLIP on the G1 after the loader's joint mapping and forward kinematics."""
     from trainrt.viz.record import record_clip_video
@@ -567,10 +570,8 @@ def motion_preview(
         raise _fail("motion preview writes a video: drop --no-video (for facts, use `trainrt motion info`)")
     options = _video_options(width, height, seconds, renderer, (0,), True)
     path = output or Path(f"{clip.stem}_preview.mp4")
-    try:
+    with _usage_errors(FileNotFoundError, ValueError, RendererUnavailableError, NotImplementedError):
         result = record_clip_video(clip, path, options)
-    except (FileNotFoundError, ValueError, RendererUnavailableError, NotImplementedError) as err:
-        raise _fail(str(err)) from None
     typer.echo(json.dumps(result.as_dict(), indent=2))
 
 
@@ -583,16 +584,14 @@ def motion_info_command(
     and the tracking task's action bounds."""
     from trainrt.viz.motion_info import format_motion_info, motion_info
 
-    try:
+    with _usage_errors(FileNotFoundError, ValueError):
         info = motion_info(clip)
-    except (FileNotFoundError, ValueError) as err:
-        raise _fail(str(err)) from None
     typer.echo(json.dumps(info, indent=2) if as_json else format_motion_info(info))
 
 
 @app.command()
 def report(
-    run_dir: Annotated[Path, typer.Argument(help="a run directory written by `trainrt train`")],
+    run_dir: RunDirArg,
     output: Annotated[
         Path | None, typer.Option(help="folder of the PNGs (default: <run_dir>/report)")
     ] = None,
@@ -600,17 +599,15 @@ def report(
     """PNG plots of a run: episode length and return, reward terms, losses, env steps/s (and eval results)."""
     from trainrt.viz.report import write_report
 
-    try:
+    with _usage_errors(FileNotFoundError, ValueError, RuntimeError):
         written = write_report(run_dir, output)
-    except (FileNotFoundError, ValueError, RuntimeError) as err:
-        raise _fail(str(err)) from None
     typer.echo("\n".join(f"wrote {p}" for p in written))
 
 
 @config_app.command("show")
 def config_show(
-    algo: Annotated[Algo, typer.Option(help="learner")] = Algo.sac,
-    task: Annotated[Task, typer.Option(help="task")] = Task.g1_walk_flat,
+    algo: AlgoOpt = Algo.sac,
+    task: TaskOpt = Task.g1_walk_flat,
     sim: Annotated[Sim | None, typer.Option(help="physics backend")] = None,
     preset_choice: Annotated[
         PresetChoice, typer.Option("--preset", help="base settings (as for train)")
@@ -619,15 +616,9 @@ def config_show(
     overrides: OverridesArg = None,
 ) -> None:
     """Print the config `trainrt train` would run with these arguments: every key, its value and meaning."""
-    from trainrt.config import OverrideError
     from trainrt.runner.console import format_config_listing
 
-    try:
-        cfg, resolution = resolve_train_config(
-            algo.value, task.value, sim.value if sim else None, list(overrides or []), preset_choice.value
-        )
-    except (OverrideError, ValueError, FileNotFoundError) as err:
-        raise _fail(str(err)) from None
+    cfg, resolution = _resolve_command_line(algo, task, sim, list(overrides or []), preset_choice)
     if as_json:
         typer.echo(cfg.model_dump_json(indent=2))
         return
