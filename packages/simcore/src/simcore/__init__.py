@@ -24,6 +24,7 @@ from simcore._src.graph import CapturedWork
 from simcore._src.model import SELF_COLLISION_SENSOR, PdGains, load_model
 from simcore._src.read_plan import ReadPlan
 from simcore._src.reset import ResetSpec
+from simcore._src.timing import wall_seconds
 
 __all__ = [
     "G1_DEFAULT_JOINT_POS",
@@ -46,4 +47,5 @@ __all__ = [
     "load_g1",
     "load_model",
     "make_backend",
+    "wall_seconds",
 ]

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -20,20 +19,11 @@ from simcore._src.config import DEFAULT_RANDOMIZED_FIELDS, SimConfig
 from simcore._src.factory import make_backend
 from simcore._src.g1 import g1_default_qpos, load_g1
 from simcore._src.graph import CapturedWork
-
-
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+from simcore._src.timing import wall_seconds
 
 
 def _seconds_per_call(fn: Callable[[], None], calls: int, device: torch.device) -> float:
-    _synchronize(device)
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    _synchronize(device)
-    return (time.perf_counter() - start) / calls
+    return wall_seconds(fn, calls, device) / calls
 
 
 def _stand(backend: SimBackend, qpos0: torch.Tensor) -> None:

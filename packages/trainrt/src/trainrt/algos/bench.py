@@ -13,31 +13,14 @@ attributes learner time; it is not the end-to-end throughput number (``tail_env_
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+import simcore
 from trainrt.algos.agent import Agent, SampleFn
 from trainrt.hotpath import cold_path
-
-
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-@cold_path
-def _seconds(fn: Callable[[], None], calls: int, device: torch.device) -> float:
-    """Wall seconds of ``calls`` calls of ``fn``, synchronized before and after."""
-    _synchronize(device)
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    _synchronize(device)
-    return time.perf_counter() - start
 
 
 @cold_path
@@ -93,7 +76,9 @@ def learner_benchmark(
             if mode == "graph":
                 agent._multi_graph = None  # one replay per update
         agent.replay_updates(updates_per_iteration)  # first replay outside the timing
-        seconds = _seconds(lambda: agent.replay_updates(updates_per_iteration), iterations, device)
+        seconds = simcore.wall_seconds(
+            lambda: agent.replay_updates(updates_per_iteration), iterations, device
+        )
         ms = 1e3 * seconds / (iterations * updates_per_iteration)
         result[f"{mode}_ms_per_update"] = ms
         result[f"{mode}_tflops"] = flops / (ms * 1e-3) / 1e12

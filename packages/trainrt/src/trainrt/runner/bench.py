@@ -12,7 +12,6 @@ The number that counts is ``tail_env_steps_per_sec`` in a training run's ``run_s
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -28,22 +27,6 @@ from trainrt.runner.collector import Collector
 DIAGNOSTIC_LABEL = (
     "DIAGNOSTIC (attributes time; the acceptance number is tail_env_steps_per_sec of a training run)"
 )
-
-
-@cold_path
-def _timed(fn: Callable[[], None], repetitions: int, device: torch.device) -> float:
-    """Seconds for ``repetitions`` calls of ``fn``, synchronized before and after."""
-
-    def sync() -> None:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
-    sync()
-    start = time.perf_counter()
-    for _ in range(repetitions):
-        fn()
-    sync()
-    return time.perf_counter() - start
 
 
 @cold_path
@@ -66,12 +49,12 @@ def bench_physics(cfg: TrainConfig, steps: int) -> dict[str, Any]:
     if backend.ctrl.shape[1] == len(default_pose):
         backend.ctrl.copy_(torch.tensor(default_pose, dtype=backend.ctrl.dtype, device=backend.device))
     device = torch.device(backend.device)
-    eager_sec = _timed(backend.step, steps, device)
+    eager_sec = simcore.wall_seconds(backend.step, steps, device)
     work = simcore.CapturedWork(
         backend.step, backend=backend, name="bench_physics", enabled=cfg.training.cuda_graph
     )
     work.capture()
-    graph_sec = _timed(work.replay, steps, device)
+    graph_sec = simcore.wall_seconds(work.replay, steps, device)
     n = cfg.algo.num_envs
     return {
         "bench": "physics",
@@ -105,7 +88,7 @@ def bench_collector_and_learner(
     collector.capture()
     collector.collect(k)  # first replay outside the timing
     replays = max(1, steps // k)
-    collect_sec = _timed(lambda: collector.collect(k), replays, device)
+    collect_sec = simcore.wall_seconds(lambda: collector.collect(k), replays, device)
     n = cfg.algo.num_envs
     results = [
         {
