@@ -8,6 +8,7 @@ import mujoco
 import numpy as np
 import pytest
 import torch
+from g1_assets import g1_clip_or_skip, load_g1_or_skip
 
 import simcore
 from trainrt.motion import holosoma_to_beyondmimic, load_motion, read_motion_arrays
@@ -21,18 +22,12 @@ TENSOR_FIELDS = (
 
 @pytest.fixture(scope="module")
 def model() -> mujoco.MjModel:
-    try:
-        return simcore.load_g1()
-    except FileNotFoundError as err:
-        pytest.skip(f"G1 assets missing: {err}")
+    return load_g1_or_skip()
 
 
 @pytest.fixture(scope="module")
 def clip_path(model) -> Path:
-    paths = [p for p in simcore.g1_asset_paths().motion_files if p.name == CLIP_NAME]
-    if not paths:
-        pytest.skip(f"motion clip {CLIP_NAME} missing from the G1 assets")
-    return paths[0]
+    return g1_clip_or_skip(CLIP_NAME)
 
 
 @pytest.fixture(scope="module")

@@ -7,27 +7,21 @@ import warnings
 import mujoco
 import numpy as np
 import pytest
+from g1_assets import g1_clip_or_skip, load_g1_or_skip
 
-import simcore
 from trainrt.motion import load_motion, read_motion_arrays
 from trainrt.motion.loader import JOINT_LIMIT_TOLERANCE_RAD, JointLimitWarning
 
 
 @pytest.fixture(scope="module")
 def model() -> mujoco.MjModel:
-    try:
-        return simcore.load_g1()
-    except FileNotFoundError as err:
-        pytest.skip(f"G1 assets missing: {err}")
+    return load_g1_or_skip()
 
 
 @pytest.fixture(scope="module")
 def holosoma(model) -> dict[str, np.ndarray]:
     """The first 30 frames of a holosoma clip."""
-    paths = [p for p in simcore.g1_asset_paths().motion_files if p.name == "sub3_largebox_003_mj.npz"]
-    if not paths:
-        pytest.skip("motion clip missing from the G1 assets")
-    arrays = read_motion_arrays(paths[0])
+    arrays = read_motion_arrays(g1_clip_or_skip())
     for key in ("joint_pos", "joint_vel", "body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w"):
         arrays[key] = arrays[key][:30].copy()
     return arrays

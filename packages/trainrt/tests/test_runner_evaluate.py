@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from g1_assets import require_g1_assets
 
-import simcore
 from trainrt.config import apply_overrides, cpu_demo_preset
 from trainrt.runner.build import build_env
 from trainrt.runner.evaluate import (
@@ -18,10 +18,7 @@ from trainrt.runner.evaluate import (
 
 @pytest.fixture(scope="module", autouse=True)
 def _assets():
-    try:
-        simcore.g1_asset_paths()
-    except FileNotFoundError as err:
-        pytest.skip(f"G1 assets missing: {err}")
+    require_g1_assets()
 
 
 def test_walk_eval_pins_the_command_and_removes_pushes():

@@ -7,6 +7,7 @@ import json
 import shutil
 
 import pytest
+from g1_assets import require_g1_assets
 
 import simcore
 from trainrt.config import OverrideError, TrainConfig, apply_overrides, cpu_demo_preset
@@ -17,10 +18,7 @@ from trainrt.tasks.g1_motion_tracking.mdp import DEFAULT_MOTION_FILE
 
 @pytest.fixture(scope="module", autouse=True)
 def _assets():
-    try:
-        simcore.g1_asset_paths()
-    except FileNotFoundError as err:
-        pytest.skip(f"G1 assets missing: {err}")
+    require_g1_assets()
 
 
 def _cfg(task: str, *overrides: str) -> TrainConfig:
