@@ -5,30 +5,15 @@ horizon; the mjwarp case is the sim-to-sim direction (Warp's CPU device here).
 """
 
 import json
-import subprocess
-import sys
 
 import pytest
-from test_cli_train import TINY as CLI_TINY
-
-# the tiny run of the train tests, one iteration long
-TINY = [*(o for o in CLI_TINY if not o.startswith("algo.max_iterations=")), "algo.max_iterations=1"]
-
-
-def trainrt(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    """Run ``python -m trainrt`` with ``args``; returns the completed process."""
-    return subprocess.run(
-        [sys.executable, "-m", "trainrt", *args], capture_output=True, text=True, timeout=timeout, check=False
-    )
+from cli_runs import train, trainrt
 
 
 @pytest.fixture(scope="module", params=["g1_walk_flat", "g1_motion_tracking"])
 def tiny_run(request, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp(request.param) / "run"
-    out = trainrt(
-        "train", "--algo", "sac", "--task", request.param, "--sim", "mujoco", "--preset", "cpu-demo",
-        *TINY, f"training.run_dir={run_dir}",
-    )  # fmt: skip
+    out = train(run_dir, "sac", request.param, "mujoco", iterations=1)
     assert out.returncode == 0, out.stderr[-3000:]
     return request.param, run_dir
 

@@ -15,21 +15,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_cli_train import TINY, train, trainrt
+from cli_runs import TINY, train, trainrt
 
 from trainrt.runner import load_run_summary
 from trainrt.runner.checkpoint import checkpoint_path, checkpoints_newest_first
 from trainrt.runner.run_dir import LOCK_FILE_NAME, read_lock_holder
 
 SAC = ["--algo", "sac", "--task", "g1_walk_flat", "--sim", "mujoco", "--preset", "cpu-demo"]
-
-
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("faults") / "run"
-    out = train(run_dir, "sac", "g1_walk_flat", "mujoco")
-    assert out.returncode == 0, out.stderr[-3000:]
-    return run_dir
 
 
 def _copy(run_dir: Path, target: Path) -> Path:

@@ -4,41 +4,12 @@ Each case runs the real command line in a subprocess (as a user would), with tin
 """
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_runs import train, trainrt
 
 from trainrt.runner import load_run_summary
-
-TINY = [
-    "algo.num_envs=2",
-    "algo.max_iterations=2",
-    "algo.steps_per_iteration=2",
-    "algo.params.batch_size=8",
-    "algo.params.buffer_size_per_env=16",
-    "algo.params.learning_starts=2",
-    "algo.params.actor_hidden_dim=8",
-    "algo.params.critic_hidden_dim=8",
-    "training.checkpoint_every=1",
-    "training.final_eval=false",
-    "training.export_onnx=false",
-]
-FLASHSAC_TINY = ["algo.params.actor_num_blocks=1", "algo.params.critic_num_blocks=1"]
-
-
-def trainrt(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    """Run ``python -m trainrt`` with ``args``; returns the completed process."""
-    return subprocess.run(
-        [sys.executable, "-m", "trainrt", *args], capture_output=True, text=True, timeout=timeout, check=False
-    )
-
-
-def train(run_dir: Path, algo: str, task: str, sim: str, *extra: str) -> subprocess.CompletedProcess:
-    """Train a tiny run into ``run_dir``."""
-    overrides = [*TINY, *(FLASHSAC_TINY if algo == "flashsac" else []), f"training.run_dir={run_dir}", *extra]
-    return trainrt("train", "--algo", algo, "--task", task, "--sim", sim, "--preset", "cpu-demo", *overrides)
 
 
 @pytest.mark.parametrize("sim", ["mujoco", "mjwarp"])
@@ -60,14 +31,6 @@ def test_train_writes_a_valid_summary_and_a_checkpoint(tmp_path, algo, task, sim
     assert Path(summary.checkpoint_path).is_file()
     assert json.loads((run_dir / "config.json").read_text())["algo"]["num_envs"] == 2
     assert str(run_dir) in out.stdout
-
-
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("e2e") / "sac"
-    out = train(run_dir, "sac", "g1_walk_flat", "mujoco")
-    assert out.returncode == 0, out.stderr[-3000:]
-    return run_dir
 
 
 def test_resume_continues_from_the_last_checkpoint(finished_run, tmp_path):

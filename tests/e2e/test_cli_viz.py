@@ -2,34 +2,24 @@
 `trainrt motion preview/info` and `trainrt config show`, as a user runs them."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from cli_runs import train, trainrt
 from PIL import Image
-from test_cli_train import TINY as CLI_TINY
 
 import simcore
 from trainrt.viz.video import read_video
-
-# the tiny run of the train tests, with a third iteration so a video falls between iterations
-TINY = [*(o for o in CLI_TINY if not o.startswith("algo.max_iterations=")), "algo.max_iterations=3"]
-
-
-def trainrt(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "trainrt", *args], capture_output=True, text=True, timeout=900, check=False
-    )
 
 
 @pytest.fixture(scope="module")
 def tracking_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("viz") / "run"
-    out = trainrt(
-        "train", "--algo", "sac", "--task", "g1_motion_tracking", "--sim", "mujoco", "--preset", "cpu-demo",
-        *TINY, f"training.run_dir={run_dir}", "training.video_every=2", "training.video_seconds=0.4",
-        "training.video_renderer=software",
+    # a third iteration, so a video falls between iterations
+    out = train(
+        run_dir, "sac", "g1_motion_tracking", "mujoco",
+        "training.video_every=2", "training.video_seconds=0.4", "training.video_renderer=software",
+        iterations=3,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     return run_dir, out.stdout
