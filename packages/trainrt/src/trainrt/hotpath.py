@@ -58,7 +58,7 @@ HOT_ENTRY_POINTS: Mapping[str, str | frozenset[str]] = {
     "algos/agent.py": frozenset(
         {"act", "end_episodes", "update", "replay_update", "replay_updates", "publish_policy", "_update_step"}
         # base-class helpers the algorithms' update steps call (calls are followed within a module only)
-        | {"_normalized_groups", "_advance_lr_schedule", "_record_losses", "_autocast"}
+        | {"_normalized_groups", "_advance_lr_schedule", "_record_losses", "_autocast", "_policy_noise"}
     ),
     "algos/sac.py": frozenset({"act", "forward", "_update_step"}),
     "algos/flashsac.py": frozenset({"act", "end_episodes", "forward", "_update_step"}),

@@ -35,10 +35,12 @@ from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, Protocol
 
 import torch
+from pydantic import BaseModel, ConfigDict, model_validator
 from torch import nn
 
-from trainrt.algos.distributional import categorical_support
+from trainrt.algos.distributional import categorical_support, check_support_range
 from trainrt.algos.lr_schedule import LrSchedule, lr_schedule_from
+from trainrt.algos.networks import check_log_std_range
 from trainrt.algos.normalizer import RunningObsNormalizer
 from trainrt.hotpath import cold_path
 from trainrt.replay import Batch
@@ -50,8 +52,10 @@ _UPDATE_SEED_OFFSET = 0x5EED
 
 
 class LearnerConfig(Protocol):
-    """The config fields `Agent._init_learner` reads; `SacConfig` and `FlashSacConfig` both have them."""
+    """The config fields the `Agent` base reads; `SacConfig` and `FlashSacConfig` both have them."""
 
+    actor_update_period: int
+    bf16_autocast: bool
     actor_obs_group: str
     critic_obs_group: str
     obs_normalization: bool
@@ -65,6 +69,22 @@ class LearnerConfig(Protocol):
     adam_betas: tuple[float, float]
     weight_decay: float
     lr_schedule: str
+
+
+class CheckedLearnerConfig(BaseModel):
+    """The pydantic base of `SacConfig` and `FlashSacConfig`: unknown keys refused, ranges checked.
+
+    It declares no fields, so each algorithm's config keeps its own field order (and so its serialized
+    key order); a subclass must declare ``v_min``, ``v_max``, ``log_std_min`` and ``log_std_max``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="after")
+    def _check_ranges(self) -> "CheckedLearnerConfig":
+        check_support_range(self.v_min, self.v_max)  # type: ignore[attr-defined]
+        check_log_std_range(self.log_std_min, self.log_std_max)  # type: ignore[attr-defined]
+        return self
 
 
 class Agent(abc.ABC):
@@ -113,16 +133,18 @@ class Agent(abc.ABC):
     critic_optimizer: torch.optim.Optimizer
     alpha_optimizer: torch.optim.Optimizer
 
-    def __init__(self, device: torch.device | str, seed: int, actor_update_period: int, use_bf16: bool):
+    def __init__(self, cfg: LearnerConfig, num_actions: int, device: torch.device | str, seed: int):
+        self.cfg = cfg
+        self.num_actions = num_actions
         self.device = torch.device(device)
         self.seed = seed
         self.rng = torch.Generator(device=self.device)
         self.rng.manual_seed(seed)
         self.update_rng = torch.Generator(device=self.device)
         self.update_rng.manual_seed(seed + _UPDATE_SEED_OFFSET)
-        self.actor_update_period = actor_update_period
+        self.actor_update_period = cfg.actor_update_period
         # bf16 autocast only on CUDA: CPU runs (tests, CI) stay float32.
-        self.autocast_enabled = use_bf16 and self.device.type == "cuda"
+        self.autocast_enabled = cfg.bf16_autocast and self.device.type == "cuda"
         self.num_updates = 0
         self.update_graph_enabled = False
         self.update_fallback_reason = "not captured"
@@ -150,6 +172,10 @@ class Agent(abc.ABC):
     # ----------------------------------------------------------------------------------------------
     # construction shared by both algorithms
     # ----------------------------------------------------------------------------------------------
+    def _obs_group_dims(self, obs_dims: dict[str, int]) -> tuple[int, int]:
+        """Dp and Dc: the widths of the actor's and the critics' observation groups in ``obs_dims``."""
+        return obs_dims[self.cfg.actor_obs_group], obs_dims[self.cfg.critic_obs_group]
+
     @contextlib.contextmanager
     def _seeded_init(self) -> Iterator[None]:
         """Build networks inside this block: parameter init depends on the seed alone, not on the device.
@@ -588,6 +614,10 @@ class Agent(abc.ABC):
     # ----------------------------------------------------------------------------------------------
     # helpers for subclasses
     # ----------------------------------------------------------------------------------------------
+    def _policy_noise(self, batch_size: int) -> torch.Tensor:
+        """Standard normal policy noise (B, A) from `update_rng` (drawn outside the compiled parts)."""
+        return torch.randn(batch_size, self.num_actions, device=self.device, generator=self.update_rng)
+
     def _autocast(self) -> torch.autocast:
         """bf16 autocast on CUDA when configured, a no-op otherwise (weight cache off for graph capture)."""
         return torch.autocast(

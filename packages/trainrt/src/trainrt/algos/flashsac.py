@@ -37,24 +37,21 @@ from typing import Any, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field
 from torch import nn
 
-from trainrt.algos.agent import Agent, clone_state, frozen
+from trainrt.algos.agent import Agent, CheckedLearnerConfig, clone_state, frozen
 from trainrt.algos.distributional import (
     categorical_projection,
-    check_support_range,
     expected_value,
 )
-from trainrt.algos.networks import bounded_log_std, check_log_std_range, tanh_gaussian_sample
+from trainrt.algos.networks import bounded_log_std, tanh_gaussian_sample
 from trainrt.hotpath import cold_path
 from trainrt.replay import Batch
 
 
-class FlashSacConfig(BaseModel):
+class FlashSacConfig(CheckedLearnerConfig):
     """FlashSAC hyperparameters; defaults: the authors' Isaac Lab setting, scaled to 2048 envs."""
-
-    model_config = ConfigDict(extra="forbid")
 
     # Networks: the authors' Isaac Lab sizes (blocks expand the width 4x internally). The learner graph
     # replays in 5.5 ms per update at batch 8192 on an H200 with motion-tracking observation sizes.
@@ -123,12 +120,6 @@ class FlashSacConfig(BaseModel):
     obs_normalization: bool = False
     actor_obs_group: str = "policy"
     critic_obs_group: str = "critic"
-
-    @model_validator(mode="after")
-    def _check_ranges(self) -> "FlashSacConfig":
-        check_support_range(self.v_min, self.v_max)
-        check_log_std_range(self.log_std_min, self.log_std_max)
-        return self
 
 
 # --------------------------------------------------------------------------------------------------
@@ -373,10 +364,8 @@ class FlashSacAgent(Agent):
         device: torch.device | str,
         seed: int = 0,
     ):
-        super().__init__(device, seed, cfg.actor_update_period, cfg.bf16_autocast)
-        self.cfg = cfg
-        self.num_actions = num_actions
-        actor_dim, critic_dim = obs_dims[cfg.actor_obs_group], obs_dims[cfg.critic_obs_group]
+        super().__init__(cfg, num_actions, device, seed)
+        actor_dim, critic_dim = self._obs_group_dims(obs_dims)
         with self._seeded_init():
             actor = FlashSacActor(actor_dim, num_actions, cfg)
             critic = FlashSacCritic(critic_dim, num_actions, cfg)
@@ -459,10 +448,6 @@ class FlashSacAgent(Agent):
         return torch.maximum(
             torch.sqrt(batch.return_var + 1e-8), batch.return_abs_max / self.cfg.normalized_return_max
         )
-
-    def _policy_noise(self, batch_size: int) -> torch.Tensor:
-        """Standard normal policy noise (B, A) from `update_rng` (drawn outside the compiled parts)."""
-        return torch.randn(batch_size, self.num_actions, device=self.device, generator=self.update_rng)
 
     def _actor_loss(
         self,

@@ -16,28 +16,24 @@ from typing import Literal
 
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field
 from torch import nn
 
-from trainrt.algos.agent import Agent, frozen
+from trainrt.algos.agent import Agent, CheckedLearnerConfig, frozen
 from trainrt.algos.distributional import (
     categorical_projection,
-    check_support_range,
     expected_value,
 )
 from trainrt.algos.networks import (
     StackedLayerNormMlp,
     bounded_log_std,
-    check_log_std_range,
     tanh_gaussian_sample,
 )
 from trainrt.replay import Batch
 
 
-class SacConfig(BaseModel):
+class SacConfig(CheckedLearnerConfig):
     """SAC hyperparameters; defaults target a 29-DoF humanoid with 2048 parallel envs."""
-
-    model_config = ConfigDict(extra="forbid")
 
     # Networks. FastSAC's humanoid sizes: the actor is 512 -> 256 -> 128, each critic 768 -> 384 -> 192.
     actor_hidden_dim: int = Field(512, ge=4)
@@ -93,12 +89,6 @@ class SacConfig(BaseModel):
     obs_normalization: bool = True
     actor_obs_group: str = "policy"
     critic_obs_group: str = "critic"
-
-    @model_validator(mode="after")
-    def _check_ranges(self) -> "SacConfig":
-        check_support_range(self.v_min, self.v_max)
-        check_log_std_range(self.log_std_min, self.log_std_max)
-        return self
 
 
 # --------------------------------------------------------------------------------------------------
@@ -162,10 +152,8 @@ class SacAgent(Agent):
         device: torch.device | str,
         seed: int = 0,
     ):
-        super().__init__(device, seed, cfg.actor_update_period, cfg.bf16_autocast)
-        self.cfg = cfg
-        self.num_actions = num_actions
-        actor_dim, critic_dim = obs_dims[cfg.actor_obs_group], obs_dims[cfg.critic_obs_group]
+        super().__init__(cfg, num_actions, device, seed)
+        actor_dim, critic_dim = self._obs_group_dims(obs_dims)
         with self._seeded_init():
             actor = SacActor(actor_dim, num_actions, cfg.actor_hidden_dim, cfg.log_std_min, cfg.log_std_max)
             critic = SacCritic(critic_dim, num_actions, cfg.critic_hidden_dim, cfg.num_atoms)
@@ -193,10 +181,6 @@ class SacAgent(Agent):
     # ----------------------------------------------------------------------------------------------
     # learning
     # ----------------------------------------------------------------------------------------------
-    def _policy_noise(self, batch_size: int) -> torch.Tensor:
-        """Standard normal policy noise (B, A) from `update_rng` (drawn outside the compiled parts)."""
-        return torch.randn(batch_size, self.num_actions, device=self.device, generator=self.update_rng)
-
     def _critic_target(
         self,
         next_actor_obs: torch.Tensor,
