@@ -147,21 +147,32 @@ def _counting_calls(
 ) -> Iterator[None]:
     """Attribute the ops of ``obj.attr(...)`` calls to ``label`` (torch kernel ops, Warp launches)."""
     original = getattr(obj, attr)
+    setattr(obj, attr, _counted(original, label, sink, torch_counter, warp_counter))
+    try:
+        yield
+    finally:
+        setattr(obj, attr, original)
+
+
+def _counted(
+    fn: Callable,
+    label: str,
+    sink: dict[str, list[int]],
+    torch_counter: OpCounter,
+    warp_counter: WarpLaunchCounter,
+) -> Callable:
+    """``fn`` wrapped to add the torch kernel ops and Warp launches of each call to ``sink[label]``."""
 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         t0, w0 = torch_counter.kernel_ops, warp_counter.total
         try:
-            return original(*args, **kwargs)
+            return fn(*args, **kwargs)
         finally:
             entry = sink.setdefault(label, [0, 0])
             entry[0] += torch_counter.kernel_ops - t0
             entry[1] += warp_counter.total - w0
 
-    setattr(obj, attr, wrapped)
-    try:
-        yield
-    finally:
-        setattr(obj, attr, original)
+    return wrapped
 
 
 def _term_targets(env: Any) -> Iterator[tuple[list, int, int, str]]:
@@ -191,24 +202,15 @@ def _counting_terms(
     env: Any, sink: dict[str, list[int]], torch_counter: OpCounter, warp_counter: WarpLaunchCounter
 ) -> Iterator[None]:
     """Attribute the ops of every term call (and of each command term's compute/reset) to the term."""
-
-    def counted(fn: Callable, label: str) -> Callable:
-        def wrapped(*args: Any, **kwargs: Any) -> Any:
-            t0, w0 = torch_counter.kernel_ops, warp_counter.total
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                entry = sink.setdefault(label, [0, 0])
-                entry[0] += torch_counter.kernel_ops - t0
-                entry[1] += warp_counter.total - w0
-
-        return wrapped
-
     restore: list[tuple[list, int, tuple]] = []
     for entries, row, column, label in _term_targets(env):
         entry = entries[row]
         restore.append((entries, row, entry))
-        entries[row] = (*entry[:column], counted(entry[column], label), *entry[column + 1 :])
+        entries[row] = (
+            *entry[:column],
+            _counted(entry[column], label, sink, torch_counter, warp_counter),
+            *entry[column + 1 :],
+        )
     with contextlib.ExitStack() as stack:
         for name, term in getattr(env.command_manager, "_terms", {}).items():
             for attr in ("compute", "reset"):
