@@ -61,6 +61,21 @@ def snapshot(backend: simcore.SimBackend, plan: simcore.ReadPlan) -> dict[str, t
     return out
 
 
+def assert_plan_matches_a_fresh_forward(
+    backend: simcore.SimBackend, plan: simcore.ReadPlan, model: mujoco.MjModel, world: int, tol: float
+) -> mujoco.MjData:
+    """Bodies and ``tip_pos`` read for ``world`` equal a CPU MuJoCo forward pass of its state; returns that data."""
+    ref = reference_data(backend, world)
+    for b, body in enumerate(plan.body_names):
+        bid = model.body(body).id
+        np.testing.assert_allclose(plan.body_pos_w[world, b].double().numpy(), ref.xpos[bid], atol=tol)
+        np.testing.assert_allclose(plan.body_quat_w[world, b].double().numpy(), ref.xquat[bid], atol=tol)
+    np.testing.assert_allclose(
+        plan.sensor("tip_pos")[world].double().numpy(), ref.sensor("tip_pos").data, atol=tol
+    )
+    return ref
+
+
 def random_payload(
     backend: simcore.SimBackend, spec: simcore.ResetSpec, seed: int
 ) -> dict[str, torch.Tensor]:
@@ -128,14 +143,7 @@ def test_selected_rows_take_payload_and_others_keep_every_bit(small_model, name,
     tol = 1e-10 if name == "mujoco" else 5e-5
     box = small_model.body("box").id
     for world in torch.arange(NUM_ENVS)[mask].tolist():
-        ref = reference_data(backend, world)
-        for b, body in enumerate(plan.body_names):
-            bid = small_model.body(body).id
-            np.testing.assert_allclose(plan.body_pos_w[world, b].double().numpy(), ref.xpos[bid], atol=tol)
-            np.testing.assert_allclose(plan.body_quat_w[world, b].double().numpy(), ref.xquat[bid], atol=tol)
-        np.testing.assert_allclose(
-            plan.sensor("tip_pos")[world].double().numpy(), ref.sensor("tip_pos").data, atol=tol
-        )
+        ref = assert_plan_matches_a_fresh_forward(backend, plan, small_model, world, tol)
         np.testing.assert_allclose(
             plan.sensor("box_gyro")[world].double().numpy(), ref.sensor("box_gyro").data, atol=10 * tol
         )
@@ -232,14 +240,7 @@ def test_no_op_reset_skips_the_refresh_and_a_later_reset_still_refreshes(small_m
     tol = 1e-10 if name == "mujoco" else 5e-5
     for world in (1, 3):
         assert torch.equal(backend.qpos[world], payload["qpos"][world])
-        ref = reference_data(backend, world)
-        for b, body in enumerate(plan.body_names):
-            bid = small_model.body(body).id
-            np.testing.assert_allclose(plan.body_pos_w[world, b].double().numpy(), ref.xpos[bid], atol=tol)
-            np.testing.assert_allclose(plan.body_quat_w[world, b].double().numpy(), ref.xquat[bid], atol=tol)
-        np.testing.assert_allclose(
-            plan.sensor("tip_pos")[world].double().numpy(), ref.sensor("tip_pos").data, atol=tol
-        )
+        assert_plan_matches_a_fresh_forward(backend, plan, small_model, world, tol)
     # the skipped refreshes left nothing stale: stepping on matches a backend that always refreshed
     twin, twin_plan = make(name, small_model)
     twin.reset(mask, payload, twin.reset_spec(STATE_CHANNELS))
