@@ -8,9 +8,12 @@ so CUDA graphs that captured those tensors keep working.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import types
 from typing import Any
 
+import mujoco
 import torch
 
 import simcore
@@ -30,6 +33,25 @@ they are compared at a force-sized tolerance (5% of their largest magnitude); th
 def is_solver_output(name: str) -> bool:
     """Whether the snapshot tensor ``name`` is one of the ``SOLVER_OUTPUTS``."""
     return name.endswith(SOLVER_OUTPUTS)
+
+
+def without_constraints(env_cfg: Any) -> Any:
+    """``env_cfg`` with the constraint solver turned off in its model (no contacts, no joint limits).
+
+    On a GPU the solver is not repeatable: from one saved state, two executions of a contact step differ in
+    joint velocity by up to 0.4 rad/s (H200, MuJoCo Warp 4.0: contact rows are assembled with atomics and the
+    solver stops on a tolerance), so no tolerance separates that from a bug. Without constraints the step is
+    the smooth dynamics alone and repeats to float32 rounding. The robot then falls through the floor, which
+    exercises terminations and resets within a few steps.
+    """
+    factory = env_cfg.scene.model_factory
+
+    def model() -> mujoco.MjModel:
+        built = copy.deepcopy(factory())  # the factory may cache its model
+        built.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONSTRAINT)
+        return built
+
+    return dataclasses.replace(env_cfg, scene=dataclasses.replace(env_cfg.scene, model_factory=model))
 
 
 def _walk(roots: list[Any]) -> tuple[list[torch.Tensor], list[torch.Generator]]:

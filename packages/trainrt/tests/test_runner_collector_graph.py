@@ -1,24 +1,24 @@
 """The graph-replayed collector equals the eager one, proven one replay at a time from the same state (GPU).
 
-MuJoCo Warp accumulates contact and constraint forces with float atomics, so two GPU runs of the same
-steps differ in the last bits and contacts amplify that over a rollout: comparing whole trajectories at a
-tolerance proves nothing and flakes. Instead every replay starts from one saved state (every tensor of
-env, managers, agent, replay and collector, the physics through ``state_tensors()``, every generator):
-the graph replays K steps, the state is put back, the same K steps run eagerly, and the two results are
-compared: every integer and boolean tensor (termination and time-out flags, episode counters, the replay
-cursor and validity flags, command and event timers) and every generator state exactly, floating-point
-tensors to a tolerance far below any semantic difference (a skipped reset, a shifted step or a wrong row
-changes values by O(1)). The next replay continues from the eager result, so the comparison never drifts.
-The constraint solver's own outputs (contact wrenches, its warm start) are compared at a force-sized
-tolerance: on the H200 they differed between the two executions by more than 1e-4 (float atomics and
-the solver's tolerance-based early exit), which is why the first form of this test failed there.
+Every replay starts from one saved state (every tensor of env, managers, agent, replay and collector, the
+physics through ``state_tensors()``, every generator): the graph replays K steps, the state is put back,
+the same K steps run eagerly, and the two results are compared: every integer and boolean tensor
+(termination and time-out flags, episode counters, the replay cursor and validity flags, command and event
+timers) and every generator state exactly, floating-point tensors to a tolerance far below any semantic
+difference (a skipped reset, a shifted step or a wrong row changes values by O(1)). The next replay
+continues from the eager result, so the comparison never drifts.
+
+The physics runs with its constraint solver off (``state_snapshot.without_constraints``): with contacts,
+two executions of one step from the same state differed on the H200 by up to 0.4 rad/s in a joint
+velocity, which no tolerance separates from a bug. The robot falls through the floor instead, so
+terminations and resets happen within the compared replays.
 """
 
 import dataclasses
 
 import pytest
 import torch
-from state_snapshot import StateSnapshot, compare
+from state_snapshot import StateSnapshot, compare, without_constraints
 
 import simcore
 from trainrt.config import apply_overrides, cpu_demo_preset
@@ -47,7 +47,9 @@ def test_each_graph_replay_equals_eager_steps_from_the_same_state(algo, task):
             "algo.params.critic_hidden_dim=32",
         ],
     )
-    env_cfg = dataclasses.replace(make_env_cfg(cfg), episode_length_s=EPISODE_STEPS * 0.02 - 1e-6)
+    env_cfg = without_constraints(
+        dataclasses.replace(make_env_cfg(cfg), episode_length_s=EPISODE_STEPS * 0.02 - 1e-6)
+    )
     env = ManagerBasedRlEnv(env_cfg, sim="mjwarp", num_envs=NUM_ENVS, device="cuda", seed=0)
     agent = build_agent(cfg, env.obs_dims, env.num_actions, env.device)
     replay = build_replay(cfg, env)
