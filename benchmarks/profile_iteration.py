@@ -21,11 +21,11 @@ import argparse
 import collections
 import json
 import sys
-import time
 from typing import Any
 
 import torch
 
+import simcore
 from trainrt.cli import resolve_train_config
 from trainrt.runner.build import build_agent, build_env, build_replay
 from trainrt.runner.collector import Collector
@@ -52,15 +52,6 @@ def kernel_family(name: str) -> str:
 def _sync() -> None:
     if torch.cuda.is_available():
         torch.cuda.synchronize()
-
-
-def _seconds(fn: Any, iterations: int) -> float:
-    _sync()
-    start = time.perf_counter()
-    for _ in range(iterations):
-        fn()
-    _sync()
-    return (time.perf_counter() - start) / iterations
 
 
 def profile_kernels(fn: Any) -> dict[str, Any]:
@@ -152,7 +143,9 @@ def main(argv: list[str] | None = None) -> int:
 
     both()
     n = args.iterations
-    collect_s, learn_s, both_s = _seconds(collect, n), _seconds(learn, n), _seconds(both, n)
+    collect_s, learn_s, both_s = (
+        simcore.wall_seconds(fn, n, env.device) / n for fn in (collect, learn, both)
+    )
     result: dict[str, Any] = {
         "diagnostic": True,
         "algo": args.algo,
