@@ -27,11 +27,12 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, model_validator
 
+from trainrt.config.renames import RenamedField, translate_renamed_fields
 from trainrt.hotpath import cold_path
 from trainrt.runner.atomic_files import atomic_write_text
 
@@ -39,8 +40,6 @@ SUMMARY_FILE_NAME = "run_summary.json"
 SUMMARY_SCHEMA_VERSION = 1
 RunStatus = Literal["running", "completed", "failed", "interrupted"]
 COMMIT_ENV = "TRAINRT_REPO_COMMIT"
-RENAMED_SUMMARY_FIELDS: dict[str, str] = {"evaluation": "final_eval"}
-"""Old field name -> new one: summaries written before the rename still load, with the new name."""
 
 # Distribution name -> module name, for the versions recorded in every summary.
 VERSIONED_PACKAGES: dict[str, str] = {
@@ -208,23 +207,16 @@ class RunSummary(BaseModel):
     finished_at: str | None = Field(None, description="when the run ended (None while it runs)")
     updated_at: str | None = Field(None, description="when this summary was written")
 
+    renamed_fields: ClassVar[tuple[RenamedField, ...]] = (RenamedField("evaluation", "final_eval"),)
+    """Fields renamed since summaries were first written: an older summary still loads, with the new names."""
+
     @model_validator(mode="before")
     @classmethod
     @cold_path
     def _read_renamed_fields(cls, data: Any) -> Any:
-        """Read a summary written before a rename (``RENAMED_SUMMARY_FIELDS``) with the new field names."""
-        if not isinstance(data, dict) or not RENAMED_SUMMARY_FIELDS.keys() & data.keys():
-            return data
-        data = dict(data)
-        for old, new in RENAMED_SUMMARY_FIELDS.items():
-            if old not in data:
-                continue
-            if new in data:
-                raise ValueError(
-                    f"a summary has {old!r} (the old name of {new!r}) and {new!r}: keep only {new!r}"
-                )
-            data[new] = data.pop(old)
-        return data
+        """Read a summary written before a rename (``renamed_fields``) with the new field names, silently:
+        a summary on disk is a record, not a use of the old name."""
+        return translate_renamed_fields(cls, data)
 
     @model_validator(mode="after")
     @cold_path
