@@ -357,7 +357,6 @@ class OffPolicyRunner:
             env_tables = self.run_dir / "env.txt"
             env_tables.write_text(str(self.env) + "\n")
             self.log(f"full manager tables written to {env_tables}")
-        if self.ranks.is_main:
             write_manifest(
                 self.run_dir,
                 device=str(self.env.device),
@@ -529,18 +528,14 @@ class OffPolicyRunner:
                 "acting_policy_version": record.acting_policy_version,
                 "learner_view_steps": record.learner_view_steps,
             }
+            self.timings.append(
+                clock.finish(iteration, self.env_steps_per_iteration).model_copy(update=stamp)
+            )
             if (cfg.training.checkpoint_every and iteration % cfg.training.checkpoint_every == 0) or is_last:
-                self.timings.append(
-                    clock.finish(iteration, self.env_steps_per_iteration).model_copy(update=stamp)
-                )
-                self._save_checkpoint()
+                self._save_checkpoint()  # reads self.timings (the summary it writes includes this iteration)
                 # The checkpoint's own write time belongs to this iteration too: re-time it now.
                 self.timings[-1] = clock.finish(iteration, self.env_steps_per_iteration).model_copy(
                     update=stamp
-                )
-            else:
-                self.timings.append(
-                    clock.finish(iteration, self.env_steps_per_iteration).model_copy(update=stamp)
                 )
             self._after_iteration(iteration)
         if ranks.world_size > 1:
