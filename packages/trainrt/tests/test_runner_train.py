@@ -2,7 +2,9 @@
 interruptions and failures (mujoco backend, 2 envs, tiny networks)."""
 
 import json
+import os
 import shutil
+import signal
 
 import pytest
 import torch
@@ -11,6 +13,7 @@ from tiny_runs import TINY_RUN
 from trainrt.config import TrainConfig, apply_overrides, cpu_demo_preset
 from trainrt.runner import OffPolicyRunner, load_run_summary
 from trainrt.runner import off_policy_runner as runner_module
+from trainrt.runner.off_policy_runner import RunInterrupted
 from trainrt.runner.checkpoint import checkpoint_path, load_checkpoint
 from trainrt.runner.collector import Collector
 from trainrt.runner.manifest import load_resolved_config
@@ -164,6 +167,56 @@ def test_ctrl_c_saves_a_checkpoint_and_an_interrupted_summary(tmp_path, monkeypa
     summary = load_run_summary(tmp_path / "run")
     assert summary.status == "interrupted"
     assert summary.completed_iterations == 1
+    assert load_checkpoint(tmp_path / "run")["iteration"] == 1
+
+
+def _signal_during_iteration_2(monkeypatch, *signals):
+    """Collector.collect sends ``signals`` to this process in the middle of iteration 2."""
+    real_collect = Collector.collect
+    calls = []
+
+    def collect_and_signal(self, num_steps):
+        calls.append(num_steps)
+        real_collect(self, num_steps)
+        if len(calls) == 2:
+            for sig in signals:
+                os.kill(os.getpid(), sig)
+
+    monkeypatch.setattr(Collector, "collect", collect_and_signal)
+
+
+@pytest.mark.parametrize(
+    ("sig", "raised"),
+    [(signal.SIGTERM, RunInterrupted), (signal.SIGHUP, RunInterrupted), (signal.SIGINT, KeyboardInterrupt)],
+    ids=["TERM", "HUP", "INT"],
+)
+def test_a_signal_inside_an_iteration_stops_the_run_at_that_iterations_end(tmp_path, monkeypatch, sig, raised):
+    _signal_during_iteration_2(monkeypatch, sig)
+    cfg = tiny_config(
+        tmp_path / "run", "sac", "g1_walk_flat", "algo.max_iterations=4", "training.checkpoint_every=0"
+    )
+    runner = OffPolicyRunner(cfg, log=lambda line: None)
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
+    with pytest.raises(raised):
+        runner.run()
+    summary = load_run_summary(tmp_path / "run")
+    # iteration 2 ran to its end (learner and bookkeeping included), then the run stopped and saved it
+    assert summary.status == "interrupted" and summary.completed_iterations == 2
+    assert summary.signal == sig.name
+    assert load_checkpoint(tmp_path / "run")["iteration"] == 2
+    assert runner.agent.num_updates == (2 + 1) * cfg.algo.params.updates_per_iteration  # + warm-up updates
+    assert {s: signal.getsignal(s) for s in before} == before  # the run's handlers are gone again
+
+
+def test_a_second_ctrl_c_stops_at_once(tmp_path, monkeypatch):
+    _signal_during_iteration_2(monkeypatch, signal.SIGINT, signal.SIGINT)
+    cfg = tiny_config(
+        tmp_path / "run", "sac", "g1_walk_flat", "algo.max_iterations=4", "training.checkpoint_every=0"
+    )
+    with pytest.raises(KeyboardInterrupt):
+        OffPolicyRunner(cfg, log=lambda line: None).run()
+    summary = load_run_summary(tmp_path / "run")
+    assert summary.status == "interrupted" and summary.completed_iterations == 1  # iteration 2 never ended
     assert load_checkpoint(tmp_path / "run")["iteration"] == 1
 
 

@@ -45,7 +45,7 @@ from trainrt.algos.distributional import (
     categorical_projection,
     expected_value,
 )
-from trainrt.algos.networks import bounded_log_std, tanh_gaussian_sample
+from trainrt.algos.networks import aligned_bmm, bounded_log_std, tanh_gaussian_sample
 from trainrt.hotpath import cold_path
 from trainrt.replay import Batch
 
@@ -139,7 +139,7 @@ class _UnitLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(M, B, in) -> (M, B, out)."""
-        out = torch.bmm(x, self.weight.to(x.dtype))
+        out = aligned_bmm(x, self.weight.to(x.dtype))
         return out if self.bias is None else out + self.bias.to(out.dtype)
 
     @torch.no_grad()

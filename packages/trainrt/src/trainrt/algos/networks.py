@@ -1,5 +1,10 @@
 """Network pieces shared by `sac` and `flashsac`: the bounded log-std, the tanh-squashed Gaussian, and
-member-stacked layers that evaluate several independent networks (the twin critics) as one batched GEMM."""
+member-stacked layers that evaluate several independent networks (the twin critics) as one batched GEMM.
+
+On CUDA the member-stacked GEMMs go through `aligned_bmm`, which zero-pads the inner and output widths to a
+multiple of `GEMM_ALIGNMENT` (adr/0013): cuBLAS runs 4-8x slower on bf16 operands whose rows are not 16-byte
+aligned (the twin critics' 135- or 315-wide input, their 101-atom output). Parameters keep their true shapes, so
+checkpoints and ONNX exports do not see the padding."""
 
 import math
 
@@ -46,6 +51,44 @@ def tanh_gaussian_sample(
 
 
 # --------------------------------------------------------------------------------------------------
+# aligned batched GEMM
+# --------------------------------------------------------------------------------------------------
+GEMM_ALIGNMENT = 8
+"""Multiple the inner and output widths of a CUDA GEMM are zero-padded to (8 bf16 elements = 16 bytes).
+1 turns padding off; `benchmarks/profile_iteration.py --gemm-alignment 1` measures the difference."""
+
+
+def aligned_bmm(x: torch.Tensor, weight: torch.Tensor, *, pad: bool | None = None) -> torch.Tensor:
+    """Batched product ``x @ weight`` with the inner and output widths zero-padded to `GEMM_ALIGNMENT`.
+
+    Args:
+        x: (B, K) shared by every member, or (M, B, K) one input per member.
+        weight: (M, K, N), already in ``x``'s dtype.
+        pad: pad the widths; by default on CUDA when there are several members. A single member's
+            product runs at full speed unpadded (benchmarks/gemm_alignment.py: padding the actor's layers
+            made them 0.89x as fast on an H200), a stacked one 3.8-7.8x slower.
+
+    Returns:
+        (M, B, N). Zero columns add nothing to a dot product, so the values are those of the unpadded
+        product up to the summation order of the chosen kernel; with N padded the result is a view of the
+        first N columns.
+    """
+    members, k, n = weight.shape
+    if pad is None:
+        pad = x.is_cuda and members > 1
+    pad_k = -k % GEMM_ALIGNMENT if pad else 0
+    pad_n = -n % GEMM_ALIGNMENT if pad else 0
+    if pad_k:
+        x = F.pad(x, (0, pad_k))  # before any member expansion: the shared input is padded once
+    if pad_k or pad_n:
+        weight = F.pad(weight, (0, pad_n, 0, pad_k))
+    if x.dim() == 2:
+        x = x.unsqueeze(0).expand(members, *x.shape)
+    out = torch.bmm(x, weight)
+    return out[..., :n] if pad_n else out
+
+
+# --------------------------------------------------------------------------------------------------
 # member-stacked layers: M independent networks evaluated as one batched GEMM per layer
 # --------------------------------------------------------------------------------------------------
 class StackedLinear(nn.Module):
@@ -69,9 +112,7 @@ class StackedLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(B, in) shared by every member, or (M, B, in) one input per member -> (M, B, out)."""
-        if x.dim() == 2:
-            x = x.unsqueeze(0).expand(self.members, *x.shape)
-        out = torch.bmm(x, self.weight.to(x.dtype))
+        out = aligned_bmm(x, self.weight.to(x.dtype))
         return out if self.bias is None else out + self.bias.to(out.dtype)
 
     def extra_repr(self) -> str:

@@ -219,6 +219,8 @@ class OffPolicyRunner:
         self._writer: Any = None
         self.warnings: list[str] = []
         self.stop_signal: str | None = None
+        self._stop_at_boundary = False  # inside the iteration loop: signals wait for the iteration's end
+        self._stop_request: int | None = None
         self._overflow_reported: dict[str, int] = {}
         self._running_summary_at = 0.0
         self._provenance: dict[str, Any] | None = None
@@ -310,18 +312,42 @@ class OffPolicyRunner:
 
     @cold_path
     def _install_signal_handlers(self) -> dict[int, Any]:
-        """SIGTERM and SIGHUP raise ``RunInterrupted`` (once) in the main thread, like Ctrl-C does."""
+        """SIGTERM, SIGHUP and Ctrl-C stop the run in the main thread, with a checkpoint and a summary.
+
+        Outside the iteration loop (set-up, warm-up, the final eval) a signal raises at once: SIGTERM and
+        SIGHUP as ``RunInterrupted``, Ctrl-C as ``KeyboardInterrupt``. Inside the loop it is a request the
+        loop honours at the end of the iteration in progress (`_stop_if_requested`), so the exception never
+        lands inside a graph replay, a two-stream schedule, a checkpoint write or a lock held by a library
+        thread, where unwinding could crash or hang the process before it saves. A second Ctrl-C raises at
+        once (for an iteration that does not end); a second SIGTERM or SIGHUP is ignored so the save can finish.
+        """
         if threading.current_thread() is not threading.main_thread():
             return {}
         raised = []
 
         def stop(signum: int, frame: Any) -> None:
+            if signum == signal.SIGINT:
+                if self._stop_at_boundary and self._stop_request is None:
+                    self._stop_request = signum
+                    return
+                raise KeyboardInterrupt
             if raised:  # a second signal while saving: let the save finish
                 return
             raised.append(signum)
+            if self._stop_at_boundary:
+                self._stop_request = signum
+                return
             raise RunInterrupted(signum)
 
-        return {sig: signal.signal(sig, stop) for sig in _STOP_SIGNALS}
+        return {sig: signal.signal(sig, stop) for sig in (*_STOP_SIGNALS, signal.SIGINT)}
+
+    def _stop_if_requested(self) -> None:
+        """Raise the stop a signal asked for during the iteration that just ended (a host flag check)."""
+        signum = self._stop_request
+        if signum is None:
+            return
+        self._stop_at_boundary = False
+        raise KeyboardInterrupt if signum == signal.SIGINT else RunInterrupted(signum)
 
     @staticmethod
     def _restore_signal_handlers(previous: dict[int, Any]) -> None:
@@ -500,15 +526,24 @@ class OffPolicyRunner:
     @cold_path
     def _train(self) -> None:
         """Iterations from the first not yet completed to ``algo.max_iterations``."""
-        cfg = self.cfg
-        collector, agent = self.collector, self.agent
-        assert collector is not None
+        assert self.collector is not None
         clock = IterationClock(self.device)
-        schedule = self.schedule
-        assert schedule is not None
         session_started = time.perf_counter()
         first = self.completed_iterations + 1
-        ranks = self.ranks
+        self._stop_at_boundary = True
+        try:
+            self._iterate(first, clock, session_started)
+        finally:
+            self._stop_at_boundary = False
+        if self.ranks.world_size > 1:
+            self._gather_rank_figures()
+
+    @cold_path
+    def _iterate(self, first: int, clock: IterationClock, session_started: float) -> None:
+        """Iterations ``first`` to ``algo.max_iterations``; a stop signal is honoured after each one."""
+        cfg = self.cfg
+        agent, schedule, ranks = self.agent, self.schedule, self.ranks
+        assert schedule is not None
         for iteration in range(first, cfg.algo.max_iterations + 1):
             clock.start()
             local_error: Exception | None = None
@@ -538,8 +573,7 @@ class OffPolicyRunner:
                     update=stamp
                 )
             self._after_iteration(iteration)
-        if ranks.world_size > 1:
-            self._gather_rank_figures()
+            self._stop_if_requested()
 
     @cold_path
     def _gather_rank_figures(self) -> None:
