@@ -66,19 +66,31 @@ def test_padded_output_is_a_view_of_the_first_columns():
     assert out.stride()[-2] == N + (-N % networks.GEMM_ALIGNMENT)
 
 
+@pytest.fixture
+def ieee_float32_matmuls():
+    """Float32 products without TF32 for the duration of a test."""
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    yield
+    torch.set_float32_matmul_precision(previous)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_twin_critic_on_cuda_pads_and_matches_float64(monkeypatch):
+def test_twin_critic_on_cuda_pads_and_matches_float64(monkeypatch, ieee_float32_matmuls):
     """On CUDA the twin critic takes the padded path by default; in float32 it matches a float64 CPU copy."""
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)  # true float32 products
     torch.manual_seed(0)
     net = StackedLayerNormMlp(MEMBERS, K, [64, 32], N)
     reference = StackedLayerNormMlp(MEMBERS, K, [64, 32], N).double()
     reference.load_state_dict({k: v.double() for k, v in net.state_dict().items()})
     net = net.cuda()
     x = torch.randn(ROWS, K)
+    pads = []
+    real_pad = torch.nn.functional.pad
+    monkeypatch.setattr(networks.F, "pad", lambda *a, **k: pads.append(a[1]) or real_pad(*a, **k))
     out = net(x.cuda())
-    assert out.stride()[-2] == N + (-N % networks.GEMM_ALIGNMENT)  # padded path taken
+    # padded path taken: the 135-wide input (input and weight) and the 101-atom output weight
+    assert pads == [(0, 1), (0, 0, 0, 1), (0, 3, 0, 0)]
     torch.testing.assert_close(out.double().cpu(), reference(x.double()), rtol=1e-4, atol=1e-4)
     out.square().sum().backward()
     reference(x.double()).square().sum().backward()
