@@ -4,8 +4,10 @@ as failed on every rank with no process left behind."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -43,8 +45,8 @@ TINY = [
 RUN_TIMEOUT_SEC = 300
 
 
-def train_two_ranks(run_dir: Path, inject: str | None = None) -> subprocess.CompletedProcess:
-    """``trainrt train --gpus 2`` on the CPU (mujoco, gloo) with tiny settings."""
+def _two_rank_launch(run_dir: Path, inject: str | None, extra: tuple[str, ...]) -> tuple[list[str], dict]:
+    """The command line and environment of ``trainrt train --gpus 2`` on the CPU (mujoco, gloo)."""
     env = {k: v for k, v in os.environ.items() if k not in {"RANK", "LOCAL_RANK", "WORLD_SIZE"}}
     env["CUDA_VISIBLE_DEVICES"] = ""  # the CPU path (gloo) even where a GPU exists
     if inject is not None:
@@ -61,7 +63,14 @@ def train_two_ranks(run_dir: Path, inject: str | None = None) -> subprocess.Comp
         "--gpus=2",
         *TINY,
         f"training.run_dir={run_dir}",
+        *extra,
     ]
+    return command, env
+
+
+def train_two_ranks(run_dir: Path, inject: str | None = None, *extra: str) -> subprocess.CompletedProcess:
+    """``trainrt train --gpus 2`` on the CPU (mujoco, gloo) with tiny settings, to its end."""
+    command, env = _two_rank_launch(run_dir, inject, extra)
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_SEC)
 
 
@@ -184,6 +193,52 @@ def test_a_rank_that_dies_fails_the_run_without_hanging(tmp_path):
     assert rank_0["status"] == "failed"
     assert "lost contact" in rank_0["error"]
     assert rank_0["completed_iterations"] == 1
+
+
+def _assert_both_ranks_stopped_by_sigterm_after(run_dir: Path, iteration: int | None = None) -> int:
+    """Both ranks' summaries say interrupted by SIGTERM after the same iteration; return that iteration."""
+    rank_0, rank_1 = rank_summary(run_dir, 0), rank_summary(run_dir, 1)
+    for summary in (rank_0, rank_1):
+        assert summary["status"] == "interrupted" and summary["signal"] == "SIGTERM", summary["error"]
+    done = rank_0["completed_iterations"]
+    assert rank_1["completed_iterations"] == done and done >= 1
+    if iteration is not None:
+        assert done == iteration
+    assert checkpoint_path(run_dir, done).is_file()
+    return done
+
+
+@pytest.mark.slow
+def test_a_stop_signal_on_one_rank_stops_every_rank_after_the_same_iteration(tmp_path):
+    run_dir = tmp_path / "dp_stop"
+    # rank 1 alone receives SIGTERM during iteration 2; rank 0 learns of it at that iteration's boundary
+    result = train_two_ranks(run_dir, "1:2:sigterm", "algo.max_iterations=6")
+    assert result.returncode == 143, result.stdout[-3000:] + result.stderr[-3000:]
+    _assert_both_ranks_stopped_by_sigterm_after(run_dir, 2)
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_launcher_is_forwarded_to_every_rank(tmp_path):
+    run_dir = tmp_path / "dp_term"
+    command, env = _two_rank_launch(run_dir, None, ("algo.max_iterations=100000",))
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + RUN_TIMEOUT_SEC
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.stderr.read()[-3000:]
+        try:
+            started = rank_summary(run_dir, 0).get("completed_iterations", 0) >= 1
+        except (OSError, ValueError):
+            started = False
+        if started:
+            break
+        time.sleep(0.05)  # a polling interval, not a wait for something to happen
+    else:
+        process.kill()
+        raise AssertionError("the two-rank run reported no iteration in time")
+    process.send_signal(signal.SIGTERM)  # to the launcher only, as `docker stop` does
+    _, stderr = process.communicate(timeout=RUN_TIMEOUT_SEC)
+    assert process.returncode == 143, stderr[-3000:]
+    _assert_both_ranks_stopped_by_sigterm_after(run_dir)
 
 
 def test_checksums_that_differ_name_the_diverged_ranks():

@@ -9,7 +9,9 @@ The learner is data-parallel:
 - initial weights (and every other agent tensor) are broadcast from rank 0 after construction;
 - each optimizer gets a step pre-hook that all-reduces its parameters' gradients as one flattened buffer
   and divides by ``world_size`` before the step (on CUDA the all-reduce is captured with the learner graph);
-- at every iteration boundary (cold path) the ranks all-reduce a failure flag, then rank 0's agent buffers
+- at every iteration boundary (cold path) the ranks all-reduce a failure flag and a stop request (a signal
+  one rank received during the iteration: every rank then stops after that same iteration), then rank 0's
+  agent buffers
   (observation-normalizer and BatchNorm statistics) are broadcast, as DDP does with its buffers;
 - every ``training.distributed.check_every`` iterations and at the end, a checksum of all agent parameters
   and buffers is all-gathered; ranks that disagree fail the run.
@@ -27,6 +29,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import os
+import signal
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,10 +156,13 @@ class SingleProcess:
     def attach_agent(self, agent: Any) -> None:
         """Nothing to synchronize."""
 
-    def end_iteration(self, iteration: int, local_error: BaseException | None) -> None:
-        """Raise this rank's own error, if any."""
+    def end_iteration(
+        self, iteration: int, local_error: BaseException | None, stop_signal: int | None = None
+    ) -> int | None:
+        """Raise this rank's own error, if any; else the stop request (a signal number), as given."""
         if local_error is not None:
             raise local_error
+        return stop_signal
 
     def check_agreement(self, agent: Any, iteration: int) -> None:
         """Nothing to compare."""
@@ -257,15 +263,19 @@ class DataParallelRanks:
         tensor.detach().copy_(staged.to(tensor.device))
 
     @cold_path
-    def end_iteration(self, iteration: int, local_error: BaseException | None) -> None:
-        """Iteration boundary: agree whether every rank is fine; raise on every rank if one is not.
+    def end_iteration(
+        self, iteration: int, local_error: BaseException | None, stop_signal: int | None = None
+    ) -> int | None:
+        """Iteration boundary: agree whether every rank is fine and whether any rank was asked to stop.
 
         A rank's own error is re-raised on it; the others raise :class:`RankFailure` naming the failed ranks
         and their errors. Losing contact with a peer (it died mid-iteration) raises too, after at most the
-        process group's timeout.
+        process group's timeout. Otherwise returns the stop request of the lowest rank that has one (the
+        signal number it received), the same on every rank, or None: all ranks stop after the same iteration.
         """
-        flags = torch.zeros(self.world_size, dtype=torch.float32, device=self.collective_device)
-        flags[self.rank] = 1.0 if local_error is not None else 0.0
+        flags = torch.zeros(2, self.world_size, dtype=torch.float32, device=self.collective_device)
+        flags[0, self.rank] = 1.0 if local_error is not None else 0.0
+        flags[1, self.rank] = float(stop_signal or 0)
         try:
             self.dist.all_reduce(flags)
         except Exception as exc:
@@ -274,9 +284,10 @@ class DataParallelRanks:
             raise RankFailure(
                 f"rank {self.rank} lost contact with the other ranks at iteration {iteration}: {exc}"
             ) from exc
-        failed = [r for r, flag in enumerate(flags.cpu().tolist()) if flag > 0]
+        error_flags, stop_flags = flags.cpu().tolist()
+        failed = [r for r, flag in enumerate(error_flags) if flag > 0]
         if not failed:
-            return
+            return next((int(sig) for sig in stop_flags if sig > 0), None)
         text = "" if local_error is None else f"{type(local_error).__name__}: {local_error}"
         errors = self.gather(text)
         if local_error is not None:
@@ -371,11 +382,15 @@ def make_ranks(device: str, *, backend: str, timeout_sec: float, check_every: in
 
 @cold_path
 def injected_failure(rank: int, iteration: int) -> None:
-    """Fail as ``TRAINRT_INJECT_RANK_FAILURE`` says (``"<rank>:<iteration>[:crash]"``) on that rank and iteration."""
+    """Fail as ``TRAINRT_INJECT_RANK_FAILURE`` says (``"<rank>:<iteration>[:crash|:sigterm]"``) on that rank
+    and iteration: raise, exit at once, or send this process SIGTERM (a stop request of one rank only)."""
     spec = os.environ.get(INJECT_FAILURE_ENV)
     if not spec or not spec.startswith(f"{rank}:{iteration}"):
         return
     if spec == f"{rank}:{iteration}:crash":
         os._exit(17)  # no cleanup, no summary: what a killed or segfaulted rank looks like to its peers
+    if spec == f"{rank}:{iteration}:sigterm":
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
     if spec == f"{rank}:{iteration}":
         raise RuntimeError(f"injected failure on rank {rank} at iteration {iteration} ({INJECT_FAILURE_ENV})")

@@ -16,8 +16,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from trainrt.hotpath import cold_path
 
@@ -50,7 +52,10 @@ def rank_environment(
 def launch_ranks(train_args: Sequence[str], world_size: int, *, grace_sec: float = 30.0) -> int:
     """Run ``trainrt train TRAIN_ARGS`` as ``world_size`` ranks; return the run's exit code.
 
-    0 when every rank exits 0; otherwise the first non-zero code seen (130 on Ctrl-C).
+    0 when every rank exits 0; otherwise the first non-zero code seen (130 on Ctrl-C). SIGTERM or SIGHUP
+    sent to the launcher (``docker stop`` signals only the container's first process) is forwarded to every
+    rank, which saves and stops as a single-process run does; the launcher then exits with 128 + the signal
+    number. Ranks still running ``2 * grace_sec`` after a failure or a forwarded signal are killed.
     """
     if world_size < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
@@ -59,6 +64,17 @@ def launch_ranks(train_args: Sequence[str], world_size: int, *, grace_sec: float
     children = [
         subprocess.Popen(command, env=rank_environment(rank, world_size, port)) for rank in range(world_size)
     ]
+    forwarded: list[int] = []
+
+    def forward(signum: int, frame: Any) -> None:
+        forwarded.append(signum)
+        _signal_all(children, signum)
+
+    previous = (
+        {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGHUP)}
+        if threading.current_thread() is threading.main_thread()
+        else {}
+    )
     first_code: int | None = None
     failed_at: float | None = None
     terminated = False
@@ -68,6 +84,8 @@ def launch_ranks(train_args: Sequence[str], world_size: int, *, grace_sec: float
                 code = child.poll()
                 if code not in (None, 0) and first_code is None:
                     first_code, failed_at = code, time.monotonic()
+            if forwarded and failed_at is None:
+                failed_at, terminated = time.monotonic(), True
             if failed_at is not None:
                 waited = time.monotonic() - failed_at
                 if waited > 2 * grace_sec:
@@ -86,6 +104,10 @@ def launch_ranks(train_args: Sequence[str], world_size: int, *, grace_sec: float
         return 130
     finally:
         _signal_all(children, signal.SIGKILL)  # nothing outlives the launcher
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if forwarded:
+        return 128 + int(forwarded[0])
     if first_code is None:
         first_code = next((child.returncode for child in children if child.returncode != 0), 0)
     return int(first_code)

@@ -316,7 +316,8 @@ class OffPolicyRunner:
 
         Outside the iteration loop (set-up, warm-up, the final eval) a signal raises at once: SIGTERM and
         SIGHUP as ``RunInterrupted``, Ctrl-C as ``KeyboardInterrupt``. Inside the loop it is a request the
-        loop honours at the end of the iteration in progress (`_stop_if_requested`), so the exception never
+        loop honours at the end of the iteration in progress (`_stop_if_requested`; with several ranks, the
+        iteration whose boundary agreement first carries a request), so the exception never
         lands inside a graph replay, a two-stream schedule, a checkpoint write or a lock held by a library
         thread, where unwinding could crash or hang the process before it saves. A second Ctrl-C raises at
         once (for an iteration that does not end); a second SIGTERM or SIGHUP is ignored so the save can finish.
@@ -341,9 +342,8 @@ class OffPolicyRunner:
 
         return {sig: signal.signal(sig, stop) for sig in (*_STOP_SIGNALS, signal.SIGINT)}
 
-    def _stop_if_requested(self) -> None:
-        """Raise the stop a signal asked for during the iteration that just ended (a host flag check)."""
-        signum = self._stop_request
+    def _stop_if_requested(self, signum: int | None) -> None:
+        """Raise the stop that ``signum`` (the ranks' agreed stop request, a signal number) asks for."""
         if signum is None:
             return
         self._stop_at_boundary = False
@@ -537,6 +537,7 @@ class OffPolicyRunner:
             self._stop_at_boundary = False
         if self.ranks.world_size > 1:
             self._gather_rank_figures()
+        self._stop_if_requested(self._stop_request)  # one that came after the last iteration's agreement
 
     @cold_path
     def _iterate(self, first: int, clock: IterationClock, session_started: float) -> None:
@@ -553,7 +554,8 @@ class OffPolicyRunner:
                 injected_failure(ranks.rank, iteration)
             except Exception as exc:  # every rank hears of it at the boundary below, then all stop
                 local_error = exc
-            ranks.end_iteration(iteration, local_error)
+            # Every rank learns of any rank's error or stop request here; all stop after the same iteration.
+            agreed_stop = ranks.end_iteration(iteration, local_error, self._stop_request)
             ranks.check_agreement(agent, iteration)
             is_last = iteration == cfg.algo.max_iterations
             if iteration % cfg.training.log_every == 0 or is_last or iteration == first:
@@ -573,7 +575,7 @@ class OffPolicyRunner:
                     update=stamp
                 )
             self._after_iteration(iteration)
-            self._stop_if_requested()
+            self._stop_if_requested(agreed_stop)
 
     @cold_path
     def _gather_rank_figures(self) -> None:
