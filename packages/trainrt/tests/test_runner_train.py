@@ -13,10 +13,10 @@ from tiny_runs import TINY_RUN
 from trainrt.config import TrainConfig, apply_overrides, cpu_demo_preset
 from trainrt.runner import OffPolicyRunner, load_run_summary
 from trainrt.runner import off_policy_runner as runner_module
-from trainrt.runner.off_policy_runner import RunInterrupted
 from trainrt.runner.checkpoint import checkpoint_path, load_checkpoint
 from trainrt.runner.collector import Collector
 from trainrt.runner.manifest import load_resolved_config
+from trainrt.runner.off_policy_runner import RunInterrupted
 from trainrt.runner.summary import TailThroughput
 
 TINY = [*TINY_RUN, "training.play_steps=3"]
@@ -190,7 +190,9 @@ def _signal_during_iteration_2(monkeypatch, *signals):
     [(signal.SIGTERM, RunInterrupted), (signal.SIGHUP, RunInterrupted), (signal.SIGINT, KeyboardInterrupt)],
     ids=["TERM", "HUP", "INT"],
 )
-def test_a_signal_inside_an_iteration_stops_the_run_at_that_iterations_end(tmp_path, monkeypatch, sig, raised):
+def test_a_signal_inside_an_iteration_stops_the_run_at_that_iterations_end(
+    tmp_path, monkeypatch, sig, raised
+):
     _signal_during_iteration_2(monkeypatch, sig)
     cfg = tiny_config(
         tmp_path / "run", "sac", "g1_walk_flat", "algo.max_iterations=4", "training.checkpoint_every=0"
