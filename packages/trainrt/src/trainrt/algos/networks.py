@@ -55,7 +55,7 @@ def tanh_gaussian_sample(
 # --------------------------------------------------------------------------------------------------
 GEMM_ALIGNMENT = 8
 """Multiple the inner and output widths of a CUDA GEMM are zero-padded to (8 bf16 elements = 16 bytes).
-1 turns padding off; `benchmarks/profile_iteration.py --gemm-alignment 1` measures the difference."""
+1 turns padding off; `benchmarks/learner_variants.py --variants padded,unpadded` measures the difference."""
 
 
 def aligned_bmm(x: torch.Tensor, weight: torch.Tensor, *, pad: bool | None = None) -> torch.Tensor:

@@ -1,0 +1,146 @@
+"""DIAGNOSTIC: the compiled learner under named variants, interleaved in one process, ms per update.
+
+    python benchmarks/learner_variants.py --algo sac --task g1_walk_flat [--variants padded,unpadded]
+        [--rounds 2] [--out result.json]
+
+Fills one replay buffer from the preset's own collector, then for each round and each variant in turn
+builds a fresh agent from the same seed under that variant, captures all updates of an iteration as one
+compiled graph and times it as `trainrt bench learner` does (``fused`` mode). Variants:
+
+- ``padded``: the runtime as shipped (the twin critics' GEMM widths padded to a multiple of 8, adr/0013);
+- ``unpadded``: ``networks.GEMM_ALIGNMENT = 1``;
+- ``combo_kernels``, ``aggressive_fusion``, ``autotune_pointwise``: padded, with that inductor option on
+  (horizontal fusion of independent kernels; fusion past the default profitability checks; benchmarking
+  more Triton configurations for pointwise and reduction kernels). A variant whose option this torch does
+  not have is reported as skipped.
+
+Reports ms per update of every round, the median per variant and each variant's speedup over the first.
+Interleaving puts machine drift on every variant alike. The acceptance number stays
+``tail_env_steps_per_sec`` of a training run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+import torch._inductor.config as inductor_config
+
+from trainrt.algos import networks
+from trainrt.algos.bench import learner_benchmark
+from trainrt.cli import resolve_train_config
+from trainrt.runner.build import build_agent, build_env, build_replay
+from trainrt.runner.collector import Collector
+
+VARIANTS: dict[str, dict[str, Any]] = {
+    "padded": {},
+    "unpadded": {"gemm_alignment": 1},
+    "combo_kernels": {"inductor": {"combo_kernels": True}},
+    "aggressive_fusion": {"inductor": {"aggressive_fusion": True}},
+    "autotune_pointwise": {"inductor": {"max_autotune_pointwise": True}},
+}
+"""Variant name -> changes: ``gemm_alignment`` (networks.GEMM_ALIGNMENT) and ``inductor`` option values."""
+
+
+def missing_options(variant: str) -> list[str]:
+    """The inductor options of ``variant`` this torch does not have."""
+    return [k for k in VARIANTS[variant].get("inductor", {}) if not hasattr(inductor_config, k)]
+
+
+@contextlib.contextmanager
+def applied(variant: str) -> Iterator[None]:
+    """``variant``'s changes for the duration of the block (then the defaults again)."""
+    changes = VARIANTS[variant]
+    alignment = networks.GEMM_ALIGNMENT
+    networks.GEMM_ALIGNMENT = changes.get("gemm_alignment", alignment)
+    try:
+        with inductor_config.patch(changes.get("inductor", {})):
+            yield
+    finally:
+        networks.GEMM_ALIGNMENT = alignment
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--algo", default="sac")
+    parser.add_argument("--task", default="g1_walk_flat")
+    parser.add_argument("--sim", default="mjwarp")
+    parser.add_argument("--variants", default="padded,unpadded", help=f"comma-separated, of {list(VARIANTS)}")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--out", default=None)
+    parser.add_argument("overrides", nargs="*", help="key=value overrides, as for trainrt train")
+    args = parser.parse_args(argv)
+    names = [v for v in args.variants.split(",") if v]
+    unknown = [v for v in names if v not in VARIANTS]
+    if unknown or not names:
+        print(f"unknown variants {unknown}; valid: {list(VARIANTS)}", file=sys.stderr)
+        return 2
+    skipped = {v: missing_options(v) for v in names if missing_options(v)}
+    for variant, options in skipped.items():
+        print(f"skipping {variant}: this torch has no inductor option {options}", file=sys.stderr)
+    names = [v for v in names if v not in skipped]
+    cfg, _ = resolve_train_config(args.algo, args.task, args.sim, list(args.overrides), "auto")
+    params = cfg.algo.params
+    env = build_env(cfg)
+    replay = build_replay(cfg, env)
+    filler = build_agent(cfg, env.obs_dims, env.num_actions, env.device)
+    collector = Collector(env, filler, replay, env.reset(), steps_per_replay=1, use_graph=False)
+    collector.prefill(max(params.learning_starts, 32))
+    replay.freeze_view()
+
+    def sample(g: torch.Generator) -> Any:
+        return replay.sample(params.batch_size, g, from_view=True)
+
+    runs: dict[str, list[float]] = {v: [] for v in names}
+    for round_index in range(args.rounds):
+        for variant in names:
+            with applied(variant):
+                agent = build_agent(cfg, env.obs_dims, env.num_actions, env.device)
+                timing = learner_benchmark(
+                    agent,
+                    sample,
+                    updates_per_iteration=params.updates_per_iteration,
+                    iterations=args.iterations,
+                    modes=("fused",),
+                )
+            ms = timing["fused_ms_per_update"]
+            runs[variant].append(ms)
+            print(f"round {round_index} {variant}: {ms:.4f} ms per update", flush=True)
+    medians = {v: statistics.median(ms) for v, ms in runs.items()}
+    first = names[0] if names else None
+    result = {
+        "diagnostic": True,
+        "algo": args.algo,
+        "task": args.task,
+        "batch_size": params.batch_size,
+        "updates_per_iteration": params.updates_per_iteration,
+        "obs_dims": env.obs_dims,
+        "num_actions": env.num_actions,
+        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+        "torch": torch.__version__,
+        "variants": {v: VARIANTS[v] for v in names},
+        "skipped": skipped,
+        "ms_per_update": runs,
+        "median_ms_per_update": medians,
+        "speedup_over_first": {v: medians[first] / m for v, m in medians.items()} if first else {},
+    }
+    for variant, median in medians.items():
+        print(
+            f"{variant}: median {median:.4f} ms per update, {result['speedup_over_first'][variant]:.3f}x "
+            f"the speed of {first}"
+        )
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
