@@ -31,6 +31,9 @@ def test_a_key_given_twice_warns_and_the_last_value_wins(base):
         ("training.run_dir=  ", r"training\.run_dir is empty"),
         ("training.overwrite=sometimes", r"training\.overwrite"),
         ("training.save_replay=2", r"training\.save_replay"),
+        ("training.time_limit_sec=0", r"training\.time_limit_sec"),
+        ("training.time_limit_sec=-5", r"training\.time_limit_sec"),
+        ("training.time_limit_sec=soon", r"training\.time_limit_sec"),
     ],
 )
 def test_bad_run_settings_are_refused_naming_the_key(base, override, message):

@@ -218,6 +218,18 @@ def test_a_stop_signal_on_one_rank_stops_every_rank_after_the_same_iteration(tmp
 
 
 @pytest.mark.slow
+def test_a_time_limit_ends_every_rank_after_the_same_iteration(tmp_path):
+    run_dir = tmp_path / "dp_time"
+    result = train_two_ranks(run_dir, None, "algo.max_iterations=50", "training.time_limit_sec=0.001")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    rank_0, rank_1 = rank_summary(run_dir, 0), rank_summary(run_dir, 1)
+    for summary in (rank_0, rank_1):
+        assert summary["status"] == "completed" and summary["time_limit_reached"]
+        assert summary["completed_iterations"] == 1
+    assert rank_0["per_rank"][0]["parameter_checksum"] == rank_0["per_rank"][1]["parameter_checksum"]
+
+
+@pytest.mark.slow
 def test_sigterm_to_the_launcher_is_forwarded_to_every_rank(tmp_path):
     run_dir = tmp_path / "dp_term"
     command, env = _two_rank_launch(run_dir, None, ("algo.max_iterations=100000",))

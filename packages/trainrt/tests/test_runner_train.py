@@ -222,6 +222,28 @@ def test_a_second_ctrl_c_stops_at_once(tmp_path, monkeypatch):
     assert load_checkpoint(tmp_path / "run")["iteration"] == 1
 
 
+def test_a_time_limit_ends_the_run_like_its_last_iteration(tmp_path):
+    lines = []
+    # set-up alone takes longer than this: the limit is up when iteration 1 ends
+    cfg = tiny_config(
+        tmp_path / "run", "sac", "g1_walk_flat", "algo.max_iterations=1000", "training.time_limit_sec=0.001"
+    )
+    summary = OffPolicyRunner(cfg, log=lines.append).run()
+    assert summary.status == "completed" and summary.time_limit_reached
+    assert summary.completed_iterations == 1 and summary.max_iterations == 1000
+    assert load_checkpoint(tmp_path / "run")["iteration"] == 1  # saved as at the last iteration
+    assert summary.final_eval is not None  # and finished as a completed run is
+    assert any("training.time_limit_sec=0.001 reached after iteration 1 of 1000" in line for line in lines)
+    assert load_run_summary(tmp_path / "run").time_limit_reached
+
+
+def test_a_run_that_reaches_max_iterations_first_did_not_hit_its_time_limit(tmp_path):
+    cfg = tiny_config(tmp_path / "run", "sac", "g1_walk_flat", "training.time_limit_sec=3600")
+    summary = OffPolicyRunner(cfg, log=lambda line: None).run()
+    assert summary.status == "completed" and not summary.time_limit_reached
+    assert summary.completed_iterations == cfg.algo.max_iterations
+
+
 def test_an_exception_is_a_failed_run_with_the_error_text(tmp_path, monkeypatch):
     def broken_collect(self, num_steps):
         raise RuntimeError("physics exploded on purpose")

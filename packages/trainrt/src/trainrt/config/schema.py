@@ -181,6 +181,13 @@ class TrainingSection(BaseModel):
         1, ge=1, description="K: control steps per collector graph replay; divides algo.steps_per_iteration"
     )
     checkpoint_every: int = Field(50, ge=0, description="iterations between checkpoints (0: only at the end)")
+    time_limit_sec: float | None = Field(
+        None,
+        gt=0.0,
+        description="end the run after the first iteration that finishes this many seconds after its set-up "
+        "began (warm-up included), as if algo.max_iterations were reached there: a checkpoint, the final "
+        "eval, a completed summary with time_limit_reached=true (None: no limit)",
+    )
     resume: str | None = Field(None, description="run directory whose last checkpoint to continue from")
     tail_window: int = Field(100, ge=1, description="W: iterations in the tail_env_steps_per_sec window")
     log_every: int = Field(

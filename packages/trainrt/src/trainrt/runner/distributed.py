@@ -57,6 +57,19 @@ class RankFailure(RuntimeError):
 
 
 @dataclass(frozen=True)
+class Boundary:
+    """What the ranks agreed at an iteration boundary.
+
+    Attributes:
+        stop_signal: the signal number a rank received during the iteration (the lowest rank's), or None.
+        time_up: ``training.time_limit_sec`` has passed (on any rank).
+    """
+
+    stop_signal: int | None
+    time_up: bool
+
+
+@dataclass(frozen=True)
 class LaunchEnv:
     """Where this process sits in a launch, from the launcher's environment variables."""
 
@@ -157,12 +170,16 @@ class SingleProcess:
         """Nothing to synchronize."""
 
     def end_iteration(
-        self, iteration: int, local_error: BaseException | None, stop_signal: int | None = None
-    ) -> int | None:
-        """Raise this rank's own error, if any; else the stop request (a signal number), as given."""
+        self,
+        iteration: int,
+        local_error: BaseException | None,
+        stop_signal: int | None = None,
+        time_up: bool = False,
+    ) -> Boundary:
+        """Raise this rank's own error, if any; else the stop request and the time limit, as given."""
         if local_error is not None:
             raise local_error
-        return stop_signal
+        return Boundary(stop_signal, time_up)
 
     def check_agreement(self, agent: Any, iteration: int) -> None:
         """Nothing to compare."""
@@ -264,18 +281,24 @@ class DataParallelRanks:
 
     @cold_path
     def end_iteration(
-        self, iteration: int, local_error: BaseException | None, stop_signal: int | None = None
-    ) -> int | None:
-        """Iteration boundary: agree whether every rank is fine and whether any rank was asked to stop.
+        self,
+        iteration: int,
+        local_error: BaseException | None,
+        stop_signal: int | None = None,
+        time_up: bool = False,
+    ) -> Boundary:
+        """Iteration boundary: agree whether every rank is fine and whether the run ends here.
 
         A rank's own error is re-raised on it; the others raise :class:`RankFailure` naming the failed ranks
         and their errors. Losing contact with a peer (it died mid-iteration) raises too, after at most the
-        process group's timeout. Otherwise returns the stop request of the lowest rank that has one (the
-        signal number it received), the same on every rank, or None: all ranks stop after the same iteration.
+        process group's timeout. Otherwise returns the same :class:`Boundary` on every rank: the stop
+        request of the lowest rank that has one (the signal number it received), and whether any rank's
+        time limit is up. All ranks then stop after the same iteration.
         """
-        flags = torch.zeros(2, self.world_size, dtype=torch.float32, device=self.collective_device)
+        flags = torch.zeros(3, self.world_size, dtype=torch.float32, device=self.collective_device)
         flags[0, self.rank] = 1.0 if local_error is not None else 0.0
         flags[1, self.rank] = float(stop_signal or 0)
+        flags[2, self.rank] = 1.0 if time_up else 0.0
         try:
             self.dist.all_reduce(flags)
         except Exception as exc:
@@ -284,10 +307,10 @@ class DataParallelRanks:
             raise RankFailure(
                 f"rank {self.rank} lost contact with the other ranks at iteration {iteration}: {exc}"
             ) from exc
-        error_flags, stop_flags = flags.cpu().tolist()
+        error_flags, stop_flags, time_flags = flags.cpu().tolist()
         failed = [r for r, flag in enumerate(error_flags) if flag > 0]
         if not failed:
-            return next((int(sig) for sig in stop_flags if sig > 0), None)
+            return Boundary(next((int(sig) for sig in stop_flags if sig > 0), None), any(time_flags))
         text = "" if local_error is None else f"{type(local_error).__name__}: {local_error}"
         errors = self.gather(text)
         if local_error is not None:

@@ -221,6 +221,7 @@ class OffPolicyRunner:
         self.stop_signal: str | None = None
         self._stop_at_boundary = False  # inside the iteration loop: signals wait for the iteration's end
         self._stop_request: int | None = None
+        self.time_limit_reached = False  # the run ended at training.time_limit_sec
         self._overflow_reported: dict[str, int] = {}
         self._running_summary_at = 0.0
         self._provenance: dict[str, Any] | None = None
@@ -554,10 +555,12 @@ class OffPolicyRunner:
                 injected_failure(ranks.rank, iteration)
             except Exception as exc:  # every rank hears of it at the boundary below, then all stop
                 local_error = exc
-            # Every rank learns of any rank's error or stop request here; all stop after the same iteration.
-            agreed_stop = ranks.end_iteration(iteration, local_error, self._stop_request)
+            limit = cfg.training.time_limit_sec
+            time_up = limit is not None and time.perf_counter() - self._setup_started >= limit
+            # Every rank learns of any rank's error, stop request or time limit here; all stop alike.
+            boundary = ranks.end_iteration(iteration, local_error, self._stop_request, time_up)
             ranks.check_agreement(agent, iteration)
-            is_last = iteration == cfg.algo.max_iterations
+            is_last = iteration == cfg.algo.max_iterations or boundary.time_up
             if iteration % cfg.training.log_every == 0 or is_last or iteration == first:
                 self._log_iteration(iteration, collect_sec, learn_sec, elapsed_sec, session_started)
             record = schedule.records[-1]  # which policy acted, which rows the learner saw
@@ -575,7 +578,15 @@ class OffPolicyRunner:
                     update=stamp
                 )
             self._after_iteration(iteration)
-            self._stop_if_requested(agreed_stop)
+            self._stop_if_requested(boundary.stop_signal)
+            if boundary.time_up:
+                self.time_limit_reached = iteration < cfg.algo.max_iterations
+                if self.time_limit_reached:
+                    self.log(
+                        f"training.time_limit_sec={cfg.training.time_limit_sec:g} reached after iteration "
+                        f"{iteration} of {cfg.algo.max_iterations}: finishing the run here"
+                    )
+                break
 
     @cold_path
     def _gather_rank_figures(self) -> None:
@@ -867,6 +878,7 @@ class OffPolicyRunner:
             "steps_per_iteration": cfg.algo.steps_per_iteration,
             "updates_per_iteration": cfg.algo.params.updates_per_iteration,
             "max_iterations": cfg.algo.max_iterations,
+            "time_limit_reached": self.time_limit_reached,
             "resumed_from_iteration": self.resumed_from_iteration,
             "tail_env_steps_per_sec": tail.env_steps_per_sec,
             "tail_iteration_count": tail.iteration_count,

@@ -149,6 +149,9 @@ class RunSummary(BaseModel):
     steps_per_iteration: NonNegativeInt = Field(description="vector env steps per iteration")
     updates_per_iteration: NonNegativeInt
     max_iterations: NonNegativeInt
+    time_limit_reached: bool = Field(
+        False, description="the run ended at training.time_limit_sec, before algo.max_iterations"
+    )
     resumed_from_iteration: NonNegativeInt | None = None
     # The measurement.
     tail_env_steps_per_sec: NonNegativeFloat = Field(
