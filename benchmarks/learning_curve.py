@@ -8,8 +8,8 @@
    extras (final eval, ONNX export);
 2. ``trainrt eval`` (deterministic; walk: the fixed commands, tracking: the clip from its first frame) of up
    to ``--evals`` checkpoints spread over the run, the last always among them;
-3. one row per evaluated checkpoint: iteration, wall-clock seconds since set-up began (warm-up plus the
-   iterations' wall time), training episode length, and the headline eval numbers (walk: worst fall
+3. one row per evaluated checkpoint: iteration, wall-clock seconds since set-up began (the summary's
+   ``elapsed_sec`` of that iteration), and the headline eval numbers (walk: worst fall
    fraction, mean and worst linear-velocity error, mean yaw-rate error over the commands; tracking:
    completion and the body, anchor and joint errors).
 
@@ -67,12 +67,8 @@ def headline(task: str, result: dict[str, Any]) -> dict[str, float]:
 
 
 def wall_clock_at(summary: Any) -> dict[int, float]:
-    """Seconds since set-up began at the end of each iteration: warm-up plus the iterations' wall time."""
-    elapsed, at = summary.warmup_time_sec, {}
-    for timing in summary.iterations:
-        elapsed += timing.wall_time_sec
-        at[timing.iteration] = elapsed
-    return at
+    """Seconds since set-up began at the end of each iteration (``elapsed_sec`` of the run's timings)."""
+    return {t.iteration: t.elapsed_sec for t in summary.iterations if t.elapsed_sec is not None}
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
@@ -137,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             "commit": summary.commit,
             "tail_env_steps_per_sec": summary.tail_env_steps_per_sec,
             "completed_iterations": summary.completed_iterations,
+            "time_limit_reached": summary.time_limit_reached,
             "warmup_time_sec": summary.warmup_time_sec,
             "rows": rows,
             "evals": results,

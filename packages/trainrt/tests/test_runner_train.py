@@ -128,7 +128,9 @@ def test_resume_continues_the_iteration_count(trained_run, tmp_path):
     # during iteration 2, so its copy of iteration 2's wall time stops short of the write itself
     assert summary.iterations[0] == first.iterations[0]
     carried, original = summary.iterations[1], first.iterations[1]
-    assert carried.model_dump(exclude={"wall_time_sec"}) == original.model_dump(exclude={"wall_time_sec"})
+    re_timed = {"wall_time_sec", "elapsed_sec"}
+    assert carried.model_dump(exclude=re_timed) == original.model_dump(exclude=re_timed)
+    assert carried.elapsed_sec <= original.elapsed_sec
     assert carried.wall_time_sec <= original.wall_time_sec
     assert load_checkpoint(copy)["iteration"] == 3
 
@@ -242,6 +244,10 @@ def test_a_run_that_reaches_max_iterations_first_did_not_hit_its_time_limit(tmp_
     summary = OffPolicyRunner(cfg, log=lambda line: None).run()
     assert summary.status == "completed" and not summary.time_limit_reached
     assert summary.completed_iterations == cfg.algo.max_iterations
+    # every iteration records the seconds since set-up at its end: past the warm-up, increasing
+    elapsed = [t.elapsed_sec for t in summary.iterations]
+    assert summary.warmup_time_sec < elapsed[0] < elapsed[1]
+    assert elapsed[1] - elapsed[0] >= summary.iterations[1].wall_time_sec
 
 
 def test_an_exception_is_a_failed_run_with_the_error_text(tmp_path, monkeypatch):

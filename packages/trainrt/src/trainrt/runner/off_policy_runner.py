@@ -569,13 +569,15 @@ class OffPolicyRunner:
                 "learner_view_steps": record.learner_view_steps,
             }
             self.timings.append(
-                clock.finish(iteration, self.env_steps_per_iteration).model_copy(update=stamp)
+                clock.finish(iteration, self.env_steps_per_iteration).model_copy(
+                    update={**stamp, "elapsed_sec": time.perf_counter() - self._setup_started}
+                )
             )
             if (cfg.training.checkpoint_every and iteration % cfg.training.checkpoint_every == 0) or is_last:
                 self._save_checkpoint()  # reads self.timings (the summary it writes includes this iteration)
                 # The checkpoint's own write time belongs to this iteration too: re-time it now.
                 self.timings[-1] = clock.finish(iteration, self.env_steps_per_iteration).model_copy(
-                    update=stamp
+                    update={**stamp, "elapsed_sec": time.perf_counter() - self._setup_started}
                 )
             self._after_iteration(iteration)
             self._stop_if_requested(boundary.stop_signal)

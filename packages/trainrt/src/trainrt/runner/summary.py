@@ -70,6 +70,11 @@ class IterationTiming(BaseModel):
     learner_view_steps: NonNegativeInt | None = Field(
         None, description="vector env steps (all collection so far) in the replay view the learner sampled"
     )
+    elapsed_sec: NonNegativeFloat | None = Field(
+        None,
+        description="seconds from the set-up of the process that ran this iteration to the iteration's end "
+        "(warm-up and the time between iterations included): the wall-clock axis of a learning curve",
+    )
 
 
 class TailThroughput(BaseModel):
