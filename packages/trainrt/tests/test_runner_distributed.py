@@ -20,6 +20,8 @@ from trainrt.runner.checkpoint import checkpoint_path
 from trainrt.runner.distributed import (
     INJECT_FAILURE_ENV,
     RANK_SEED_STRIDE,
+    Boundary,
+    DataParallelRanks,
     LaunchEnv,
     SingleProcess,
     agent_tensors,
@@ -251,6 +253,41 @@ def test_sigterm_to_the_launcher_is_forwarded_to_every_rank(tmp_path):
     _, stderr = process.communicate(timeout=RUN_TIMEOUT_SEC)
     assert process.returncode == 143, stderr[-3000:]
     _assert_both_ranks_stopped_by_sigterm_after(run_dir)
+
+
+class _PeerFlags:
+    """A stand-in for torch.distributed whose all_reduce adds the boundary flags of the other ranks."""
+
+    def __init__(self, peers: list[tuple[int, float, float]]):
+        self.peers = peers  # (rank, stop signal, time up) of every other rank
+
+    def all_reduce(self, flags: torch.Tensor) -> None:
+        for rank, stop_signal, time_up in self.peers:
+            flags[1, rank] += stop_signal
+            flags[2, rank] += time_up
+
+
+def _rank_at_boundary(rank: int, world_size: int, peers: list[tuple[int, float, float]]) -> DataParallelRanks:
+    ranks = object.__new__(DataParallelRanks)  # no process group: the collective is the stand-in
+    ranks.rank, ranks.world_size = rank, world_size
+    ranks.collective_device = torch.device("cpu")
+    ranks.dist = _PeerFlags(peers)
+    return ranks
+
+
+@pytest.mark.parametrize(
+    ("mine", "peers", "agreed"),
+    [
+        ((None, False), [(1, 0.0, 0.0), (2, 0.0, 0.0)], Boundary(None, False)),
+        ((None, False), [(1, 0.0, 0.0), (2, 15.0, 0.0)], Boundary(15, False)),  # only rank 2 got SIGTERM
+        ((1, False), [(1, 0.0, 0.0), (2, 15.0, 0.0)], Boundary(1, False)),  # the lowest rank's signal
+        ((None, False), [(1, 0.0, 1.0), (2, 0.0, 0.0)], Boundary(None, True)),  # one rank's time is up
+        ((2, True), [(1, 15.0, 1.0), (2, 0.0, 1.0)], Boundary(2, True)),
+    ],
+)
+def test_every_rank_gets_the_same_stop_and_time_limit_decision(mine, peers, agreed):
+    ranks = _rank_at_boundary(0, 3, peers)
+    assert ranks.end_iteration(7, None, *mine) == agreed
 
 
 def test_checksums_that_differ_name_the_diverged_ranks():

@@ -263,6 +263,10 @@ class OffPolicyRunner:
             self._lock.release()
             self._lock = None
 
+    def _elapsed_sec(self) -> float:
+        """Seconds since this process began the run's set-up."""
+        return time.perf_counter() - self._setup_started
+
     @property
     def completed_iterations(self) -> int:
         """Iterations completed so far, including those of the run this one resumed."""
@@ -347,7 +351,6 @@ class OffPolicyRunner:
         """Raise the stop that ``signum`` (the ranks' agreed stop request, a signal number) asks for."""
         if signum is None:
             return
-        self._stop_at_boundary = False
         raise KeyboardInterrupt if signum == signal.SIGINT else RunInterrupted(signum)
 
     @staticmethod
@@ -501,7 +504,7 @@ class OffPolicyRunner:
             self._writer = SummaryWriter(log_dir=str(self.run_dir / TENSORBOARD_DIR_NAME))
         IterationClock(self.device).synchronize()
         self.warmup_env_steps = (int(env.common_step_counter.cpu()) - steps_before) * env.num_envs
-        self.warmup_time_sec = time.perf_counter() - self._setup_started
+        self.warmup_time_sec = self._elapsed_sec()
         self.collector.episode_summary()  # warm-up episodes do not count towards iteration 1's statistics
         env.episode_stats()
         collector_graph = self.collector.diagnostics()
@@ -556,7 +559,7 @@ class OffPolicyRunner:
             except Exception as exc:  # every rank hears of it at the boundary below, then all stop
                 local_error = exc
             limit = cfg.training.time_limit_sec
-            time_up = limit is not None and time.perf_counter() - self._setup_started >= limit
+            time_up = limit is not None and self._elapsed_sec() >= limit
             # Every rank learns of any rank's error, stop request or time limit here; all stop alike.
             boundary = ranks.end_iteration(iteration, local_error, self._stop_request, time_up)
             ranks.check_agreement(agent, iteration)
@@ -568,17 +571,11 @@ class OffPolicyRunner:
                 "acting_policy_version": record.acting_policy_version,
                 "learner_view_steps": record.learner_view_steps,
             }
-            self.timings.append(
-                clock.finish(iteration, self.env_steps_per_iteration).model_copy(
-                    update={**stamp, "elapsed_sec": time.perf_counter() - self._setup_started}
-                )
-            )
+            self.timings.append(self._iteration_timing(clock, iteration, stamp))
             if (cfg.training.checkpoint_every and iteration % cfg.training.checkpoint_every == 0) or is_last:
                 self._save_checkpoint()  # reads self.timings (the summary it writes includes this iteration)
                 # The checkpoint's own write time belongs to this iteration too: re-time it now.
-                self.timings[-1] = clock.finish(iteration, self.env_steps_per_iteration).model_copy(
-                    update={**stamp, "elapsed_sec": time.perf_counter() - self._setup_started}
-                )
+                self.timings[-1] = self._iteration_timing(clock, iteration, stamp)
             self._after_iteration(iteration)
             self._stop_if_requested(boundary.stop_signal)
             if boundary.time_up:
@@ -589,6 +586,13 @@ class OffPolicyRunner:
                         f"{iteration} of {cfg.algo.max_iterations}: finishing the run here"
                     )
                 break
+
+    def _iteration_timing(
+        self, clock: IterationClock, iteration: int, stamp: dict[str, Any]
+    ) -> IterationTiming:
+        """Iteration ``iteration``'s timing as of now, with its policy ``stamp`` and the seconds since set-up."""
+        finished = clock.finish(iteration, self.env_steps_per_iteration)
+        return finished.model_copy(update={**stamp, "elapsed_sec": self._elapsed_sec()})
 
     @cold_path
     def _gather_rank_figures(self) -> None:
