@@ -1,4 +1,5 @@
-"""Action bounds for tanh-bounded policies: ``JointPositionAction`` mode ``"joint_limits"`` on the G1 tasks.
+"""Action bounds for tanh-bounded policies on the G1 tasks: ``JointPositionAction`` mode ``"joint_limits"``
+(tracking) and three effort-based steps clamped to the joint limits (walking).
 
 References are computed here from the MuJoCo model's joint ranges and the clip file, not from the term.
 """
@@ -42,10 +43,27 @@ def _model_ranges(model: mujoco.MjModel, names) -> tuple[torch.Tensor, torch.Ten
     return ranges[:, 0], ranges[:, 1]
 
 
-def test_both_tasks_default_to_the_joint_limit_mapping():
-    for task in ("g1_walk_flat", "g1_motion_tracking"):
-        params = make_task_cfg(task).actions["joint_pos"].params
-        assert params["mode"] == "joint_limits", task
+def test_tracking_maps_onto_the_joint_limits_and_walking_onto_three_effort_steps():
+    assert make_task_cfg("g1_motion_tracking").actions["joint_pos"].params["mode"] == "joint_limits"
+    env = _env("g1_walk_flat")
+    term = env.action_manager.get_term("joint_pos")
+    model = env.backend.mj_model
+    ids = [_actuator_of(model, n) for n in term.joint_names]
+    # reference from the model: 3 x 0.25 x effort limit / kp per joint (adr/0014)
+    expected = [3.0 * 0.25 * model.actuator_forcerange[a, 1] / model.actuator_gainprm[a, 0] for a in ids]
+    assert term.mode == "scale" and term.clip_to_joint_range
+    assert term.scale.double().tolist() == pytest.approx(expected, rel=1e-6)
+    lower, upper = _model_ranges(model, term.joint_names)
+    for sign in (1.0, -1.0):
+        term.process_actions(torch.full((NUM_ENVS, term.action_dim), sign))
+        target = term.processed_action[0].double()
+        assert bool(((target >= lower - 1e-6) & (target <= upper + 1e-6)).all())
+
+
+def _actuator_of(model: mujoco.MjModel, joint: str) -> int:
+    """The actuator driving ``joint``."""
+    jid = model.joint(joint).id
+    return next(a for a in range(model.nu) if int(model.actuator_trnid[a, 0]) == jid)
 
 
 def test_bounds_reach_every_frame_of_the_default_clip(tracking_env):

@@ -97,3 +97,42 @@ def test_twin_critic_on_cuda_pads_and_matches_float64(monkeypatch, ieee_float32_
     for (name, p), q in zip(net.named_parameters(), reference.parameters()):
         assert p.grad.shape == p.shape, name
         torch.testing.assert_close(p.grad.double().cpu(), q.grad, rtol=1e-3, atol=1e-3, msg=name)
+
+
+def test_layer_norm_keeps_bf16_activations_with_float32_math():
+    """A bf16 input gives the float32 result rounded once to bf16; ``keep_input_dtype=False`` keeps float32."""
+    torch.manual_seed(0)
+    norm = networks.StackedLayerNorm(MEMBERS, 48)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+        norm.bias.uniform_(-0.5, 0.5)
+    x = torch.randn(MEMBERS, ROWS, 48).bfloat16()
+    x32 = x.float()
+    reference = torch.nn.functional.silu(
+        torch.nn.functional.layer_norm(x32, (48,), eps=norm.eps) * norm.weight + norm.bias
+    )
+    out = norm(x, torch.nn.functional.silu)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out, reference.bfloat16(), rtol=0.0, atol=0.0)
+    # the float32 statistics: not the bf16 rounding of every intermediate
+    naive = torch.nn.functional.silu(
+        torch.nn.functional.layer_norm(x, (48,), eps=norm.eps) * norm.weight.bfloat16()
+    )
+    assert not torch.equal(out, naive)
+    norm.keep_input_dtype = False
+    out32 = norm(x, torch.nn.functional.silu)
+    assert out32.dtype == torch.float32
+    torch.testing.assert_close(out32, reference, rtol=1e-6, atol=1e-6)
+    # float32 in: both settings give the same float32 values as the library LayerNorm
+    norm.keep_input_dtype = True
+    torch.testing.assert_close(norm(x32, torch.nn.functional.silu), reference, rtol=1e-6, atol=1e-6)
+
+
+def test_sac_norm_output_setting_reaches_every_layer():
+    from trainrt.algos.sac import SacActor, SacCritic
+
+    for keep in (True, False):
+        actor = SacActor(10, 3, 64, -5.0, 2.0, bf16_norm_outputs=keep)
+        critic = SacCritic(10, 3, 64, 101, bf16_norm_outputs=keep)
+        flags = {n.keep_input_dtype for net in (actor.net, critic.net) for n in net.norms}
+        assert flags == {keep}

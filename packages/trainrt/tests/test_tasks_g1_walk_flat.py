@@ -86,10 +86,10 @@ def test_layout_timing_and_action_scale(env):
     assert env.num_actions == 29
     meta = env.action_meta()
     model = env.backend.mj_model
-    # mode "joint_limits": action +-1 reaches the farther joint limit from the default pose
-    ranges = [model.jnt_range[model.joint(n).id] for n in simcore.G1_JOINT_NAMES]
-    defaults = [simcore.G1_DEFAULT_JOINT_POS.get(n, 0.0) for n in simcore.G1_JOINT_NAMES]
-    expected = [max(hi - d, d - lo) for (lo, hi), d in zip(ranges, defaults)]
+    # action +-1 is three effort-based steps (0.25 effort / kp each) from the default pose (adr/0014)
+    joint_ids = [model.joint(n).id for n in simcore.G1_JOINT_NAMES]
+    actuators = [next(a for a in range(model.nu) if int(model.actuator_trnid[a, 0]) == j) for j in joint_ids]
+    expected = [0.75 * model.actuator_forcerange[a, 1] / model.actuator_gainprm[a, 0] for a in actuators]
     assert meta["joint_names"] == list(simcore.G1_JOINT_NAMES)
     assert meta["action_scale"] == pytest.approx(expected, rel=1e-5)
 

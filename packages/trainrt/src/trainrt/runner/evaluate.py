@@ -7,8 +7,8 @@ changes applied through the task-override mechanism (``TaskSection``), and the a
     every fixed command of ``WALK_EVAL_COMMANDS`` at once: one env of ``num_envs`` rows per command (no
     heading or standing rows, no resampling, pushes off; each row's command assigned after the reset), one
     rollout of ``WALK_EVAL_HORIZON_S`` = 10 s of simulated time (``horizon_s``, or ``steps`` control steps;
-    at most one episode). Per command: the fraction of rows that fell, and the mean linear (xy) and yaw-rate
-    errors over the steps they were up.
+    at most one episode). Per command: the fraction of rows that fell, the mean linear (xy) and yaw-rate
+    errors, and the mean achieved (signed) forward, lateral and yaw velocities over the steps they were up.
 ``g1_motion_tracking``
     every row starts at the clip's first frame without perturbation (pushes off, no random start) and runs
     to the clip's end. Completion fraction (rows that reached the last frame), and mean body position,
@@ -287,6 +287,10 @@ def evaluate_walk(
     metrics = {
         "lin_vel_error_xy": lambda env: mdp.lin_vel_error_xy(env, command_name="twist"),
         "ang_vel_error_z": lambda env: mdp.ang_vel_error_z(env, command_name="twist"),
+        # the achieved velocities (root frame), signed: a steady turn and a yaw jitter have the same error
+        "mean_lin_vel_x": lambda env: env.robot.root_lin_vel_b[:, 0],
+        "mean_lin_vel_y": lambda env: env.robot.root_lin_vel_b[:, 1],
+        "mean_ang_vel_z": lambda env: env.robot.root_ang_vel_b[:, 2],
     }
     env = build_env(walk_eval_config(cfg, (0.0, 0.0, 0.0)), num_envs=num_envs * len(names))
     agent = _load_agent(cfg, env, state)
@@ -437,7 +441,8 @@ def format_eval_table(result: dict[str, Any]) -> str:
         f"(trained on {result['trained_sim']})"
     )
     if "commands" in result:
-        header = ["command", "vx", "vy", "wz", "fell", "lin vel err m/s", "yaw rate err rad/s", "ep len"]
+        header = ["command", "vx", "vy", "wz", "fell", "lin vel err m/s", "yaw rate err rad/s",
+                  "mean vx, vy, wz", "ep len"]  # fmt: skip
         rows = [
             [
                 name,
@@ -447,6 +452,7 @@ def format_eval_table(result: dict[str, Any]) -> str:
                 f"{r['failed_fraction']:.3f}",
                 f"{r['lin_vel_error_xy']:.3f}",
                 f"{r['ang_vel_error_z']:.3f}",
+                f"{r['mean_lin_vel_x']:+.2f}, {r['mean_lin_vel_y']:+.2f}, {r['mean_ang_vel_z']:+.2f}",
                 f"{r['mean_episode_length']:.0f}/{r['steps']}",
             ]
             for name, r in result["commands"].items()

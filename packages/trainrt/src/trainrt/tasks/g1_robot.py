@@ -31,7 +31,7 @@ the thighs stay off: the default clip (a squat lifting a box) keeps them touchin
 which a self-collision penalty would fight; with these pairs it has one frame of foot-foot contact."""
 
 G1_ACTION_PARAMS: dict[str, object] = {"mode": "joint_limits", "soft_limit_factor": 1.0}
-"""``JointPositionAction`` params of both G1 tasks: made for tanh-bounded policies (SAC, FlashSAC), action -1/+1
+"""``JointPositionAction`` params of ``g1_motion_tracking`` (walking uses ``g1_walk_action_params``): made for tanh-bounded policies (SAC, FlashSAC), action -1/+1
 reaches the joint limits on either side of the default pose (the default clip touches the ankle-roll and
 waist-pitch limits, so the soft-limit factor stays 1). ``g1_action_scale()`` is the PPO-style alternative
 (``{"mode": "scale", "scale": g1_action_scale()}``)."""
@@ -86,10 +86,25 @@ def g1_scene(
     )
 
 
+G1_WALK_ACTION_SCALE_MULTIPLE = 3.0
+"""Walking's action bounds in units of ``g1_action_scale()`` (``g1_walk_action_params``): +-1 is three of the
+PPO-style steps, the range Gaussian PPO policies actually use, instead of the joint limits (adr/0014)."""
+
+
 @cold_path
-def g1_joint_position_actions() -> dict[str, ActionTermCfg]:
-    """The action group of both G1 tasks: one ``JointPositionAction`` over every joint with ``G1_ACTION_PARAMS``."""
-    return {"joint_pos": ActionTermCfg(JointPositionAction, params=dict(G1_ACTION_PARAMS))}
+def g1_walk_action_params() -> dict[str, object]:
+    """``JointPositionAction`` params of ``g1_walk_flat``: ``G1_WALK_ACTION_SCALE_MULTIPLE`` times the
+    effort-based scale per joint, targets clamped to the joint limits (adr/0014)."""
+    scale = {name: G1_WALK_ACTION_SCALE_MULTIPLE * value for name, value in g1_action_scale().items()}
+    return {"mode": "scale", "scale": scale, "clip_to_joint_range": True}
+
+
+@cold_path
+def g1_joint_position_actions(params: dict[str, object] | None = None) -> dict[str, ActionTermCfg]:
+    """The action group of the G1 tasks: one ``JointPositionAction`` over every joint with ``params``
+    (default ``G1_ACTION_PARAMS``)."""
+    chosen = G1_ACTION_PARAMS if params is None else params
+    return {"joint_pos": ActionTermCfg(JointPositionAction, params=dict(chosen))}
 
 
 @cold_path

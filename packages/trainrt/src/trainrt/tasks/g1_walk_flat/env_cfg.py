@@ -1,7 +1,7 @@
 """``g1_walk_flat``: velocity tracking for the Unitree G1 on flat ground.
 
 dt 5 ms, decimation 4 (50 Hz control), 20 s episodes; PD position targets around the default pose, action -1/+1
-reaching the joint limits (``g1_robot.G1_ACTION_PARAMS``, made for tanh-bounded policies).
+three PPO-style steps from it (``g1_robot.g1_walk_action_params``, clamped to the joint limits; adr/0014).
 
 Reward weights are chosen from published G1 velocity presets ("anchors"), cited per term below:
 mjlab ``velocity/config/g1`` (PPO, no penalty curriculum), holosoma ``g1_29dof_loco`` (PPO and FastSAC
@@ -33,6 +33,7 @@ from trainrt.tasks.g1_robot import (
     g1_joint_position_actions,
     g1_scene,
     g1_standing_root_height,
+    g1_walk_action_params,
 )
 
 TWIST = "twist"
@@ -138,7 +139,7 @@ def _rewards() -> dict[str, RewardTermCfg]:
 def g1_walk_flat_env_cfg() -> EnvCfg:
     """The ``g1_walk_flat`` task: config of every manager (see the module docstring for the anchors)."""
     scene = g1_scene(bodies=("pelvis", "torso_link", *G1_FOOT_BODIES), contact_bodies=G1_FOOT_BODIES)
-    actions = g1_joint_position_actions()
+    actions = g1_joint_position_actions(g1_walk_action_params())
     commands = {
         # The command's declared defaults are this task's ranges and row fractions (docs/tasks.md lists them).
         TWIST: CommandTermCfg(
