@@ -9,8 +9,6 @@ compiled graph and times it as `trainrt bench learner` does (``fused`` mode). Va
 
 - ``padded``: the runtime as shipped (the twin critics' GEMM widths padded to a multiple of 8, adr/0013);
 - ``unpadded``: ``networks.GEMM_ALIGNMENT = 1``;
-- ``fp32_norm_outputs``: SAC's LayerNorm + SiLU outputs kept in float32 under bf16 autocast
-  (``algo.params.bf16_norm_outputs=false``; shipped: bf16);
 - ``combo_kernels``, ``aggressive_fusion``, ``autotune_pointwise``: padded, with that inductor option on
   (horizontal fusion of independent kernels; fusion past the default profitability checks; benchmarking
   more Triton configurations for pointwise and reduction kernels). A variant whose option this torch does
@@ -43,13 +41,11 @@ from trainrt.runner.collector import Collector
 VARIANTS: dict[str, dict[str, Any]] = {
     "padded": {},
     "unpadded": {"gemm_alignment": 1},
-    "fp32_norm_outputs": {"overrides": ["algo.params.bf16_norm_outputs=false"]},
     "combo_kernels": {"inductor": {"combo_kernels": True}},
     "aggressive_fusion": {"inductor": {"aggressive_fusion": True}},
     "autotune_pointwise": {"inductor": {"max_autotune_pointwise": True}},
 }
-"""Variant name -> changes: ``gemm_alignment`` (networks.GEMM_ALIGNMENT), ``inductor`` option values and
-config ``overrides`` (key=value, after the command line's)."""
+"""Variant name -> changes: ``gemm_alignment`` (networks.GEMM_ALIGNMENT) and ``inductor`` option values."""
 
 
 def missing_options(variant: str) -> list[str]:
@@ -105,14 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[float]] = {v: [] for v in names}
     for round_index in range(args.rounds):
         for variant in names:
-            extra = VARIANTS[variant].get("overrides", [])
-            variant_cfg = (
-                resolve_train_config(args.algo, args.task, args.sim, [*args.overrides, *extra], "auto")[0]
-                if extra
-                else cfg
-            )
             with applied(variant):
-                agent = build_agent(variant_cfg, env.obs_dims, env.num_actions, env.device)
+                agent = build_agent(cfg, env.obs_dims, env.num_actions, env.device)
                 timing = learner_benchmark(
                     agent,
                     sample,

@@ -7,7 +7,6 @@ aligned (the twin critics' 135- or 315-wide input, their 101-atom output). Param
 checkpoints and ONNX exports do not see the padding."""
 
 import math
-from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -122,52 +121,28 @@ class StackedLinear(nn.Module):
 
 
 class StackedLayerNorm(nn.Module):
-    """LayerNorm over the last axis with a separate affine map per member: (M, B, D) -> (M, B, D).
+    """LayerNorm over the last axis with a separate affine map per member: (M, B, D) -> (M, B, D)."""
 
-    ``forward(x, activation)`` computes the statistics, the affine map and the optional activation in float32
-    (float64 for a float64 input) and returns them in ``x``'s dtype when ``keep_input_dtype`` (the default),
-    else in that compute dtype. Under bf16
-    autocast ``x`` is the bf16 output of the layer before, so the stored activations stay bf16: the next GEMM
-    rounds its input to bf16 anyway, and the normalization kernels, which only move memory, move half as
-    many bytes forward and backward. In float32 (CPU, autocast off) both settings give the same values.
-    """
-
-    def __init__(self, members: int, dim: int, eps: float = 1e-5, *, keep_input_dtype: bool = True):
+    def __init__(self, members: int, dim: int, eps: float = 1e-5):
         super().__init__()
         self.dim = dim
         self.eps = eps
-        self.keep_input_dtype = keep_input_dtype
         self.weight = nn.Parameter(torch.ones(members, 1, dim))
         self.bias = nn.Parameter(torch.zeros(members, 1, dim))
 
-    def forward(self, x: torch.Tensor, activation: Callable[[torch.Tensor], torch.Tensor] | None = None):
-        """Normalize each row, scale and shift with the member's own parameters, then ``activation``."""
-        compute = torch.promote_types(x.dtype, torch.float32)  # float32, or float64 for a float64 input
-        out_dtype = x.dtype if self.keep_input_dtype else compute
-        x = x.to(compute)
-        var, mean = torch.var_mean(x, dim=-1, keepdim=True, correction=0)
-        y = (x - mean) * torch.rsqrt(var + self.eps) * self.weight.to(compute) + self.bias.to(compute)
-        if activation is not None:
-            y = activation(y)
-        return y.to(out_dtype)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Normalize each row, then scale and shift with the member's own parameters."""
+        normalized = F.layer_norm(x, (self.dim,), eps=self.eps)
+        return normalized * self.weight.to(normalized.dtype) + self.bias.to(normalized.dtype)
 
 
 class StackedLayerNormMlp(nn.Module):
     """M independent Linear -> LayerNorm -> SiLU MLPs with a linear output: (B, in) -> (M, B, out).
 
     With ``members=1`` it is a plain MLP whose output keeps the leading member axis of size 1.
-    ``bf16_norm_outputs`` is `StackedLayerNorm`'s ``keep_input_dtype``.
     """
 
-    def __init__(
-        self,
-        members: int,
-        in_dim: int,
-        hidden_dims: list[int],
-        out_dim: int,
-        *,
-        bf16_norm_outputs: bool = True,
-    ):
+    def __init__(self, members: int, in_dim: int, hidden_dims: list[int], out_dim: int):
         super().__init__()
         self.members = members
         self.linears = nn.ModuleList()
@@ -175,12 +150,12 @@ class StackedLayerNormMlp(nn.Module):
         width = in_dim
         for hidden in hidden_dims:
             self.linears.append(StackedLinear(members, width, hidden))
-            self.norms.append(StackedLayerNorm(members, hidden, keep_input_dtype=bf16_norm_outputs))
+            self.norms.append(StackedLayerNorm(members, hidden))
             width = hidden
         self.output = StackedLinear(members, width, out_dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Inputs (B, in) (shared) or (M, B, in) -> outputs (M, B, out)."""
         for linear, norm in zip(self.linears, self.norms):
-            x = norm(linear(x), F.silu)
+            x = F.silu(norm(linear(x)))
         return self.output(x)

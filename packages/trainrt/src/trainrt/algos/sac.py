@@ -86,9 +86,6 @@ class SacConfig(CheckedLearnerConfig):
 
     # Numerics and inputs.
     bf16_autocast: bool = True
-    # Under bf16 autocast the LayerNorm + SiLU outputs are stored in bf16 (math in float32); false keeps them
-    # float32, autocast's own choice for LayerNorm (networks.StackedLayerNorm).
-    bf16_norm_outputs: bool = True
     obs_normalization: bool = True
     actor_obs_group: str = "policy"
     critic_obs_group: str = "critic"
@@ -106,21 +103,12 @@ class SacActor(nn.Module):
     """Tanh-Gaussian policy head: normalized policy observations (B, Dp) -> pre-tanh mean, log-std (B, A)."""
 
     def __init__(
-        self,
-        obs_dim: int,
-        num_actions: int,
-        hidden_dim: int,
-        log_std_min: float,
-        log_std_max: float,
-        *,
-        bf16_norm_outputs: bool = True,
+        self, obs_dim: int, num_actions: int, hidden_dim: int, log_std_min: float, log_std_max: float
     ):
         super().__init__()
         self.log_std_min = log_std_min
         self.log_std_max = log_std_max
-        self.net = StackedLayerNormMlp(
-            1, obs_dim, _funnel(hidden_dim), 2 * num_actions, bf16_norm_outputs=bf16_norm_outputs
-        )
+        self.net = StackedLayerNormMlp(1, obs_dim, _funnel(hidden_dim), 2 * num_actions)
         # Zero output layer: the first policy is centred on the default pose with mid-range noise.
         nn.init.zeros_(self.net.output.weight)
         nn.init.zeros_(self.net.output.bias)
@@ -138,19 +126,9 @@ class SacCritic(nn.Module):
     GEMM.
     """
 
-    def __init__(
-        self,
-        obs_dim: int,
-        num_actions: int,
-        hidden_dim: int,
-        num_atoms: int,
-        *,
-        bf16_norm_outputs: bool = True,
-    ):
+    def __init__(self, obs_dim: int, num_actions: int, hidden_dim: int, num_atoms: int):
         super().__init__()
-        self.net = StackedLayerNormMlp(
-            2, obs_dim + num_actions, _funnel(hidden_dim), num_atoms, bf16_norm_outputs=bf16_norm_outputs
-        )
+        self.net = StackedLayerNormMlp(2, obs_dim + num_actions, _funnel(hidden_dim), num_atoms)
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """Return-distribution logits of both members (2, B, num_atoms)."""
@@ -177,11 +155,8 @@ class SacAgent(Agent):
         super().__init__(cfg, num_actions, device, seed)
         actor_dim, critic_dim = self._obs_group_dims(obs_dims)
         with self._seeded_init():
-            norm = {"bf16_norm_outputs": cfg.bf16_norm_outputs}
-            actor = SacActor(
-                actor_dim, num_actions, cfg.actor_hidden_dim, cfg.log_std_min, cfg.log_std_max, **norm
-            )
-            critic = SacCritic(critic_dim, num_actions, cfg.critic_hidden_dim, cfg.num_atoms, **norm)
+            actor = SacActor(actor_dim, num_actions, cfg.actor_hidden_dim, cfg.log_std_min, cfg.log_std_max)
+            critic = SacCritic(critic_dim, num_actions, cfg.critic_hidden_dim, cfg.num_atoms)
         self._init_learner(actor, critic, actor_dim, critic_dim)
         self.target_entropy = cfg.target_entropy_per_action * num_actions
         self._declare_losses(  # recorded by every update first, then by actor updates only
