@@ -150,6 +150,51 @@ def test_resume_refuses_a_finished_run_or_another_algorithm_before_starting(trai
         OffPolicyRunner(tiny_config(tmp_path / "new", "sac", "g1_walk_flat", f"training.resume={tmp_path}"))
 
 
+def test_resume_play_and_eval_refuse_a_checkpoint_whose_actions_mean_other_targets(trained_run, tmp_path):
+    """A task whose action bounds changed since the checkpoint (adr/0014) is refused before anything runs."""
+    from trainrt.runner.evaluate import evaluate_run
+    from trainrt.runner.play import load_run_policy
+
+    run_dir, _, _ = trained_run
+    copy = tmp_path / "rescaled"
+    shutil.copytree(run_dir, copy)
+    state = load_checkpoint(copy)
+    path = checkpoint_path(copy, int(state["iteration"]))
+    meta = state["env_meta"]["action_meta"]
+    meta["action_scale"] = [2.0 * s for s in meta["action_scale"]]  # as if trained with other bounds
+    torch.save(state, path)
+    before = (copy / "run_summary.json").read_text(), (copy / "config.json").read_text()
+    cfg = tiny_config(copy, "sac", "g1_walk_flat", f"training.resume={copy}", "algo.max_iterations=5")
+    with pytest.raises(ValueError, match=r"another action mapping .*left_hip_pitch_joint: .* rad per unit"):
+        OffPolicyRunner(cfg, log=lambda line: None)
+    with pytest.raises(ValueError, match="another action mapping"):
+        load_run_policy(copy, num_envs=1)
+    with pytest.raises(ValueError, match="another action mapping"):
+        evaluate_run(copy, num_envs=1, steps=2)
+    # nothing of the run was touched
+    assert ((copy / "run_summary.json").read_text(), (copy / "config.json").read_text()) == before
+
+
+def test_check_action_mapping_names_what_differs():
+    from types import SimpleNamespace
+
+    from trainrt.runner.checkpoint import check_action_mapping
+
+    env = SimpleNamespace(action_meta=lambda: {"joint_names": ["a", "b"], "action_scale": [1.0, 0.5]})
+
+    def state(**meta):
+        return {"path": "ckpt_000003.pt", "env_meta": {"action_meta": meta}}
+
+    check_action_mapping(state(joint_names=["a", "b"], action_scale=[1.0, 0.5 + 1e-7]), env)
+    check_action_mapping({"path": "old.pt"}, env)  # no action metadata: nothing to compare
+    with pytest.raises(ValueError, match=r"ckpt_000003.pt .*\(b: 0.25 rad per unit action there, 0.5 here\)"):
+        check_action_mapping(state(joint_names=["a", "b"], action_scale=[1.0, 0.25]), env)
+    with pytest.raises(ValueError, match="other joints or another joint order"):
+        check_action_mapping(state(joint_names=["b", "a"], action_scale=[0.5, 1.0]), env)
+    with pytest.raises(ValueError, match="3 action columns, this env has 2"):
+        check_action_mapping(state(action_scale=[1.0, 0.5, 0.5]), env)
+
+
 def test_ctrl_c_saves_a_checkpoint_and_an_interrupted_summary(tmp_path, monkeypatch):
     real_collect = Collector.collect
     calls = []

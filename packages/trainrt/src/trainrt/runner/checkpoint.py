@@ -188,6 +188,44 @@ def restore_rng_states(generators: dict[str, torch.Generator], states: dict[str,
 
 
 @cold_path
+def check_action_mapping(state: dict[str, Any], env: Any) -> None:
+    """ValueError unless ``env`` turns actions into the joint targets the checkpoint ``state`` was trained with.
+
+    Compares the per-joint action scales and joint names of the checkpoint's ``env_meta`` with the env's
+    ``action_meta()``. A task's action bounds can change between versions of the code (adr/0014); a policy
+    loaded into an env that maps its actions differently would command other joint targets without an
+    error. Checkpoints without action metadata pass.
+    """
+    trained = state.get("env_meta", {}).get("action_meta", {})
+    built = env.action_meta()
+    names, scales = trained.get("joint_names"), trained.get("action_scale")
+    if scales is None or built.get("action_scale") is None:
+        return
+    problem = None
+    if (
+        names is not None
+        and built.get("joint_names") is not None
+        and list(names) != list(built["joint_names"])
+    ):
+        problem = "other joints or another joint order"
+    elif len(scales) != len(built["action_scale"]):
+        problem = f"{len(scales)} action columns, this env has {len(built['action_scale'])}"
+    else:
+        labels = names or [f"column {i}" for i in range(len(scales))]
+        for label, a, b in zip(labels, scales, built["action_scale"]):
+            if abs(float(a) - float(b)) > 1e-5 * max(1.0, abs(float(b))):
+                problem = f"{label}: {float(a):.4g} rad per unit action there, {float(b):.4g} here"
+                break
+    if problem is not None:
+        raise ValueError(
+            f"checkpoint {state.get('path')} was trained with another action mapping than this env builds "
+            f"({problem}); its actions would command other joint targets. Use the code version it was "
+            "trained with, or set the task's action params to the ones it was trained with "
+            "(task.actions.joint_pos.params=..., see adr/0014)"
+        )
+
+
+@cold_path
 def load_agent_weights(agent: Any, state: dict[str, Any]) -> None:
     """Load a checkpoint's agent state into ``agent`` (resume, play, export), on any device.
 

@@ -33,7 +33,12 @@ from trainrt.config import TrainConfig
 from trainrt.hotpath import cold_path
 from trainrt.runner.atomic_files import atomic_write_text
 from trainrt.runner.build import build_agent, build_env, resolve_device
-from trainrt.runner.checkpoint import checkpoint_path, load_agent_weights, load_checkpoint
+from trainrt.runner.checkpoint import (
+    check_action_mapping,
+    checkpoint_path,
+    load_agent_weights,
+    load_checkpoint,
+)
 from trainrt.runner.manifest import load_resolved_config
 from trainrt.tasks.term_overrides import merge_term_overrides
 
@@ -222,18 +227,7 @@ def _rollout(
 @cold_path
 def _load_agent(cfg: TrainConfig, env: Any, state: dict[str, Any]) -> Any:
     """The run's agent with the checkpoint's weights; ValueError when the env maps actions differently."""
-    trained = state.get("env_meta", {}).get("action_meta", {}).get("action_scale")
-    built = env.action_meta().get("action_scale")
-    if trained is not None and built is not None:
-        same = len(trained) == len(built) and all(
-            abs(float(a) - float(b)) <= 1e-5 * max(1.0, abs(float(b))) for a, b in zip(trained, built)
-        )
-        if not same:
-            raise ValueError(
-                f"checkpoint {state.get('path')} was trained with other action scales than this env builds "
-                "(e.g. before the G1 tasks mapped actions onto the joint limits); its actions would mean other "
-                "joint targets here"
-            )
+    check_action_mapping(state, env)
     agent = build_agent(cfg, env.obs_dims, env.num_actions, env.device)
     load_agent_weights(agent, state)
     return agent

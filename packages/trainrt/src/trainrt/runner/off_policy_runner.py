@@ -59,6 +59,7 @@ from trainrt.runner.build import (
 )
 from trainrt.runner.checkpoint import (
     capture_rng_states,
+    check_action_mapping,
     load_agent_weights,
     load_checkpoint,
     restore_rng_states,
@@ -459,6 +460,14 @@ class OffPolicyRunner:
             self.log(
                 f"note: resuming with {self.cfg.algo.num_envs} envs (the run used {saved['algo']['num_envs']})"
             )
+        # The actions must mean the same joint targets (a task's bounds can change between versions,
+        # adr/0014): a one-row CPU MuJoCo env of this config shows how it maps them, before anything is written.
+        sim = self.cfg.sim.model_copy(update={"backend": "mujoco", "device": "cpu"})
+        probe = build_env(self.cfg.model_copy(update={"sim": sim}), num_envs=1)
+        try:
+            check_action_mapping(checkpoint, probe)
+        finally:
+            probe.close()
         return checkpoint
 
     @cold_path

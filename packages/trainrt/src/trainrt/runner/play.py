@@ -14,7 +14,7 @@ import torch
 
 from trainrt.hotpath import cold_path
 from trainrt.runner.build import build_agent, build_env
-from trainrt.runner.checkpoint import load_agent_weights, load_checkpoint
+from trainrt.runner.checkpoint import check_action_mapping, load_agent_weights, load_checkpoint
 from trainrt.runner.manifest import load_resolved_config
 
 _DONE_CHECK_EVERY = 50  # control steps between the (synchronizing) checks for "all episodes ended"
@@ -100,5 +100,6 @@ def load_run_policy(
     env = build_env(cfg, num_envs=num_envs)
     agent = build_agent(cfg, env.obs_dims, env.num_actions, env.device)
     state = load_checkpoint(checkpoint or Path(run_dir), map_location=env.device)
+    check_action_mapping(state, env)
     load_agent_weights(agent, state)
     return env, agent, {"checkpoint": str(state["path"]), "iteration": int(state["iteration"])}
