@@ -1,7 +1,8 @@
 """Learning against wall-clock time: train for a time budget, then `trainrt eval` checkpoints along the way.
 
     python benchmarks/learning_curve.py --algo sac --task g1_walk_flat --minutes 5 [--checkpoint-every 250]
-        [--evals 4] [--eval-envs 64] [--preset NAME] [--run-dir DIR] [--out curve.json] [key=value ...]
+        [--evals 4] [--eval-envs 64] [--preset NAME] [--run-dir DIR] [--out curve.json]
+        [--arm NAME="key=value ..." ...] [key=value ...]
 
 1. ``trainrt train`` with the preset plus the overrides, ``training.time_limit_sec`` = the budget (set-up
    and warm-up count), a checkpoint every ``--checkpoint-every`` iterations and none of the end-of-run
@@ -15,6 +16,12 @@
 
 The table goes to the console (markdown) and, with ``--out``, to JSON with every eval result. The run's
 ``tail_env_steps_per_sec`` is reported too; it is the throughput of this same run.
+
+``--arm NAME="key=value ..."`` (repeatable) makes it an A/B: one run per arm, each with the common
+overrides plus its own, all started at once on the same device with the same time budget, in
+``<run-dir>/<NAME>``; then every arm's checkpoints are evaluated and the table gets an ``arm`` column. The
+arms share the GPU, so each trains at a fraction of the whole machine's rate: a comparison at equal wall
+clock and equal share, not the number one run alone would reach.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -81,6 +89,46 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def parse_arms(specs: list[str]) -> dict[str, list[str]]:
+    """``NAME=OVERRIDES`` specs -> arm name -> its overrides; ValueError naming a malformed or repeated spec."""
+    arms: dict[str, list[str]] = {}
+    for spec in specs:
+        name, sep, overrides = spec.partition("=")
+        if not sep or not name or not name.replace("_", "").replace("-", "").isalnum():
+            raise ValueError(
+                f'--arm {spec!r}: expected NAME="key=value ..." with a name of letters, digits, - or _'
+            )
+        if name in arms:
+            raise ValueError(f"--arm {name!r} is given twice")
+        arms[name] = shlex.split(overrides)
+    return arms
+
+
+def curve(run_dir: Path, evals: int, eval_envs: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The curve rows of one finished run and its facts (summary numbers, every eval result)."""
+    summary = load_run_summary(run_dir)
+    at = wall_clock_at(summary)
+    iterations = sorted(int(p.stem.split("_")[1]) for p in checkpoints_newest_first(run_dir))
+    rows, results = [], []
+    for iteration in spread(iterations, evals):
+        result = evaluate_run(run_dir, checkpoint=iteration, num_envs=eval_envs, log=lambda line: None)
+        results.append(result)
+        rows.append({"iteration": iteration, "wall_clock_s": at.get(iteration, math.nan),
+                     **headline(summary.task, result)})  # fmt: skip
+    facts = {
+        "run_dir": str(run_dir),
+        "commit": summary.commit,
+        "tail_env_steps_per_sec": summary.tail_env_steps_per_sec,
+        "completed_iterations": summary.completed_iterations,
+        "time_limit_reached": summary.time_limit_reached,
+        "warmup_time_sec": summary.warmup_time_sec,
+        "final_episode_length": summary.episode_statistics.get("Episode/length"),
+        "rows": rows,
+        "evals": results,
+    }
+    return rows, facts
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--algo", default="sac")
@@ -93,51 +141,53 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-envs", type=int, default=64)
     parser.add_argument("--run-dir", default=None)
     parser.add_argument("--out", default=None)
+    parser.add_argument(
+        "--arm", action="append", default=[], metavar='NAME="key=value ..."',
+        help="one concurrent run per arm with these extra overrides (repeatable)",
+    )  # fmt: skip
     parser.add_argument("overrides", nargs="*", help="key=value overrides, as for trainrt train")
     args = parser.parse_args(argv)
     if not (math.isfinite(args.minutes) and args.minutes > 0) or args.evals < 1 or args.checkpoint_every < 1:
         parser.error("--minutes must be positive, --evals and --checkpoint-every at least 1")
-    run_dir = Path(args.run_dir or f"runs/curve_{args.algo}_{args.task}")
-    command = [
-        sys.executable, "-m", "trainrt", "train", f"--algo={args.algo}", f"--task={args.task}",
-        f"--sim={args.sim}", *([f"--preset={args.preset}"] if args.preset else []),
-        "algo.max_iterations=1000000", f"training.time_limit_sec={60 * args.minutes:g}",
-        f"training.checkpoint_every={args.checkpoint_every}", "training.final_eval=false",
-        "training.export_onnx=false", f"training.run_dir={run_dir}", *args.overrides,
-    ]  # fmt: skip
-    print("$", " ".join(command), flush=True)
-    trained = subprocess.run(command)
-    if trained.returncode != 0:
-        print(f"training exited with {trained.returncode}; no curve", file=sys.stderr)
-        return trained.returncode
-    summary = load_run_summary(run_dir)
-    at = wall_clock_at(summary)
-    iterations = sorted(int(p.stem.split("_")[1]) for p in checkpoints_newest_first(run_dir))
-    episode_length = summary.episode_statistics.get("Episode/length")
-    rows, results = [], []
-    for iteration in spread(iterations, args.evals):
-        result = evaluate_run(run_dir, checkpoint=iteration, num_envs=args.eval_envs, log=lambda line: None)
-        results.append(result)
-        rows.append({"iteration": iteration, "wall_clock_s": at.get(iteration, math.nan),
-                     **headline(summary.task, result)})  # fmt: skip
-    table = markdown(rows)
-    print(table)
-    print(f"tail env steps/s {summary.tail_env_steps_per_sec:,.0f}; final training episode length "
-          f"{episode_length}; time limit reached: {summary.time_limit_reached}")  # fmt: skip
+    try:
+        arms = parse_arms(args.arm)
+    except ValueError as err:
+        parser.error(str(err))
+    base = Path(args.run_dir or f"runs/curve_{args.algo}_{args.task}")
+    runs = {name: (base / name, extra) for name, extra in arms.items()} if arms else {None: (base, [])}
+    procs = {}
+    for name, (run_dir, extra) in runs.items():
+        command = [
+            sys.executable, "-m", "trainrt", "train", f"--algo={args.algo}", f"--task={args.task}",
+            f"--sim={args.sim}", *([f"--preset={args.preset}"] if args.preset else []),
+            "algo.max_iterations=1000000", f"training.time_limit_sec={60 * args.minutes:g}",
+            f"training.checkpoint_every={args.checkpoint_every}", "training.final_eval=false",
+            "training.export_onnx=false", f"training.run_dir={run_dir}", *args.overrides, *extra,
+        ]  # fmt: skip
+        print("$", " ".join(command), flush=True)
+        procs[name] = subprocess.Popen(command)  # all arms start together and share the device
+    codes = {name: proc.wait() for name, proc in procs.items()}
+    failed = {name: code for name, code in codes.items() if code != 0}
+    if failed:
+        print(f"training exited with {failed if arms else failed[None]}; no curve", file=sys.stderr)
+        return next(iter(failed.values()))
+    rows, facts = [], {}
+    for name, (run_dir, _) in runs.items():
+        arm_rows, facts[name] = curve(run_dir, args.evals, args.eval_envs)
+        rows += [{"arm": name, **row} for row in arm_rows] if arms else arm_rows
+    print(markdown(rows))
+    for name, f in facts.items():
+        print(f"{'' if name is None else name + ': '}tail env steps/s {f['tail_env_steps_per_sec']:,.0f}; final "
+              f"training episode length {f['final_episode_length']}; time limit reached: {f['time_limit_reached']}")  # fmt: skip
     if args.out:
-        out = {
-            "algo": args.algo,
-            "task": args.task,
-            "minutes": args.minutes,
-            "run_dir": str(run_dir),
-            "commit": summary.commit,
-            "tail_env_steps_per_sec": summary.tail_env_steps_per_sec,
-            "completed_iterations": summary.completed_iterations,
-            "time_limit_reached": summary.time_limit_reached,
-            "warmup_time_sec": summary.warmup_time_sec,
-            "rows": rows,
-            "evals": results,
-        }
+        head = {"algo": args.algo, "task": args.task, "minutes": args.minutes, "overrides": args.overrides}
+        if arms:
+            out = {
+                **head,
+                "concurrent_arms": {name: {"overrides": arms[name], **facts[name]} for name in arms},
+            }
+        else:
+            out = {**head, **facts[None]}
         Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
     return 0
 

@@ -47,3 +47,46 @@ def test_a_curve_row_per_evaluated_checkpoint(tmp_path, algo, task, metrics):
     assert 0 < rows[0]["wall_clock_s"] < 15.0 <= rows[1]["wall_clock_s"] < 20.0
     assert metrics <= set(rows[0])
     assert "| iteration | wall_clock_s |" in result.stdout
+
+
+def test_arms_train_at_once_with_their_own_overrides_and_share_one_table(tmp_path):
+    out = tmp_path / "ab.json"
+    extra = [o for o in TINY if not o.startswith(("algo.max_iterations=", "training."))]
+    command = [
+        sys.executable, str(SCRIPT), "--algo=sac", "--task=g1_walk_flat", "--sim=mujoco", "--preset=cpu-demo",
+        "--minutes=0.2", "--checkpoint-every=2", "--evals=1", "--eval-envs=2", f"--run-dir={tmp_path / 'ab'}",
+        f"--out={out}", "--arm", "base=", "--arm", "fast_actor=algo.params.actor_lr=0.001", *extra,
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    ab = json.loads(out.read_text())
+    arms = ab["concurrent_arms"]
+    assert list(arms) == ["base", "fast_actor"]
+    assert (
+        arms["fast_actor"]["overrides"] == ["algo.params.actor_lr=0.001"] and arms["base"]["overrides"] == []
+    )
+    for name, lr in (("base", 3e-4), ("fast_actor", 1e-3)):
+        run_dir = Path(arms[name]["run_dir"])
+        assert run_dir == tmp_path / "ab" / name
+        config = json.loads((run_dir / "config.json").read_text())
+        assert config["algo"]["params"]["actor_lr"] == pytest.approx(lr)
+        assert arms[name]["time_limit_reached"]
+        (row,) = arms[name]["rows"]
+        assert row["iteration"] == arms[name]["completed_iterations"]
+    assert "| arm | iteration | wall_clock_s |" in result.stdout
+    assert "| base |" in result.stdout and "| fast_actor |" in result.stdout
+
+
+@pytest.mark.parametrize("spec", ["no_equals", "=algo.params.actor_lr=1", "bad name=x=1"])
+def test_a_malformed_arm_is_refused_before_anything_runs(tmp_path, spec):
+    command = [sys.executable, str(SCRIPT), "--sim=mujoco", f"--run-dir={tmp_path / 'x'}", "--arm", spec]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 2
+    assert "--arm" in result.stderr and "NAME=" in result.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_an_arm_named_twice_is_refused(tmp_path):
+    command = [sys.executable, str(SCRIPT), "--sim=mujoco", "--arm", "a=", "--arm", "a=x=1"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 2 and "given twice" in result.stderr
