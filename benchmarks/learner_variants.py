@@ -9,6 +9,9 @@ compiled graph and times it as `trainrt bench learner` does (``fused`` mode). Va
 
 - ``padded``: the runtime as shipped (the twin critics' GEMM widths padded to a multiple of 8, adr/0013);
 - ``unpadded``: ``networks.GEMM_ALIGNMENT = 1``;
+- ``frozen_norm_affine`` (a measurement, not a learner): padded, with the normalization layers' scales and
+  shifts frozen, so the update computes no gradient for them. What it saves against ``padded`` is the cost
+  of those gradients: per-column reductions over every row of the batch;
 - ``combo_kernels``, ``aggressive_fusion``, ``autotune_pointwise``: padded, with that inductor option on
   (horizontal fusion of independent kernels; fusion past the default profitability checks; benchmarking
   more Triton configurations for pointwise and reduction kernels). A variant whose option this torch does
@@ -32,7 +35,7 @@ from typing import Any
 import torch
 import torch._inductor.config as inductor_config
 
-from trainrt.algos import networks
+from trainrt.algos import flashsac, networks
 from trainrt.algos.bench import learner_benchmark
 from trainrt.cli import resolve_train_config
 from trainrt.runner.build import build_agent, build_env, build_replay
@@ -41,11 +44,31 @@ from trainrt.runner.collector import Collector
 VARIANTS: dict[str, dict[str, Any]] = {
     "padded": {},
     "unpadded": {"gemm_alignment": 1},
+    "frozen_norm_affine": {"freeze_norm_affine": True},
     "combo_kernels": {"inductor": {"combo_kernels": True}},
     "aggressive_fusion": {"inductor": {"aggressive_fusion": True}},
     "autotune_pointwise": {"inductor": {"max_autotune_pointwise": True}},
 }
-"""Variant name -> changes: ``gemm_alignment`` (networks.GEMM_ALIGNMENT) and ``inductor`` option values."""
+"""Variant name -> changes: ``gemm_alignment`` (networks.GEMM_ALIGNMENT), ``inductor`` option values and
+``freeze_norm_affine`` (`freeze_norm_affine`)."""
+
+NORM_LAYERS: tuple[type, ...] = (networks.StackedLayerNorm, flashsac._BatchNorm, flashsac._RmsNorm)
+"""The normalization layers of SAC and FlashSAC whose affine parameters ``frozen_norm_affine`` freezes."""
+
+
+def freeze_norm_affine(agent: Any) -> int:
+    """Stop gradients to the scales and shifts of every normalization layer of the actor and critic.
+
+    Returns the number of parameters frozen. The optimizers skip parameters without a gradient.
+    """
+    frozen = 0
+    for net in (agent.actor, agent.critic):
+        for layer in net.modules():
+            if isinstance(layer, NORM_LAYERS):
+                for param in layer.parameters(recurse=False):
+                    param.requires_grad_(False)
+                    frozen += 1
+    return frozen
 
 
 def missing_options(variant: str) -> list[str]:
@@ -103,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         for variant in names:
             with applied(variant):
                 agent = build_agent(cfg, env.obs_dims, env.num_actions, env.device)
+                if VARIANTS[variant].get("freeze_norm_affine"):
+                    freeze_norm_affine(agent)
                 timing = learner_benchmark(
                     agent,
                     sample,

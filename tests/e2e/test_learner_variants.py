@@ -1,0 +1,87 @@
+"""`benchmarks/learner_variants.py` on the CPU: variants alternate, results land in JSON, and the
+``frozen_norm_affine`` measurement leaves the normalization layers' scales and shifts untouched."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "learner_variants.py"
+TINY_LEARNER = [
+    "algo.num_envs=4",
+    "algo.params.batch_size=16",
+    "algo.params.updates_per_iteration=2",
+    "algo.params.actor_hidden_dim=16",
+    "algo.params.critic_hidden_dim=16",
+    "algo.params.buffer_size_per_env=16",
+    "algo.params.learning_starts=4",
+]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("learner_variants", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_variants_alternate_and_write_their_timings(tmp_path):
+    out = tmp_path / "variants.json"
+    command = [
+        sys.executable, str(SCRIPT), "--sim=mujoco", "--variants=padded,frozen_norm_affine", "--rounds=2",
+        "--iterations=1", f"--out={out}", *TINY_LEARNER,
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["diagnostic"] and data["batch_size"] == 16 and data["updates_per_iteration"] == 2
+    assert list(data["ms_per_update"]) == ["padded", "frozen_norm_affine"]
+    assert all(len(ms) == 2 and min(ms) > 0 for ms in data["ms_per_update"].values())
+    assert data["speedup_over_first"]["padded"] == 1.0
+    lines = [line for line in result.stdout.splitlines() if line.startswith("round ")]
+    assert [line.split(":")[0] for line in lines] == [
+        "round 0 padded", "round 0 frozen_norm_affine", "round 1 padded", "round 1 frozen_norm_affine",
+    ]  # fmt: skip
+
+
+def test_an_unknown_variant_is_refused():
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--sim=mujoco", "--variants=padded,fastest"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2 and "unknown variants ['fastest']" in result.stderr
+
+
+@pytest.mark.parametrize("algo", ["sac", "flashsac"])
+def test_frozen_norm_affine_stops_only_the_normalization_parameters(algo):
+    from trainrt.algos import make_agent
+    from trainrt.cli import resolve_train_config
+
+    variants = _script()
+    cfg, _ = resolve_train_config(algo, "g1_walk_flat", "mujoco", TINY_LEARNER, "cpu-demo")
+    agent = make_agent(algo, cfg.algo.params, {"policy": 12, "critic": 14}, 3, "cpu", seed=0)
+    frozen = variants.freeze_norm_affine(agent)
+    norms = [
+        p
+        for net in (agent.actor, agent.critic)
+        for m in net.modules()
+        if isinstance(m, variants.NORM_LAYERS)
+        for p in m.parameters(recurse=False)
+    ]
+    assert frozen == len(norms) > 0
+    assert all(not p.requires_grad for p in norms)
+    ids = {id(p) for p in norms}
+    others = [p for net in (agent.actor, agent.critic) for p in net.parameters() if id(p) not in ids]
+    assert others and all(p.requires_grad for p in others)
+    # a backward pass through the critic reaches every other parameter and none of the frozen ones
+    obs = torch.randn(16, 14)
+    actions = agent.act({"policy": torch.randn(16, 12), "critic": obs})
+    extra = () if algo == "sac" else (True,)  # FlashSAC's critic takes the BatchNorm mode
+    agent.critic(obs, actions, *extra).float().square().mean().backward()
+    assert all(p.grad is None for p in norms)
+    critic_others = [p for p in agent.critic.parameters() if id(p) not in ids]
+    assert all(p.grad is not None for p in critic_others)
