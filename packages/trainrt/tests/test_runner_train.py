@@ -173,6 +173,14 @@ def test_resume_play_and_eval_refuse_a_checkpoint_whose_actions_mean_other_targe
         evaluate_run(copy, num_envs=1, steps=2)
     # nothing of the run was touched
     assert ((copy / "run_summary.json").read_text(), (copy / "config.json").read_text()) == before
+    # the way out the error names: resume with the scales the checkpoint was trained with
+    scales = dict(zip(meta["joint_names"], meta["action_scale"]))
+    same = tiny_config(
+        copy, "sac", "g1_walk_flat", f"training.resume={copy}", "algo.max_iterations=3",
+        f"task.actions.joint_pos.params.scale={json.dumps(scales)}",
+    )  # fmt: skip
+    summary = OffPolicyRunner(same, log=lambda line: None).run()
+    assert summary.status == "completed" and summary.resumed_from_iteration == 2
 
 
 def test_check_action_mapping_names_what_differs():

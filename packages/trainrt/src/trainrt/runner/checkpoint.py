@@ -219,9 +219,10 @@ def check_action_mapping(state: dict[str, Any], env: Any) -> None:
     if problem is not None:
         raise ValueError(
             f"checkpoint {state.get('path')} was trained with another action mapping than this env builds "
-            f"({problem}); its actions would command other joint targets. Use the code version it was "
-            "trained with, or set the task's action params to the ones it was trained with "
-            "(task.actions.joint_pos.params=..., see adr/0014)"
+            f"({problem}); its actions would command other joint targets. Use the code version that trained "
+            "it (the commit in its run_summary.json), or, to resume, give the scales it was trained with "
+            "(the checkpoint's env_meta.action_meta.action_scale) as task.actions.joint_pos.params.scale "
+            "(see adr/0014)"
         )
 
 

@@ -31,10 +31,10 @@ the thighs stay off: the default clip (a squat lifting a box) keeps them touchin
 which a self-collision penalty would fight; with these pairs it has one frame of foot-foot contact."""
 
 G1_ACTION_PARAMS: dict[str, object] = {"mode": "joint_limits", "soft_limit_factor": 1.0}
-"""``JointPositionAction`` params of ``g1_motion_tracking`` (walking uses ``g1_walk_action_params``): made for tanh-bounded policies (SAC, FlashSAC), action -1/+1
-reaches the joint limits on either side of the default pose (the default clip touches the ankle-roll and
-waist-pitch limits, so the soft-limit factor stays 1). ``g1_action_scale()`` is the PPO-style alternative
-(``{"mode": "scale", "scale": g1_action_scale()}``)."""
+"""``JointPositionAction`` params of ``g1_motion_tracking`` (walking uses ``g1_walk_action_params``), made for
+tanh-bounded policies (SAC, FlashSAC): action -1/+1 reaches the joint limits on either side of the default pose
+(the default clip touches the ankle-roll and waist-pitch limits, so the soft-limit factor stays 1).
+``g1_action_scale()`` is the PPO-style alternative (``{"mode": "scale", "scale": g1_action_scale()}``)."""
 
 G1_ACTION_SCALE_FACTOR = 0.25
 """Action scale per joint = factor * effort_limit / kp: an action of 1 asks for a quarter of the joint's peak
