@@ -14,6 +14,11 @@
    fraction, mean and worst linear-velocity error, mean yaw-rate error over the commands; tracking:
    completion and the body, anchor and joint errors).
 
+The run's ``algo.max_iterations`` is raised so that only the budget ends it; a learning-rate schedule whose
+horizon the config leaves to the run (``lr_decay_updates`` unset) keeps the preset's horizon
+(``algo.params.lr_decay_updates`` = its max_iterations x updates per iteration), so the curve shows the
+preset's learning, not a schedule stretched over a million iterations.
+
 The table goes to the console (markdown) and, with ``--out``, to JSON with every eval result. The run's
 ``tail_env_steps_per_sec`` is reported too; it is the throughput of this same run.
 
@@ -104,6 +109,17 @@ def parse_arms(specs: list[str]) -> dict[str, list[str]]:
     return arms
 
 
+def pinned_lr_horizon(algo: str, task: str, sim: str, preset: str | None, overrides: list[str]) -> list[str]:
+    """The override that keeps the config's learning-rate horizon once max_iterations is raised (or none)."""
+    from trainrt.cli import resolve_train_config
+
+    cfg, _ = resolve_train_config(algo, task, sim, list(overrides), preset or "auto")
+    params = cfg.algo.params
+    if getattr(params, "lr_schedule", "constant") == "constant" or params.lr_decay_updates is not None:
+        return []
+    return [f"algo.params.lr_decay_updates={cfg.algo.max_iterations * params.updates_per_iteration}"]
+
+
 def curve(run_dir: Path, evals: int, eval_envs: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The curve rows of one finished run and its facts (summary numbers, every eval result)."""
     summary = load_run_summary(run_dir)
@@ -157,12 +173,13 @@ def main(argv: list[str] | None = None) -> int:
     runs = {name: (base / name, extra) for name, extra in arms.items()} if arms else {None: (base, [])}
     procs = {}
     for name, (run_dir, extra) in runs.items():
+        horizon = pinned_lr_horizon(args.algo, args.task, args.sim, args.preset, [*args.overrides, *extra])
         command = [
             sys.executable, "-m", "trainrt", "train", f"--algo={args.algo}", f"--task={args.task}",
             f"--sim={args.sim}", *([f"--preset={args.preset}"] if args.preset else []),
             "algo.max_iterations=1000000", f"training.time_limit_sec={60 * args.minutes:g}",
             f"training.checkpoint_every={args.checkpoint_every}", "training.final_eval=false",
-            "training.export_onnx=false", f"training.run_dir={run_dir}", *args.overrides, *extra,
+            "training.export_onnx=false", f"training.run_dir={run_dir}", *args.overrides, *extra, *horizon,
         ]  # fmt: skip
         print("$", " ".join(command), flush=True)
         procs[name] = subprocess.Popen(command)  # all arms start together and share the device

@@ -47,6 +47,10 @@ def test_a_curve_row_per_evaluated_checkpoint(tmp_path, algo, task, metrics):
     assert 0 < rows[0]["wall_clock_s"] < 15.0 <= rows[1]["wall_clock_s"] < 20.0
     assert metrics <= set(rows[0])
     assert "| iteration | wall_clock_s |" in result.stdout
+    # the raised max_iterations does not stretch FlashSAC's cosine: it keeps the preset's horizon
+    # (cpu-demo: 500 iterations x 4 updates); SAC's constant learning rate gets no horizon
+    params = json.loads((tmp_path / "run" / "config.json").read_text())["algo"]["params"]
+    assert params["lr_decay_updates"] == (500 * 4 if algo == "flashsac" else None)
 
 
 def test_arms_train_at_once_with_their_own_overrides_and_share_one_table(tmp_path):

@@ -183,6 +183,19 @@ def test_resume_play_and_eval_refuse_a_checkpoint_whose_actions_mean_other_targe
     assert summary.status == "completed" and summary.resumed_from_iteration == 2
 
 
+@pytest.mark.parametrize(("decay", "horizon"), [(None, 2 * 1), (7, 7)])
+def test_the_learning_rate_decays_over_the_configured_updates_or_else_the_run(tmp_path, decay, horizon):
+    """``lr_decay_updates`` sets the cosine's horizon; unset, it spans the run (max_iterations * updates)."""
+    extra = ["algo.params.lr_schedule=warmup_cosine", "algo.params.lr_final_ratio=0.5"]
+    if decay is not None:
+        extra.append(f"algo.params.lr_decay_updates={decay}")
+    runner = OffPolicyRunner(
+        tiny_config(tmp_path / "run", "sac", "g1_walk_flat", *extra), log=lambda line: None
+    )
+    runner.run()
+    assert runner.agent._lr_schedule.horizon_updates == horizon
+
+
 def test_check_action_mapping_names_what_differs():
     from types import SimpleNamespace
 

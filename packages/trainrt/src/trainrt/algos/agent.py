@@ -547,8 +547,9 @@ class Agent(abc.ABC):
 
     @cold_path
     def set_lr_horizon(self, total_updates: int) -> None:
-        """Updates over which the schedule decays when its config leaves the horizon to the run."""
-        if self._lr_schedule is not None:
+        """Updates over which the schedule decays, when its config leaves the horizon to the run
+        (``lr_decay_updates`` None); a configured ``lr_decay_updates`` stays."""
+        if self._lr_schedule is not None and getattr(self.cfg, "lr_decay_updates", None) is None:
             self._lr_schedule.set_horizon(total_updates)
 
     def _advance_lr_schedule(self) -> None:
