@@ -24,7 +24,7 @@ The table goes to the console (markdown) and, with ``--out``, to JSON with every
 
 ``--arm NAME="key=value ..."`` (repeatable) makes it an A/B: one run per arm, each with the common
 overrides plus its own, all started at once on the same device with the same time budget, in
-``<run-dir>/<NAME>``; then every arm's checkpoints are evaluated and the table gets an ``arm`` column. The
+``<run-dir>/<NAME>`` (its console output in ``<run-dir>/<NAME>.log``); then every arm's checkpoints are evaluated and the table gets an ``arm`` column. The
 arms share the GPU, so each trains at a fraction of the whole machine's rate: a comparison at equal wall
 clock and equal share, not the number one run alone would reach.
 """
@@ -182,11 +182,17 @@ def main(argv: list[str] | None = None) -> int:
             "training.export_onnx=false", f"training.run_dir={run_dir}", *args.overrides, *extra, *horizon,
         ]  # fmt: skip
         print("$", " ".join(command), flush=True)
-        procs[name] = subprocess.Popen(command)  # all arms start together and share the device
+        if name is None:
+            procs[name] = subprocess.Popen(command)
+        else:  # all arms start together and share the device; each arm's console goes to its own log
+            base.mkdir(parents=True, exist_ok=True)
+            with open(base / f"{name}.log", "w") as log:
+                procs[name] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     codes = {name: proc.wait() for name, proc in procs.items()}
     failed = {name: code for name, code in codes.items() if code != 0}
     if failed:
-        print(f"training exited with {failed if arms else failed[None]}; no curve", file=sys.stderr)
+        logs = "".join(f"; {name}: see {base / f'{name}.log'}" for name in failed if name is not None)
+        print(f"training exited with {failed if arms else failed[None]}{logs}; no curve", file=sys.stderr)
         return next(iter(failed.values()))
     rows, facts = [], {}
     for name, (run_dir, _) in runs.items():

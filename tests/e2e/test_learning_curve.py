@@ -48,9 +48,9 @@ def test_a_curve_row_per_evaluated_checkpoint(tmp_path, algo, task, metrics):
     assert metrics <= set(rows[0])
     assert "| iteration | wall_clock_s |" in result.stdout
     # the raised max_iterations does not stretch FlashSAC's cosine: it keeps the preset's horizon
-    # (cpu-demo: 500 iterations x 4 updates); SAC's constant learning rate gets no horizon
+    # (cpu-demo: 500 iterations x 4 updates); so does the SAC walk's, whose rates decay too
     params = json.loads((tmp_path / "run" / "config.json").read_text())["algo"]["params"]
-    assert params["lr_decay_updates"] == (500 * 4 if algo == "flashsac" else None)
+    assert params["lr_schedule"] == "warmup_cosine" and params["lr_decay_updates"] == 500 * 4
 
 
 def test_arms_train_at_once_with_their_own_overrides_and_share_one_table(tmp_path):
@@ -75,6 +75,12 @@ def test_arms_train_at_once_with_their_own_overrides_and_share_one_table(tmp_pat
         config = json.loads((run_dir / "config.json").read_text())
         assert config["algo"]["params"]["actor_lr"] == pytest.approx(lr)
         assert arms[name]["time_limit_reached"]
+        # each arm's console is its own file, not interleaved with the other's
+        log = (tmp_path / "ab" / f"{name}.log").read_text()
+        assert f"run directory: {run_dir.resolve()}" in log
+        assert f"run directory: {run_dir.resolve()}" not in result.stdout
+        other = "fast_actor" if name == "base" else "base"
+        assert f"run directory: {(tmp_path / 'ab' / other).resolve()}" not in log
         (row,) = arms[name]["rows"]
         assert row["iteration"] == arms[name]["completed_iterations"]
     assert "| arm | iteration | wall_clock_s |" in result.stdout

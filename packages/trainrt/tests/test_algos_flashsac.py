@@ -69,6 +69,30 @@ def test_weights_are_reprojected_to_unit_norm_after_each_update():
     assert any(not torch.equal(a, b) for a, b in zip(before, agent.critic.parameters()))
 
 
+def test_the_unit_norm_actor_head_is_reprojected_and_its_biases_learn():
+    agent, buffer = _agent_and_buffer(actor_lr=1e-2, critic_lr=1e-2, actor_head="unit_norm")
+    head = agent.actor.head
+    assert isinstance(head, _UnitLinear) and head.weight.shape == (1, 8, 2 * NUM_ACTIONS)
+    # at the start: unit rows (checked below), zero biases, and means spread by the trunk's feature norm
+    assert torch.count_nonzero(head.bias) == 0
+    mean, log_std = agent.actor(torch.randn(64, OBS_DIMS["policy"]), training=False)
+    assert mean.shape == log_std.shape == (64, NUM_ACTIONS)
+    assert 0.3 < mean.std().item() < 3.0  # the linear head's means start within about 1e-3 of zero
+    assert bool(((log_std >= -5.0) & (log_std <= 0.0)).all())
+    for _ in range(3):
+        agent.update(buffer.sample(48, agent.update_rng))
+        assert _assert_unit_norm(agent.actor) == 12  # the 11 trunk layers and the head
+    assert torch.count_nonzero(head.bias) == 2 * NUM_ACTIONS  # the biases are free parameters
+
+
+def test_a_config_without_actor_head_builds_the_linear_head():
+    cfg = FlashSacConfig.model_validate(_config().model_dump(exclude={"actor_head"}))
+    agent = make_agent("flashsac", cfg, OBS_DIMS, NUM_ACTIONS, "cpu", seed=0)
+    assert type(agent.actor.head) is torch.nn.Linear
+    mean, _ = agent.actor(torch.randn(64, OBS_DIMS["policy"]), training=False)
+    assert mean.abs().max().item() < 0.05
+
+
 def test_actor_and_temperature_wait_for_their_period():
     agent, buffer = _agent_and_buffer()
     agent.update(buffer.sample(48, agent.update_rng))

@@ -37,6 +37,10 @@ def test_canonical_sac_walk_preset_values():
     assert cfg.algo.params.actor_lr == pytest.approx(3e-4) and cfg.algo.params.critic_lr == pytest.approx(
         3e-4
     )
+    # cosine decay of every learning rate to 0.1x over the run's updates, no warm-up
+    assert (cfg.algo.params.lr_schedule, cfg.algo.params.lr_final_ratio) == ("warmup_cosine", 0.1)
+    assert cfg.algo.params.lr_warmup_updates == 0 and cfg.algo.params.lr_decay_updates is None
+    assert preset("sac", "g1_motion_tracking").algo.params.lr_schedule == "constant"
     assert cfg.training.cuda_graph is True
     assert cfg.training.collector_steps_per_replay == 4
     assert cfg.training.tail_window == 100
@@ -56,6 +60,10 @@ def test_canonical_flashsac_tracking_preset_values():
     assert cfg.algo.params.n_step == 3
     assert cfg.algo.params.tau == pytest.approx(0.05)
     assert cfg.algo.params.lr_schedule == "warmup_cosine" and cfg.algo.params.lr_final_ratio == 0.5
+    # the authors' norm-bounded actor head and log-std bounds; FlashSAC walking keeps the linear head
+    assert cfg.algo.params.actor_head == "unit_norm"
+    assert (cfg.algo.params.log_std_min, cfg.algo.params.log_std_max) == (-10.0, 2.0)
+    assert preset("flashsac", "g1_walk_flat").algo.params.actor_head == "linear"
 
 
 @pytest.mark.parametrize(("algo", "task"), list(PRESETS))

@@ -10,9 +10,11 @@ What makes it FlashSAC rather than plain SAC, in the order the code meets it:
   (expand 4x -> BatchNorm -> ReLU -> project back -> BatchNorm -> ReLU, plus the skip) and ends in an
   RMSNorm. BatchNorm runs in training mode inside updates and in eval mode (running statistics) for
   acting and export.
-- After every optimizer step each weight vector of a linear layer is re-projected to unit norm (all
-  but the actor's output head, which sets the action scale), and each normalization layer's scale
-  (with its shift, for BatchNorm) to norm sqrt(width).
+- After every optimizer step each weight vector of a linear layer is re-projected to unit norm, and each
+  normalization layer's scale (with its shift, for BatchNorm) to norm sqrt(width). The actor's output
+  head (mean and log-std) is such a layer too, with free biases, as in the authors' release
+  (``actor_head="unit_norm"``, the presets); ``"linear"`` keeps an unconstrained head whose mean starts
+  near zero, as older runs were trained.
 - The critic is a twin categorical (C51) critic whose target uses the member with the lower
   expected value. Rewards are divided by an adaptive scale, max(std of the discounted return,
   max |return| / G_max), so normalized returns fit the fixed support [-G_max, G_max].
@@ -63,6 +65,11 @@ class FlashSacConfig(CheckedLearnerConfig):
     batch_norm_momentum: float = Field(0.01, gt=0.0, le=1.0)
     log_std_min: float = -5.0
     log_std_max: float = 0.0
+    # The actor's output layer: "unit_norm" re-projects each action's mean and log-std weight vectors to
+    # unit norm after every step (free biases; the authors' head, used by the presets with log-std bounds
+    # [-10, 2]); "linear" is an unconstrained layer whose mean starts near zero. The default stays
+    # "linear" so a run configured before the choice existed rebuilds the network it trained.
+    actor_head: Literal["linear", "unit_norm"] = "linear"
 
     # Categorical critic over the normalized-return range [-G_max, G_max].
     num_atoms: int = Field(101, ge=2)
@@ -279,16 +286,27 @@ class FlashSacActor(nn.Module):
             cfg.block_expansion,
             cfg.batch_norm_momentum,
         )
-        # The head is not norm-bounded: it sets the action scale. Near-zero mean, mid-range std at start.
-        self.head = nn.Linear(cfg.actor_hidden_dim, 2 * num_actions)
-        nn.init.normal_(self.head.weight[:num_actions], std=1e-3)
-        nn.init.zeros_(self.head.weight[num_actions:])
-        nn.init.zeros_(self.head.bias)
+        self.head: nn.Module
+        if cfg.actor_head == "unit_norm":
+            # One unit-norm weight vector per output (29 means, then 29 log-stds), orthogonal at start, biases
+            # free and zero. The trunk's RMSNorm puts the features at norm ~sqrt(width), so the initial means
+            # spread over about +-1 before the tanh.
+            self.head = _UnitLinear(1, cfg.actor_hidden_dim, 2 * num_actions, bias=True)
+        else:
+            # Unconstrained: near-zero mean and mid-range std at start.
+            self.head = nn.Linear(cfg.actor_hidden_dim, 2 * num_actions)
+            nn.init.normal_(self.head.weight[:num_actions], std=1e-3)
+            nn.init.zeros_(self.head.weight[num_actions:])
+            nn.init.zeros_(self.head.bias)
 
     def forward(self, obs: torch.Tensor, training: bool) -> tuple[torch.Tensor, torch.Tensor]:
         """Pre-squash mean (B, A) and bounded log-std (B, A)."""
-        features = self.trunk(obs.unsqueeze(0), training).squeeze(0)
-        mean, raw_log_std = self.head(features).chunk(2, dim=-1)
+        features = self.trunk(obs.unsqueeze(0), training)
+        if isinstance(self.head, _UnitLinear):
+            out = self.head(features).squeeze(0)
+        else:
+            out = self.head(features.squeeze(0))
+        mean, raw_log_std = out.chunk(2, dim=-1)
         return mean, bounded_log_std(raw_log_std, self.log_std_min, self.log_std_max)
 
 

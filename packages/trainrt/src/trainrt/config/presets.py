@@ -192,7 +192,11 @@ def sac_g1_walk_flat() -> TrainConfig:
             num_envs=CANONICAL_NUM_ENVS,
             max_iterations=3000,  # ~49M env steps; minutes on an H200
             steps_per_iteration=_STEPS_PER_ITERATION,
-            params=_sac_params(**_support("g1_walk_flat", 0.97)),
+            # The learning rates decay (cosine to 0.1x over max_iterations): at a constant 3e-4 the walk
+            # peaks and then degrades within minutes (docs/perf/2026-12-01-walk-schedule-h200.md).
+            params=_sac_params(
+                lr_schedule="warmup_cosine", lr_final_ratio=0.1, **_support("g1_walk_flat", 0.97)
+            ),
         ),
         task=TaskSection(name="g1_walk_flat"),
         sim=SimSection(backend="mjwarp", device=None, nconmax=None, njmax=None),
@@ -237,7 +241,8 @@ def flashsac_g1_motion_tracking() -> TrainConfig:
             num_envs=CANONICAL_NUM_ENVS,
             max_iterations=3000,
             steps_per_iteration=_STEPS_PER_ITERATION,
-            params=_flashsac_params(),
+            # The authors' norm-bounded actor head and log-std bounds (docs/perf/2026-12-01-walk-schedule-h200.md).
+            params=_flashsac_params(actor_head="unit_norm", log_std_min=-10.0, log_std_max=2.0),
         ),
         task=TaskSection(name="g1_motion_tracking"),
         sim=SimSection(backend="mjwarp", device=None, nconmax=None, njmax=None),
