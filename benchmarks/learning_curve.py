@@ -12,7 +12,7 @@
 3. one row per evaluated checkpoint: iteration, wall-clock seconds since set-up began (the summary's
    ``elapsed_sec`` of that iteration), and the headline eval numbers (walk: worst fall
    fraction, mean and worst linear-velocity error, mean yaw-rate error over the commands; tracking:
-   completion and the body, anchor and joint errors).
+   completion and the body, anchor and joint errors; both: the fraction of saturated action components).
 
 The run's ``algo.max_iterations`` is raised so that only the budget ends it; a learning-rate schedule whose
 horizon the config leaves to the run (``lr_decay_updates`` unset) keeps the preset's horizon
@@ -65,6 +65,7 @@ def headline(task: str, result: dict[str, Any]) -> dict[str, float]:
             "mean_lin_vel_error": sum(lin) / len(lin),
             "worst_lin_vel_error": max(lin),
             "mean_yaw_rate_error": sum(r["ang_vel_error_z"] for r in rows) / len(rows),
+            "action_saturation": sum(r["action_saturation"] for r in rows) / len(rows),
         }
     row = result["tracking"]
     return {
@@ -75,6 +76,7 @@ def headline(task: str, result: dict[str, Any]) -> dict[str, float]:
             "body_pos_error",
             "anchor_pos_error",
             "joint_pos_error",
+            "action_saturation",
         )
     }
 

@@ -17,9 +17,19 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "learning_curve.py
         (
             "sac",
             "g1_walk_flat",
-            {"worst_fell", "mean_lin_vel_error", "worst_lin_vel_error", "mean_yaw_rate_error"},
+            {
+                "worst_fell",
+                "mean_lin_vel_error",
+                "worst_lin_vel_error",
+                "mean_yaw_rate_error",
+                "action_saturation",
+            },
         ),
-        ("flashsac", "g1_motion_tracking", {"completed_fraction", "failed_fraction", "body_pos_error"}),
+        (
+            "flashsac",
+            "g1_motion_tracking",
+            {"completed_fraction", "failed_fraction", "body_pos_error", "action_saturation"},
+        ),
     ],
     ids=["walk", "tracking"],
 )

@@ -192,3 +192,26 @@ def test_the_graph_rollout_falls_back_to_eager_on_cpu_with_the_same_results():
         results.append(_rollout(env, _DefaultPoseAgent(env.num_actions), 5, metrics, use_graph=use_graph))
     assert results[0] == results[1] and results[0][0]["graph_enabled"] is False
     assert results[0][0]["steps"] == 5 and results[0][0]["root_height"] > 0.0
+
+
+class _FixedActionAgent:
+    """Acts with one fixed action vector in every row."""
+
+    def __init__(self, action: torch.Tensor) -> None:
+        self.action = action
+
+    def act(self, obs, deterministic: bool = True) -> torch.Tensor:
+        return self.action.expand(obs["policy"].shape[0], -1).clone()
+
+
+def test_action_saturation_counts_the_components_at_the_ends_of_the_tanh_range():
+    from trainrt.runner.evaluate import ACTION_SATURATION_LEVEL, _rollout, action_saturation
+
+    cfg = walk_eval_config(cpu_demo_preset("sac", "g1_walk_flat", "mujoco"), (0.0, 0.0, 0.0))
+    env = build_env(cfg, num_envs=2)
+    action = torch.zeros(env.num_actions)
+    action[:3] = 1.0
+    action[3:5] = -ACTION_SATURATION_LEVEL  # at the level counts
+    action[5] = 0.98  # inside it does not
+    (row,) = _rollout(env, _FixedActionAgent(action), 3, {"action_saturation": action_saturation})
+    assert row["action_saturation"] == pytest.approx(5 / env.num_actions)

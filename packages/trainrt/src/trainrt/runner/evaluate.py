@@ -14,6 +14,10 @@ changes applied through the task-override mechanism (``TaskSection``), and the a
     to the clip's end. Completion fraction (rows that reached the last frame), and mean body position,
     anchor position and orientation, and joint position errors over the steps the rows were tracking.
 
+Both report ``action_saturation``: the mean fraction of the policy's action components at the ends of the
+tanh range (``|a| >= ACTION_SATURATION_LEVEL``), where the action map pins targets at their bounds and the
+policy's gradient vanishes.
+
 On CUDA the rollout step is replayed as one CUDA graph (``simcore.CapturedWork``, eager elsewhere).
 Results go to the console as a table and to ``<run_dir>/eval/eval_<iteration>.json`` (or ``out``).
 """
@@ -224,6 +228,15 @@ def _rollout(
     return out
 
 
+ACTION_SATURATION_LEVEL = 0.99
+"""|action| at or above which an action component counts as saturated in the ``action_saturation`` metric."""
+
+
+def action_saturation(env: Any) -> torch.Tensor:
+    """Per row (num_envs,): the fraction of the current action's components with |a| >= ACTION_SATURATION_LEVEL."""
+    return (env.action_manager.action.abs() >= ACTION_SATURATION_LEVEL).float().mean(dim=-1)
+
+
 @cold_path
 def _load_agent(cfg: TrainConfig, env: Any, state: dict[str, Any]) -> Any:
     """The run's agent with the checkpoint's weights; ValueError when the env maps actions differently."""
@@ -285,6 +298,7 @@ def evaluate_walk(
         "mean_lin_vel_x": lambda env: env.robot.root_lin_vel_b[:, 0],
         "mean_lin_vel_y": lambda env: env.robot.root_lin_vel_b[:, 1],
         "mean_ang_vel_z": lambda env: env.robot.root_ang_vel_b[:, 2],
+        "action_saturation": action_saturation,
     }
     env = build_env(walk_eval_config(cfg, (0.0, 0.0, 0.0)), num_envs=num_envs * len(names))
     agent = _load_agent(cfg, env, state)
@@ -328,6 +342,7 @@ def evaluate_tracking(
             ("joint_pos_error", tracking.joint_pos_error),
         )
     }
+    metrics["action_saturation"] = action_saturation
     (row,) = _rollout(env, agent, horizon, metrics, use_graph=use_graph)
     clip = {"motion_file": str(motion.motion_file), "num_frames": motion.num_frames, "fps": motion.clip.fps}
     return {"clip": clip, "tracking": row}
@@ -436,7 +451,7 @@ def format_eval_table(result: dict[str, Any]) -> str:
     )
     if "commands" in result:
         header = ["command", "vx", "vy", "wz", "fell", "lin vel err m/s", "yaw rate err rad/s",
-                  "mean vx, vy, wz", "ep len"]  # fmt: skip
+                  "mean vx, vy, wz", "saturated", "ep len"]  # fmt: skip
         rows = [
             [
                 name,
@@ -447,6 +462,7 @@ def format_eval_table(result: dict[str, Any]) -> str:
                 f"{r['lin_vel_error_xy']:.3f}",
                 f"{r['ang_vel_error_z']:.3f}",
                 f"{r['mean_lin_vel_x']:+.2f}, {r['mean_lin_vel_y']:+.2f}, {r['mean_ang_vel_z']:+.2f}",
+                f"{r['action_saturation']:.3f}",
                 f"{r['mean_episode_length']:.0f}/{r['steps']}",
             ]
             for name, r in result["commands"].items()
@@ -454,7 +470,7 @@ def format_eval_table(result: dict[str, Any]) -> str:
     else:
         r = result["tracking"]
         header = ["clip", "completed", "fell", "body pos err m", "anchor pos err m", "anchor ori err rad",
-                  "joint pos err rad", "ep len"]  # fmt: skip
+                  "joint pos err rad", "saturated", "ep len"]  # fmt: skip
         rows = [
             [
                 Path(result["clip"]["motion_file"]).name,
@@ -464,6 +480,7 @@ def format_eval_table(result: dict[str, Any]) -> str:
                 f"{r['anchor_pos_error']:.4f}",
                 f"{r['anchor_ori_error']:.4f}",
                 f"{r['joint_pos_error']:.4f}",
+                f"{r['action_saturation']:.3f}",
                 f"{r['mean_episode_length']:.0f}/{r['steps']}",
             ]
         ]
