@@ -241,8 +241,7 @@ def flashsac_g1_motion_tracking() -> TrainConfig:
             num_envs=CANONICAL_NUM_ENVS,
             max_iterations=3000,
             steps_per_iteration=_STEPS_PER_ITERATION,
-            # The authors' norm-bounded actor head and log-std bounds (docs/perf/2026-12-01-walk-schedule-h200.md).
-            params=_flashsac_params(actor_head="unit_norm", log_std_min=-10.0, log_std_max=2.0),
+            params=_flashsac_params(),
         ),
         task=TaskSection(name="g1_motion_tracking"),
         sim=SimSection(backend="mjwarp", device=None, nconmax=None, njmax=None),
