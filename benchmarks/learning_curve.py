@@ -2,7 +2,7 @@
 
     python benchmarks/learning_curve.py --algo sac --task g1_walk_flat --minutes 5 [--checkpoint-every 250]
         [--evals 4] [--eval-envs 64] [--preset NAME] [--run-dir DIR] [--out curve.json]
-        [--arm NAME="key=value ..." ...] [key=value ...]
+        [--warmup] [--arm NAME="key=value ..." ...] [key=value ...]
 
 1. ``trainrt train`` with the preset plus the overrides, ``training.time_limit_sec`` = the budget (set-up
    and warm-up count), a checkpoint every ``--checkpoint-every`` iterations and none of the end-of-run
@@ -22,6 +22,10 @@ preset's learning, not a schedule stretched over a million iterations.
 The table goes to the console (markdown) and, with ``--out``, to JSON with every eval result. The run's
 ``tail_env_steps_per_sec`` is reported too; it is the throughput of this same run.
 
+``--warmup`` first runs every arm's config for one iteration (all at once, in ``<run-dir>/_warmup``,
+whose run directories are removed afterwards and whose logs stay), so the one-time kernel compilation of a fresh machine (Warp's kernels, the compiled
+learner: minutes) falls outside the budgets; the JSON records how long it took.
+
 ``--arm NAME="key=value ..."`` (repeatable) makes it an A/B: one run per arm, each with the common
 overrides plus its own, all started at once on the same device with the same time budget, in
 ``<run-dir>/<NAME>`` (its console output in ``<run-dir>/<NAME>.log``); then every arm's checkpoints are evaluated and the table gets an ``arm`` column. The
@@ -35,8 +39,10 @@ import argparse
 import json
 import math
 import shlex
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +128,38 @@ def pinned_lr_horizon(algo: str, task: str, sim: str, preset: str | None, overri
     return [f"algo.params.lr_decay_updates={cfg.algo.max_iterations * params.updates_per_iteration}"]
 
 
+def train_command(
+    args: argparse.Namespace, run_dir: Path, overrides: list[str], *, warmup: bool = False
+) -> list[str]:
+    """The ``trainrt train`` command of one run: the budgeted run, or (``warmup``) one iteration of it."""
+    horizon = pinned_lr_horizon(args.algo, args.task, args.sim, args.preset, overrides)
+    budget = ["algo.max_iterations=1"] if warmup else [f"training.time_limit_sec={60 * args.minutes:g}"]
+    return [
+        sys.executable, "-m", "trainrt", "train", f"--algo={args.algo}", f"--task={args.task}",
+        f"--sim={args.sim}", *([f"--preset={args.preset}"] if args.preset else []),
+        "algo.max_iterations=1000000", f"training.checkpoint_every={args.checkpoint_every}",
+        "training.final_eval=false", "training.export_onnx=false", f"training.run_dir={run_dir}",
+        *overrides, *horizon, *budget,
+    ]  # fmt: skip
+
+
+def run_all(commands: dict[str | None, list[str]], logs: Path | None) -> dict[str | None, int]:
+    """Start every command at once (they share the device), wait for all; name -> exit code.
+
+    With ``logs`` each named command's console goes to ``<logs>/<name>.log``.
+    """
+    procs = {}
+    for name, command in commands.items():
+        print("$", " ".join(command), flush=True)
+        if name is None or logs is None:
+            procs[name] = subprocess.Popen(command)
+        else:
+            logs.mkdir(parents=True, exist_ok=True)
+            with open(logs / f"{name}.log", "w") as log:
+                procs[name] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    return {name: proc.wait() for name, proc in procs.items()}
+
+
 def curve(run_dir: Path, evals: int, eval_envs: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The curve rows of one finished run and its facts (summary numbers, every eval result)."""
     summary = load_run_summary(run_dir)
@@ -160,6 +198,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-dir", default=None)
     parser.add_argument("--out", default=None)
     parser.add_argument(
+        "--warmup", action="store_true",
+        help="first run each arm's config for one iteration, so kernel compilation falls outside the budgets",
+    )  # fmt: skip
+    parser.add_argument(
         "--arm", action="append", default=[], metavar='NAME="key=value ..."',
         help="one concurrent run per arm with these extra overrides (repeatable)",
     )  # fmt: skip
@@ -173,24 +215,32 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(err))
     base = Path(args.run_dir or f"runs/curve_{args.algo}_{args.task}")
     runs = {name: (base / name, extra) for name, extra in arms.items()} if arms else {None: (base, [])}
-    procs = {}
-    for name, (run_dir, extra) in runs.items():
-        horizon = pinned_lr_horizon(args.algo, args.task, args.sim, args.preset, [*args.overrides, *extra])
-        command = [
-            sys.executable, "-m", "trainrt", "train", f"--algo={args.algo}", f"--task={args.task}",
-            f"--sim={args.sim}", *([f"--preset={args.preset}"] if args.preset else []),
-            "algo.max_iterations=1000000", f"training.time_limit_sec={60 * args.minutes:g}",
-            f"training.checkpoint_every={args.checkpoint_every}", "training.final_eval=false",
-            "training.export_onnx=false", f"training.run_dir={run_dir}", *args.overrides, *extra, *horizon,
-        ]  # fmt: skip
-        print("$", " ".join(command), flush=True)
-        if name is None:
-            procs[name] = subprocess.Popen(command)
-        else:  # all arms start together and share the device; each arm's console goes to its own log
-            base.mkdir(parents=True, exist_ok=True)
-            with open(base / f"{name}.log", "w") as log:
-                procs[name] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    codes = {name: proc.wait() for name, proc in procs.items()}
+    warmup_sec = None
+    if args.warmup:
+        scratch = base / "_warmup"
+        started = time.monotonic()
+        codes = run_all(
+            {
+                name: train_command(args, scratch / (name or "run"), [*args.overrides, *extra], warmup=True)
+                for name, (_, extra) in runs.items()
+            },
+            scratch,
+        )
+        warmup_sec = time.monotonic() - started
+        if any(codes.values()):
+            print(f"the warm-up runs exited with {codes} (logs in {scratch}); no curve", file=sys.stderr)
+            return next(code for code in codes.values() if code)
+        for name in runs:
+            shutil.rmtree(scratch / (name or "run"))  # the logs stay
+        print(f"warm-up (one iteration of every arm, compilation included): {warmup_sec:.0f} s", flush=True)
+    # all arms start together and share the device; each arm's console goes to <run-dir>/<NAME>.log
+    codes = run_all(
+        {
+            name: train_command(args, run_dir, [*args.overrides, *extra])
+            for name, (run_dir, extra) in runs.items()
+        },
+        base if arms else None,
+    )
     failed = {name: code for name, code in codes.items() if code != 0}
     if failed:
         logs = "".join(f"; {name}: see {base / f'{name}.log'}" for name in failed if name is not None)
@@ -205,7 +255,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'' if name is None else name + ': '}tail env steps/s {f['tail_env_steps_per_sec']:,.0f}; final "
               f"training episode length {f['final_episode_length']}; time limit reached: {f['time_limit_reached']}")  # fmt: skip
     if args.out:
-        head = {"algo": args.algo, "task": args.task, "minutes": args.minutes, "overrides": args.overrides}
+        head = {
+            "algo": args.algo,
+            "task": args.task,
+            "minutes": args.minutes,
+            "overrides": args.overrides,
+            "warmup_sec": warmup_sec,
+        }
         if arms:
             out = {
                 **head,

@@ -69,13 +69,20 @@ def test_arms_train_at_once_with_their_own_overrides_and_share_one_table(tmp_pat
     command = [
         sys.executable, str(SCRIPT), "--algo=sac", "--task=g1_walk_flat", "--sim=mujoco", "--preset=cpu-demo",
         "--minutes=0.2", "--checkpoint-every=2", "--evals=1", "--eval-envs=2", f"--run-dir={tmp_path / 'ab'}",
-        f"--out={out}", "--arm", "base=", "--arm", "fast_actor=algo.params.actor_lr=0.001", *extra,
+        f"--out={out}", "--warmup", "--arm", "base=", "--arm", "fast_actor=algo.params.actor_lr=0.001", *extra,
     ]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     ab = json.loads(out.read_text())
     arms = ab["concurrent_arms"]
     assert list(arms) == ["base", "fast_actor"]
+    # --warmup ran each arm's config for one iteration first, then removed those runs (not their logs)
+    scratch = tmp_path / "ab" / "_warmup"
+    assert ab["warmup_sec"] > 0 and "warm-up (one iteration of every arm" in result.stdout
+    for name in ("base", "fast_actor"):
+        assert not (scratch / name).exists()
+        log = (scratch / f"{name}.log").read_text()
+        assert f"run directory: {(scratch / name).resolve()}" in log and "1/1" in log
     assert (
         arms["fast_actor"]["overrides"] == ["algo.params.actor_lr=0.001"] and arms["base"]["overrides"] == []
     )
