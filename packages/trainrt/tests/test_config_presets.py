@@ -37,7 +37,7 @@ def test_canonical_sac_walk_preset_values():
     assert cfg.algo.params.actor_lr == pytest.approx(3e-4) and cfg.algo.params.critic_lr == pytest.approx(
         3e-4
     )
-    # cosine decay of every learning rate to 0.1x over the run's updates, no warm-up
+    # cosine decay of the actor and critic learning rates to 0.1x over the run's updates, no warm-up
     assert (cfg.algo.params.lr_schedule, cfg.algo.params.lr_final_ratio) == ("warmup_cosine", 0.1)
     assert cfg.algo.params.lr_warmup_updates == 0 and cfg.algo.params.lr_decay_updates is None
     assert preset("sac", "g1_motion_tracking").algo.params.lr_schedule == "constant"
