@@ -22,15 +22,17 @@ preset's learning, not a schedule stretched over a million iterations.
 The table goes to the console (markdown) and, with ``--out``, to JSON with every eval result. The run's
 ``tail_env_steps_per_sec`` is reported too; it is the throughput of this same run.
 
-``--warmup`` first runs every arm's config for one iteration (all at once, in ``<run-dir>/_warmup``,
-whose run directories are removed afterwards and whose logs stay), so the one-time kernel compilation of a fresh machine (Warp's kernels, the compiled
-learner: minutes) falls outside the budgets; the JSON records how long it took.
+``--warmup`` first runs every arm's config for one iteration (all at once, in ``<run-dir>/_warmup``, whose
+run directories are removed afterwards and whose logs stay), so the one-time kernel compilation of a fresh
+machine (Warp's kernels, the compiled learner: minutes) falls outside the budgets; the JSON records how long
+it took.
 
 ``--arm NAME="key=value ..."`` (repeatable) makes it an A/B: one run per arm, each with the common
 overrides plus its own, all started at once on the same device with the same time budget, in
-``<run-dir>/<NAME>`` (its console output in ``<run-dir>/<NAME>.log``); then every arm's checkpoints are evaluated and the table gets an ``arm`` column. The
-arms share the GPU, so each trains at a fraction of the whole machine's rate: a comparison at equal wall
-clock and equal share, not the number one run alone would reach.
+``<run-dir>/<NAME>`` (its console output in ``<run-dir>/<NAME>.log``); then every arm's checkpoints are
+evaluated and the table gets an ``arm`` column. The arms share the GPU, so each trains at a fraction of the
+whole machine's rate: a comparison at equal wall clock and equal share, not the number one run alone would
+reach.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ reports:
   quantities the ``motion_body_pos_exp`` and ``motion_body_ori_exp`` rewards are built from.
 
 The console shows the ``--top`` worst of each, worst first; ``--out`` writes every value as JSON. The
-headline numbers (completion, mean errors) stay ``trainrt eval``'s.
+headline numbers (completion, mean errors) stay ``trainrt eval``'s. As a diagnostic it reuses the eval's
+own rollout and agent loading (``runner.evaluate._rollout``, ``_load_agent``), so both see the same steps.
 """
 
 from __future__ import annotations
