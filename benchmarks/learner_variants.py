@@ -12,6 +12,9 @@ compiled graph and times it as `trainrt bench learner` does (``fused`` mode). Va
 - ``frozen_norm_affine`` (a measurement, not a learner): padded, with the normalization layers' scales and
   shifts frozen, so the update computes no gradient for them. What it saves against ``padded`` is the cost
   of those gradients: per-column reductions over every row of the batch;
+- ``zeroed_grads`` (a measurement): padded, with every optimizer's ``zero_grad`` keeping the gradient tensors
+  and filling them with zeros, so each backward adds into them, as the agents did before they set gradients to
+  None. What ``padded`` saves against it is one fill per optimizer and one addition per parameter per update;
 - ``combo_kernels``, ``aggressive_fusion``, ``autotune_pointwise``: padded, with that inductor option on
   (horizontal fusion of independent kernels; fusion past the default profitability checks; benchmarking
   more Triton configurations for pointwise and reduction kernels). A variant whose option this torch does
@@ -45,12 +48,13 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "padded": {},
     "unpadded": {"gemm_alignment": 1},
     "frozen_norm_affine": {"freeze_norm_affine": True},
+    "zeroed_grads": {"zeroed_grads": True},
     "combo_kernels": {"inductor": {"combo_kernels": True}},
     "aggressive_fusion": {"inductor": {"aggressive_fusion": True}},
     "autotune_pointwise": {"inductor": {"max_autotune_pointwise": True}},
 }
 """Variant name -> changes: ``gemm_alignment`` (networks.GEMM_ALIGNMENT), ``inductor`` option values and
-``freeze_norm_affine`` (`freeze_norm_affine`)."""
+``freeze_norm_affine`` (`freeze_norm_affine`) and ``zeroed_grads`` (`zeroed_grads`)."""
 
 NORM_LAYERS: tuple[type, ...] = (networks.StackedLayerNorm, flashsac._BatchNorm, flashsac._RmsNorm)
 """The normalization layers of SAC and FlashSAC whose affine parameters ``frozen_norm_affine`` freezes."""
@@ -71,6 +75,21 @@ def freeze_norm_affine(agent: Any) -> int:
     return frozen
 
 
+@contextlib.contextmanager
+def zeroed_grads() -> Iterator[None]:
+    """Inside the block, ``Optimizer.zero_grad`` zero-fills existing gradients instead of dropping them."""
+    original = torch.optim.Optimizer.zero_grad
+
+    def zero_fill(self: torch.optim.Optimizer, set_to_none: bool = True) -> None:
+        original(self, set_to_none=False)
+
+    torch.optim.Optimizer.zero_grad = zero_fill  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        torch.optim.Optimizer.zero_grad = original  # type: ignore[method-assign]
+
+
 def missing_options(variant: str) -> list[str]:
     """The inductor options of ``variant`` this torch does not have."""
     return [k for k in VARIANTS[variant].get("inductor", {}) if not hasattr(inductor_config, k)]
@@ -82,8 +101,9 @@ def applied(variant: str) -> Iterator[None]:
     changes = VARIANTS[variant]
     alignment = networks.GEMM_ALIGNMENT
     networks.GEMM_ALIGNMENT = changes.get("gemm_alignment", alignment)
+    grads = zeroed_grads() if changes.get("zeroed_grads") else contextlib.nullcontext()
     try:
-        with inductor_config.patch(changes.get("inductor", {})):
+        with inductor_config.patch(changes.get("inductor", {})), grads:
             yield
     finally:
         networks.GEMM_ALIGNMENT = alignment

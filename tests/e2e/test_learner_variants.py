@@ -85,3 +85,15 @@ def test_frozen_norm_affine_stops_only_the_normalization_parameters(algo):
     assert all(p.grad is None for p in norms)
     critic_others = [p for p in agent.critic.parameters() if id(p) not in ids]
     assert all(p.grad is not None for p in critic_others)
+
+
+def test_zeroed_grads_fills_gradients_inside_the_block_only():
+    variants = _script()
+    param = torch.nn.Parameter(torch.ones(3))
+    optimizer = torch.optim.SGD([param], lr=0.1)
+    param.grad = torch.full((3,), 2.0)
+    with variants.zeroed_grads():
+        optimizer.zero_grad()
+        assert param.grad is not None and torch.equal(param.grad, torch.zeros(3))
+    optimizer.zero_grad()
+    assert param.grad is None

@@ -238,3 +238,34 @@ def test_configs_reject_empty_support_and_log_std_ranges(cfg_type):
         cfg_type(v_min=2.0, v_max=2.0)
     with pytest.raises(ValidationError, match="log_std_min must be below log_std_max"):
         cfg_type(log_std_min=0.0, log_std_max=-1.0)
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_updates_drop_gradients_and_match_zero_filled_ones_exactly(algo, monkeypatch):
+    """Each update sets the gradients to None before its backward (no fill, no accumulation kernel); the
+    weights it reaches equal those of updates that zero-fill and accumulate instead, bit for bit."""
+    torch.manual_seed(0)  # the helper's rewards come from the global generator
+    dropped, buffer = _agent_with_data(algo, seed=0)
+    seen: list[int] = []
+    original = torch.optim.Optimizer.zero_grad
+
+    def recording(self, set_to_none=True):
+        seen.append(set_to_none)
+        original(self, set_to_none)
+
+    monkeypatch.setattr(torch.optim.Optimizer, "zero_grad", recording)
+    for _ in range(4):  # actor period 1 for SAC's default, 2 for FlashSAC's: both branches run
+        dropped.update(buffer.sample(32, dropped.update_rng))
+    assert seen and all(seen)
+
+    monkeypatch.setattr(
+        torch.optim.Optimizer, "zero_grad", lambda self, set_to_none=True: original(self, set_to_none=False)
+    )
+    torch.manual_seed(0)
+    filled, buffer = _agent_with_data(algo, seed=0)
+    for _ in range(4):
+        filled.update(buffer.sample(32, filled.update_rng))
+    for net in ("actor", "critic", "critic_target"):
+        for mine, theirs in zip(getattr(dropped, net).parameters(), getattr(filled, net).parameters()):
+            assert torch.equal(mine, theirs), net
+    assert torch.equal(dropped.log_alpha, filled.log_alpha)

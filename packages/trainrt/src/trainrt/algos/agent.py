@@ -12,12 +12,15 @@ Learner graph lifecycle:
                          updates_per_replay=cfg.updates_per_iteration, compile=True)
     agent.replay_updates(cfg.updates_per_iteration)   # one graph replay for all of them on CUDA
 
-On CUDA, capture runs `warmup_updates` real eager updates on a side stream (they allocate gradients
-and the capturable optimizer state, and compile the fused parts when `compile` is set), then captures
+On CUDA, capture runs `warmup_updates` real eager updates on a side stream (they allocate the capturable
+optimizer state and compile the fused parts when `compile` is set), then captures
 one graph per single-update variant (with and without the delayed actor step) and, when the actor
 period divides `updates_per_replay`, one graph holding all `updates_per_replay` updates with their
 actor pattern. The host picks the graph from its update counter, so the schedule is deterministic
-and needs no device branch. On CPU, when disabled, or when capture fails, updates run eagerly and
+and needs no device branch. Every optimizer step drops its gradients before the next backward
+(`zero_grad()` sets them to None), so a backward hands its gradients to the parameters without a fill
+or an addition; inside a graph they live in the graph's memory pool and nothing outside an update
+reads them. On CPU, when disabled, or when capture fails, updates run eagerly and
 `update_fallback_reason` says why; a failed compilation falls back to uncompiled parts and says so in
 `compile_fallback_reason`.
 
@@ -422,7 +425,7 @@ class Agent(abc.ABC):
 
     @cold_path
     def _warm_up_updates(self, sample_fn: SampleFn, count: int) -> None:
-        """Real eager full updates on a side stream: they create every gradient and optimizer state."""
+        """Real eager full updates on a side stream: they create every optimizer state (and compile the parts)."""
         current = torch.cuda.current_stream(self.device)
         side = torch.cuda.Stream(self.device)
         side.wait_stream(current)

@@ -301,11 +301,7 @@ class FlashSacActor(nn.Module):
 
     def forward(self, obs: torch.Tensor, training: bool) -> tuple[torch.Tensor, torch.Tensor]:
         """Pre-squash mean (B, A) and bounded log-std (B, A)."""
-        features = self.trunk(obs.unsqueeze(0), training)
-        if isinstance(self.head, _UnitLinear):
-            out = self.head(features).squeeze(0)
-        else:
-            out = self.head(features.squeeze(0))
+        out = self.head(self.trunk(obs.unsqueeze(0), training)).squeeze(0)  # either head takes (1, B, H)
         mean, raw_log_std = out.chunk(2, dim=-1)
         return mean, bounded_log_std(raw_log_std, self.log_std_min, self.log_std_max)
 
@@ -551,14 +547,14 @@ class FlashSacAgent(Agent):
                     self.log_alpha.exp().detach(),
                     self._policy_noise(batch_size),
                 )
-            self.actor_optimizer.zero_grad(set_to_none=False)
+            self.actor_optimizer.zero_grad()
             actor_loss.backward()
             self.actor_optimizer.step()
             self._part("_project_actor")()
             # Temperature: alpha * (entropy - target) shrinks alpha while entropy exceeds the target.
             entropy = -log_prob.detach().mean()
             alpha_loss = self.log_alpha.exp() * (entropy - self.target_entropy)
-            self.alpha_optimizer.zero_grad(set_to_none=False)
+            self.alpha_optimizer.zero_grad()
             alpha_loss.backward()
             self.alpha_optimizer.step()
             losses |= {"actor_loss": actor_loss, "alpha_loss": alpha_loss, "entropy": entropy}
@@ -576,7 +572,7 @@ class FlashSacAgent(Agent):
             self._policy_noise(batch_size),
         )
         critic_loss, q_mean = self._part("_critic_loss")(both_obs, both_actions, target)
-        self.critic_optimizer.zero_grad(set_to_none=False)
+        self.critic_optimizer.zero_grad()
         critic_loss.backward()
         self.critic_optimizer.step()
         self._part("_project_critic")()

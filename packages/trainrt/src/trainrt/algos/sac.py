@@ -242,7 +242,7 @@ class SacAgent(Agent):
             self._policy_noise(batch_size),
         )
         critic_loss, q_mean = self._part("_critic_loss")(critic_obs, batch.action, target)
-        self.critic_optimizer.zero_grad(set_to_none=False)
+        self.critic_optimizer.zero_grad()
         critic_loss.backward()
         self.critic_optimizer.step()
         losses = {
@@ -257,14 +257,14 @@ class SacAgent(Agent):
                 actor_loss, log_prob = self._part("_actor_loss")(
                     actor_obs, critic_obs, alpha, self._policy_noise(batch_size)
                 )
-            self.actor_optimizer.zero_grad(set_to_none=False)
+            self.actor_optimizer.zero_grad()
             actor_loss.backward()
             self.actor_optimizer.step()
             # Temperature: raise alpha when entropy falls below the target, lower it above.
             log_prob = log_prob.detach()
             alpha_loss = -(self.log_alpha.exp() * (log_prob + self.target_entropy)).mean()
             if cfg.autotune_alpha:
-                self.alpha_optimizer.zero_grad(set_to_none=False)
+                self.alpha_optimizer.zero_grad()
                 alpha_loss.backward()
                 self.alpha_optimizer.step()
             losses |= {"actor_loss": actor_loss, "alpha_loss": alpha_loss, "entropy": -log_prob.mean()}
