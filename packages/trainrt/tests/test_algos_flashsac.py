@@ -193,3 +193,16 @@ def test_rewards_are_scaled_by_the_return_statistics():
     unscaled, buffer = _agent_and_buffer(reward_scaling=False)
     unscaled.update(buffer.sample(48, unscaled.update_rng))
     assert unscaled.losses()["reward_scale"].item() == 1.0
+
+
+def test_return_std_mode_ignores_the_largest_return():
+    """One outlier return sets the max_return scale; the return_std scale is the std whatever the maximum."""
+    agent, buffer = _agent_and_buffer(reward_scale_mode="return_std")
+    std = math.sqrt(buffer.return_var.item() + 1e-8)
+    buffer.return_abs_max.fill_(1000.0 * std)  # as after one fall full of penalties
+    agent.update(buffer.sample(48, agent.update_rng))
+    assert agent.losses()["reward_scale"].item() == pytest.approx(std, rel=1e-6)
+    authors, buffer = _agent_and_buffer()
+    buffer.return_abs_max.fill_(1000.0 * std)
+    authors.update(buffer.sample(48, authors.update_rng))
+    assert authors.losses()["reward_scale"].item() == pytest.approx(200.0 * std, rel=1e-6)

@@ -18,7 +18,8 @@ What makes it FlashSAC rather than plain SAC, in the order the code meets it:
   worse in our A/B.
 - The critic is a twin categorical (C51) critic whose target uses the member with the lower
   expected value. Rewards are divided by an adaptive scale, max(std of the discounted return,
-  max |return| / G_max), so normalized returns fit the fixed support [-G_max, G_max].
+  max |return| / G_max), so normalized returns fit the fixed support [-G_max, G_max];
+  ``reward_scale_mode="return_std"`` divides by the std alone (adr/0017).
 - The temperature's target entropy is that of a Gaussian with a fixed per-dimension std.
 - Exploration noise is held: each env keeps one Gaussian draw for a Zeta-distributed number of steps
   (P(n) proportional to n^-s, n <= n_max), giving temporally correlated exploration. The draw and its
@@ -75,9 +76,13 @@ class FlashSacConfig(CheckedLearnerConfig):
     num_atoms: int = Field(101, ge=2)
     v_min: float = -5.0
     v_max: float = 5.0
-    # Adaptive reward scaling: rewards / max(std(G), max|G| / normalized_return_max). Keep
-    # normalized_return_max equal to v_max so the largest return seen lands on the support's edge.
+    # Adaptive reward scaling, by the running statistics of the discounted return G:
+    # "max_return" (the authors) divides rewards by max(std(G), max|G| / normalized_return_max), so the
+    # largest return ever seen lands on the support's edge (keep normalized_return_max equal to v_max);
+    # "return_std" divides by std(G) alone, so one outlier return (a fall full of penalties) cannot
+    # shrink every other return to a fraction of an atom for the rest of the run (adr/0017).
     reward_scaling: bool = True
+    reward_scale_mode: Literal["max_return", "return_std"] = "max_return"
     normalized_return_max: float = Field(5.0, gt=0.0)
 
     # Temporal difference: 3-step returns and a slow target, as the authors' Isaac Lab setting.
@@ -456,12 +461,14 @@ class FlashSacAgent(Agent):
     # learning
     # ----------------------------------------------------------------------------------------------
     def _reward_scale(self, batch: Batch) -> torch.Tensor:
-        """max(std of the discounted return, max |return| / G_max) as a device scalar (1 when disabled)."""
+        """The reward divisor as a device scalar: std of the discounted return, or at least max |return| / G_max
+        in ``max_return`` mode; 1 when disabled."""
         if not self.cfg.reward_scaling or batch.return_var is None or batch.return_abs_max is None:
             return torch.ones((), device=self.device)
-        return torch.maximum(
-            torch.sqrt(batch.return_var + 1e-8), batch.return_abs_max / self.cfg.normalized_return_max
-        )
+        std = torch.sqrt(batch.return_var + 1e-8)
+        if self.cfg.reward_scale_mode == "return_std":
+            return std
+        return torch.maximum(std, batch.return_abs_max / self.cfg.normalized_return_max)
 
     def _actor_loss(
         self,
