@@ -63,6 +63,9 @@ def test_canonical_flashsac_tracking_preset_values():
     # the linear actor head (the authors' unit-norm head tracked worse: adr/0016)
     assert cfg.algo.params.actor_head == "linear"
     assert (cfg.algo.params.log_std_min, cfg.algo.params.log_std_max) == (-5.0, 0.0)
+    # unscaled rewards on the SAC-style support of the task's returns (adr/0017)
+    assert cfg.algo.params.reward_scaling is False
+    assert (cfg.algo.params.v_min, cfg.algo.params.v_max) == (-13.0, 13.0)
 
 
 @pytest.mark.parametrize(("algo", "task"), list(PRESETS))

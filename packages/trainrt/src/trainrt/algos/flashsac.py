@@ -12,10 +12,10 @@ What makes it FlashSAC rather than plain SAC, in the order the code meets it:
   acting and export.
 - After every optimizer step each weight vector of a linear layer is re-projected to unit norm, and each
   normalization layer's scale (with its shift, for BatchNorm) to norm sqrt(width). The actor's output
-  head is the exception by default (``actor_head="linear"``): unconstrained, its mean starting near zero.
-  Deviation from the authors' release, on purpose (adr/0016): there the head is norm-bounded too, with
-  free biases and log-std bounds [-10, 2]; ``actor_head="unit_norm"`` builds that head, which tracked
-  worse in our A/B.
+  head is the exception by default (``actor_head="linear"``): unconstrained, its mean starting near zero,
+  log-std bounds [-5, 0], as in the authors' later release. Their first release norm-bounded the head too,
+  with free biases and log-std bounds [-10, 2]; ``actor_head="unit_norm"`` builds that head, which tracked
+  worse in our A/B (adr/0016).
 - The critic is a twin categorical (C51) critic whose target uses the member with the lower
   expected value. Rewards are divided by an adaptive scale, max(std of the discounted return,
   max |return| / G_max), so normalized returns fit the fixed support [-G_max, G_max];
@@ -69,7 +69,7 @@ class FlashSacConfig(CheckedLearnerConfig):
     log_std_max: float = 0.0
     # The actor's output layer: "linear" (the presets) is unconstrained, its mean starting near zero;
     # "unit_norm" re-projects each action's mean and log-std weight vectors to unit norm after every step
-    # (free biases), as the authors do with log-std bounds [-10, 2]. adr/0016 has the A/B.
+    # (free biases), as the authors' first release did with log-std bounds [-10, 2]. adr/0016 has the A/B.
     actor_head: Literal["linear", "unit_norm"] = "linear"
 
     # Categorical critic over the normalized-return range [-G_max, G_max].

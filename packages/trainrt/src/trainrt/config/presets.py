@@ -241,7 +241,9 @@ def flashsac_g1_motion_tracking() -> TrainConfig:
             num_envs=CANONICAL_NUM_ENVS,
             max_iterations=3000,
             steps_per_iteration=_STEPS_PER_ITERATION,
-            params=_flashsac_params(),
+            # Unscaled rewards on a support sized to the task's returns, as SAC: the adaptive scale's max |G|
+            # term, set by one fall full of penalties, flattened the critic for the whole run (adr/0017).
+            params=_flashsac_params(reward_scaling=False, **_support("g1_motion_tracking", 0.99)),
         ),
         task=TaskSection(name="g1_motion_tracking"),
         sim=SimSection(backend="mjwarp", device=None, nconmax=None, njmax=None),
