@@ -1,7 +1,10 @@
 """run_summary.json: the tail metric, the schema's consistency checks, and atomic writing."""
 
+import importlib.util
 import json
 import math
+import shutil
+import subprocess
 
 import pytest
 from pydantic import ValidationError
@@ -257,3 +260,41 @@ def test_a_running_summary_has_no_end_and_an_interrupted_one_names_the_signal():
     )
     assert (interrupted.signal, interrupted.run_id) == ("SIGTERM", "0123456789ab")
     assert "sim.nconmax=6" in interrupted.warnings[0]
+
+
+def _summary_copy_under(root):
+    """A copy of summary.py at ``root/pkg/summary.py``, imported as its own module (its __file__ is the copy)."""
+    import trainrt.runner.summary as original
+
+    (root / "pkg").mkdir(parents=True)
+    target = root / "pkg" / "summary.py"
+    shutil.copy(original.__file__, target)
+    spec = importlib.util.spec_from_file_location("summary_copy", target)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _git(cwd, *args):
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_the_commit_is_the_checkouts_only_when_it_tracks_the_source(tmp_path, monkeypatch):
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "x")
+    (tmp_path / ".gitignore").write_text("exported/\n")
+    monkeypatch.delenv("TRAINRT_REPO_COMMIT", raising=False)
+    # exported into an ignored folder of another checkout: that checkout's HEAD is not this code's commit
+    exported = _summary_copy_under(tmp_path / "exported")
+    assert exported.repo_commit() == ("unknown", None)
+    monkeypatch.setenv("TRAINRT_REPO_COMMIT", "abc123")
+    assert exported.repo_commit() == ("abc123", None)
+    # tracked and committed: the checkout's HEAD, clean
+    tracked = _summary_copy_under(tmp_path / "src")
+    _git(tmp_path, "add", "src", ".gitignore")
+    _git(tmp_path, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "add")
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True
+    ).stdout.strip()
+    assert tracked.repo_commit() == (head, False)

@@ -292,11 +292,20 @@ def load_run_summary(path: str | os.PathLike) -> RunSummary:
 def repo_commit() -> tuple[str, bool | None]:
     """``(git rev-parse HEAD, dirty)`` of the repository holding this source.
 
-    Without git or a repository: ``($TRAINRT_REPO_COMMIT, None)`` when that variable is set, else
-    ``("unknown", None)``.
+    Without git, outside a repository, or inside one that does not track this file (a copy of the tree
+    exported into an ignored folder of another checkout, whose HEAD says nothing about the copy):
+    ``($TRAINRT_REPO_COMMIT, None)`` when that variable is set, else ``("unknown", None)``.
     """
-    here = Path(__file__).resolve().parent
+    source = Path(__file__).resolve()
+    here = source.parent
     try:
+        subprocess.run(  # fails unless the enclosing repository tracks this very file
+            ["git", "ls-files", "--error-unmatch", source.name],
+            cwd=here,
+            capture_output=True,
+            timeout=10,
+            check=True,
+        )
         head = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10, check=True
         ).stdout.strip()
@@ -309,7 +318,8 @@ def repo_commit() -> tuple[str, bool | None]:
             check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
-        # A copy of the tree without .git (e.g. a remote GPU machine): the caller may say which commit it is.
+        # A copy of the tree without its own .git (e.g. on a remote GPU machine): the caller may say which
+        # commit it is.
         return os.environ.get(COMMIT_ENV, "unknown"), None
     return (head or "unknown"), bool(status.strip())
 
