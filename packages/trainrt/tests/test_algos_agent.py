@@ -246,7 +246,7 @@ def test_updates_drop_gradients_and_match_zero_filled_ones_exactly(algo, monkeyp
     weights it reaches equal those of updates that zero-fill and accumulate instead, bit for bit."""
     torch.manual_seed(0)  # the helper's rewards come from the global generator
     dropped, buffer = _agent_with_data(algo, seed=0)
-    seen: list[int] = []
+    seen: list[bool] = []
     original = torch.optim.Optimizer.zero_grad
 
     def recording(self, set_to_none=True):
