@@ -2,7 +2,7 @@
 
     python benchmarks/learning_curve.py --algo sac --task g1_walk_flat --minutes 5 [--checkpoint-every 250]
         [--evals 4] [--eval-envs 64] [--preset NAME] [--run-dir DIR] [--out curve.json]
-        [--warmup] [--arm NAME="key=value ..." ...] [key=value ...]
+        [--warmup] [--arm NAME="key=value ..." ...] [--one-at-a-time] [key=value ...]
 
 1. ``trainrt train`` with the preset plus the overrides, ``training.time_limit_sec`` = the budget (set-up
    and warm-up count), a checkpoint every ``--checkpoint-every`` iterations and none of the end-of-run
@@ -33,6 +33,10 @@ overrides plus its own, all started at once on the same device with the same tim
 evaluated and the table gets an ``arm`` column. The arms share the GPU, so each trains at a fraction of the
 whole machine's rate: a comparison at equal wall clock and equal share, not the number one run alone would
 reach.
+
+``--one-at-a-time`` runs the arms one after another instead, each alone on the device with the whole budget
+(the JSON then has ``sequential_arms``). Use it where what is compared depends on how many iterations a run
+does in the budget (a late degradation, a schedule's horizon), which a shared GPU cuts to a fraction.
 """
 
 from __future__ import annotations
@@ -205,7 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument(
         "--arm", action="append", default=[], metavar='NAME="key=value ..."',
-        help="one concurrent run per arm with these extra overrides (repeatable)",
+        help="one run per arm with these extra overrides (repeatable); concurrent unless --one-at-a-time",
+    )  # fmt: skip
+    parser.add_argument(
+        "--one-at-a-time", action="store_true",
+        help="run the arms one after another, each alone on the device with the whole budget",
     )  # fmt: skip
     parser.add_argument("overrides", nargs="*", help="key=value overrides, as for trainrt train")
     args = parser.parse_args(argv)
@@ -215,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
         arms = parse_arms(args.arm)
     except ValueError as err:
         parser.error(str(err))
+    if args.one_at_a_time and not arms:
+        parser.error("--one-at-a-time orders the runs of --arm: give at least one --arm")
     base = Path(args.run_dir or f"runs/curve_{args.algo}_{args.task}")
     runs = {name: (base / name, extra) for name, extra in arms.items()} if arms else {None: (base, [])}
     warmup_sec = None
@@ -235,14 +245,19 @@ def main(argv: list[str] | None = None) -> int:
         for name in runs:
             shutil.rmtree(scratch / (name or "run"))  # the logs stay
         print(f"warm-up (one iteration of every arm, compilation included): {warmup_sec:.0f} s", flush=True)
-    # all arms start together and share the device; each arm's console goes to <run-dir>/<NAME>.log
-    codes = run_all(
-        {
-            name: train_command(args, run_dir, [*args.overrides, *extra])
-            for name, (run_dir, extra) in runs.items()
-        },
-        base if arms else None,
-    )
+    # all arms start together and share the device, or (--one-at-a-time) each runs alone after the previous;
+    # each arm's console goes to <run-dir>/<NAME>.log
+    commands = {
+        name: train_command(args, run_dir, [*args.overrides, *extra])
+        for name, (run_dir, extra) in runs.items()
+    }
+    log_dir = base if arms else None
+    if args.one_at_a_time:
+        codes = {}
+        for name, command in commands.items():
+            codes |= run_all({name: command}, log_dir)
+    else:
+        codes = run_all(commands, log_dir)
     failed = {name: code for name, code in codes.items() if code != 0}
     if failed:
         logs = "".join(f"; {name}: see {base / f'{name}.log'}" for name in failed if name is not None)
@@ -265,10 +280,8 @@ def main(argv: list[str] | None = None) -> int:
             "warmup_sec": warmup_sec,
         }
         if arms:
-            out = {
-                **head,
-                "concurrent_arms": {name: {"overrides": arms[name], **facts[name]} for name in arms},
-            }
+            key = "sequential_arms" if args.one_at_a_time else "concurrent_arms"
+            out = {**head, key: {name: {"overrides": arms[name], **facts[name]} for name in arms}}
         else:
             out = {**head, **facts[None]}
         Path(args.out).write_text(json.dumps(out, indent=2) + "\n")

@@ -104,6 +104,35 @@ def test_arms_train_at_once_with_their_own_overrides_and_share_one_table(tmp_pat
     assert "| base |" in result.stdout and "| fast_actor |" in result.stdout
 
 
+def test_one_at_a_time_runs_each_arm_alone_after_the_previous(tmp_path):
+    out = tmp_path / "seq.json"
+    extra = [o for o in TINY if not o.startswith(("algo.max_iterations=", "training."))]
+    command = [
+        sys.executable, str(SCRIPT), "--algo=sac", "--task=g1_walk_flat", "--sim=mujoco", "--preset=cpu-demo",
+        "--minutes=0.1", "--checkpoint-every=2", "--evals=1", "--eval-envs=2", f"--run-dir={tmp_path / 'seq'}",
+        f"--out={out}", "--one-at-a-time", "--arm", "first=", "--arm", "second=algo.params.actor_lr=0.001",
+        *extra,
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    arms = json.loads(out.read_text())["sequential_arms"]
+    assert list(arms) == ["first", "second"]
+    first, second = (Path(arms[name]["run_dir"]) for name in ("first", "second"))
+    # the second run started (wrote its config) only after the first had written its final summary
+    assert (second / "config.json").stat().st_mtime_ns >= (first / "run_summary.json").stat().st_mtime_ns
+    assert all(arms[name]["time_limit_reached"] for name in arms)
+    assert json.loads((second / "config.json").read_text())["algo"]["params"]["actor_lr"] == pytest.approx(
+        1e-3
+    )
+
+
+def test_one_at_a_time_needs_arms(tmp_path):
+    command = [sys.executable, str(SCRIPT), "--sim=mujoco", f"--run-dir={tmp_path / 'x'}", "--one-at-a-time"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 2 and "give at least one --arm" in result.stderr
+    assert not (tmp_path / "x").exists()
+
+
 @pytest.mark.parametrize("spec", ["no_equals", "=algo.params.actor_lr=1", "bad name=x=1"])
 def test_a_malformed_arm_is_refused_before_anything_runs(tmp_path, spec):
     command = [sys.executable, str(SCRIPT), "--sim=mujoco", f"--run-dir={tmp_path / 'x'}", "--arm", spec]
