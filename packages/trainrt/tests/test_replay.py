@@ -1,5 +1,7 @@
 """DeviceReplayBuffer: ring order and wrap-around, n-step windows, validity, return statistics."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -179,6 +181,25 @@ def test_return_statistics_match_a_float64_reference():
     assert buffer.return_abs_max.item() == pytest.approx(np.max(np.abs(samples)), rel=1e-5)
     batch = buffer.sample(4, torch.Generator().manual_seed(0))
     assert batch.return_var is buffer.return_var
+
+
+def test_the_views_return_statistics_are_those_frozen_with_it():
+    buffer = DeviceReplayBuffer(2, 8, {"policy": 1}, 1, "cpu", n_step=1, gamma=0.9)
+
+    def add(reward):
+        zeros = {"policy": torch.zeros(2, 1)}
+        no = torch.zeros(2, dtype=torch.bool)
+        buffer.add(zeros, torch.zeros(2, 1), torch.tensor(reward), zeros, no, no, ~no)
+
+    add([1.0, -3.0])
+    buffer.freeze_view()
+    frozen = buffer.view_return_statistics()
+    assert frozen["return_std"] == pytest.approx(math.sqrt(buffer.return_var.item()))
+    assert frozen["return_abs_max"] == 3.0
+    add([0.0, -10.0])  # live statistics move; the view's stay until the next freeze
+    assert buffer.view_return_statistics() == frozen
+    buffer.freeze_view()
+    assert buffer.view_return_statistics()["return_abs_max"] == pytest.approx(12.7)
 
 
 def test_bad_arguments_are_rejected():

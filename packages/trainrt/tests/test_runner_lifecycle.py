@@ -132,6 +132,20 @@ def test_the_summary_says_running_while_the_run_runs(tmp_path, monkeypatch):
     assert seen[0].finished_at is None and summary.status == "completed"
 
 
+def test_a_reward_scale_set_by_one_outlier_return_is_reported_once_and_recorded(tmp_path):
+    lines = []
+    # normalized_return_max far below the returns: the max |return| term dwarfs the returns' std
+    summary = _run(
+        tmp_path / "run", "algo.max_iterations=3", "training.log_every=1", "algo.params.normalized_return_max=0.001",
+        algo="flashsac", log=lines.append,
+    )  # fmt: skip
+    assert summary.status == "completed"
+    reported = [line for line in lines if line.startswith("warning:") and "reward scale" in line]
+    assert len(reported) == 1, reported  # logged at iterations 1, 2 and 3, reported once
+    (warning,) = [w for w in summary.warnings if "reward scale" in w]
+    assert warning.startswith("iteration 1: FlashSAC's reward scale") and "reward_scaling=false" in warning
+
+
 def test_a_buffer_overflow_is_reported_at_log_time_and_recorded(tmp_path):
     lines = []
     summary = _run(tmp_path / "run", "sim.nconmax=1", log=lines.append)

@@ -571,6 +571,12 @@ class Agent(abc.ABC):
     # ----------------------------------------------------------------------------------------------
     # losses and diagnostics
     # ----------------------------------------------------------------------------------------------
+    @cold_path
+    def learning_warnings(self, return_statistics: dict[str, float]) -> dict[str, str]:
+        """Set-up problems that keep this agent from learning, seen from the replay's return statistics
+        (`DeviceReplayBuffer.view_return_statistics`): kind -> message naming the fix. None by default."""
+        return {}
+
     def losses(self) -> dict[str, torch.Tensor]:
         """Latest loss and statistic values as device scalars (overwritten by the next update)."""
         return dict(self._loss_values)

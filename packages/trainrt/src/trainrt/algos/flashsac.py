@@ -134,6 +134,11 @@ class FlashSacConfig(CheckedLearnerConfig):
     critic_obs_group: str = "critic"
 
 
+REWARD_SCALE_WARNING_RATIO = 4.0
+"""`FlashSacAgent.learning_warnings` reports a reward scale whose max |return| term exceeds this many return
+stds (the tracking runs of adr/0017 sat at about 15)."""
+
+
 # --------------------------------------------------------------------------------------------------
 # norm-bounded layers over member-stacked activations (M, B, D): the twin critic is M = 2 independent
 # networks evaluated with one batched GEMM per layer, the actor is M = 1
@@ -469,6 +474,30 @@ class FlashSacAgent(Agent):
         if self.cfg.reward_scale_mode == "return_std":
             return std
         return torch.maximum(std, batch.return_abs_max / self.cfg.normalized_return_max)
+
+    @cold_path
+    def learning_warnings(self, return_statistics: dict[str, float]) -> dict[str, str]:
+        """``reward_scale``: the max |return| term sets the divisor, several times the returns' std.
+
+        Then one outlier return (a fall full of penalties) shrinks every other return to a few atoms of the
+        support for the rest of the run, and the critic learns little (adr/0017).
+        """
+        cfg = self.cfg
+        if not cfg.reward_scaling or cfg.reward_scale_mode != "max_return":
+            return {}
+        std = math.sqrt(return_statistics["return_std"] ** 2 + 1e-8)
+        outlier_term = return_statistics["return_abs_max"] / cfg.normalized_return_max
+        if outlier_term <= REWARD_SCALE_WARNING_RATIO * std:
+            return {}
+        return {
+            "reward_scale": (
+                f"FlashSAC's reward scale {outlier_term:.3g} is set by the largest return seen "
+                f"({return_statistics['return_abs_max']:.3g} / normalized_return_max), {outlier_term / std:.0f}x "
+                f"the returns' std {std:.3g}: most returns now span a few atoms of the critic's support and it "
+                "learns little (adr/0017); set algo.params.reward_scaling=false with algo.params.v_min/v_max "
+                "sized to the returns (as the tracking preset does), or algo.params.reward_scale_mode=return_std"
+            )
+        }
 
     def _actor_loss(
         self,

@@ -314,6 +314,15 @@ class DeviceReplayBuffer:
         return int(self.valid.sum().item())
 
     @cold_path
+    def view_return_statistics(self) -> dict[str, float]:
+        """The return statistics of the learner's view (`freeze_view`) on the host: ``return_std`` and
+        ``return_abs_max``, what FlashSAC's reward scale is made of (reads device values)."""
+        return {
+            "return_std": float(self.view_return_var.clamp(min=0.0).sqrt().item()),
+            "return_abs_max": float(self.view_return_abs_max.item()),
+        }
+
+    @cold_path
     def memory_bytes(self) -> int:
         """Device bytes held by the rings."""
         tensors = [*self.obs.values(), *self.next_obs.values(), self.action, self.reward]

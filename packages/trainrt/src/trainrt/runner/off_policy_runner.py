@@ -224,6 +224,7 @@ class OffPolicyRunner:
         self._stop_request: int | None = None
         self.time_limit_reached = False  # the run ended at training.time_limit_sec
         self._overflow_reported: dict[str, int] = {}
+        self._learning_reported: set[str] = set()
         self._running_summary_at = 0.0
         self._provenance: dict[str, Any] | None = None
         self._lock: RunDirLock | None = None
@@ -634,6 +635,7 @@ class OffPolicyRunner:
         """Console block and TensorBoard scalars of one iteration (reads device values: cold path)."""
         cfg = self.cfg
         self._check_overflow(iteration)
+        self._check_learning(iteration)
         losses = _scalars(self.agent.losses())
         episode = {**self.collector.episode_summary(), **self.env.episode_stats()}
         self.episode_statistics.update(episode)
@@ -701,6 +703,18 @@ class OffPolicyRunner:
         if self.cfg.training.fail_on_overflow:
             raise ContactBufferOverflow(message + " (training.fail_on_overflow=true)")
         self.log(f"warning: {message}")
+
+    @cold_path
+    def _check_learning(self, iteration: int) -> None:
+        """Report each kind of the agent's `learning_warnings` the first time it appears."""
+        found = self.agent.learning_warnings(self.replay.view_return_statistics())
+        for kind, text in found.items():
+            if kind in self._learning_reported:
+                continue
+            self._learning_reported.add(kind)
+            message = f"iteration {iteration}: {text}"
+            self.warnings.append(message)
+            self.log(f"warning: {message}")
 
     @cold_path
     def _finish(self) -> None:
