@@ -63,15 +63,21 @@ def test_a_curve_row_per_evaluated_checkpoint(tmp_path, algo, task, metrics):
     assert params["lr_schedule"] == "warmup_cosine" and params["lr_decay_updates"] == 500 * 4
 
 
-def test_arms_train_at_once_with_their_own_overrides_and_share_one_table(tmp_path):
-    out = tmp_path / "ab.json"
+def _run_arms(run_dir: Path, out: Path, minutes: float, *flags: str) -> subprocess.CompletedProcess:
+    """A tiny SAC walk A/B on the CPU: one eval per arm; ``flags`` give the arms and the mode."""
     extra = [o for o in TINY if not o.startswith(("algo.max_iterations=", "training."))]
     command = [
         sys.executable, str(SCRIPT), "--algo=sac", "--task=g1_walk_flat", "--sim=mujoco", "--preset=cpu-demo",
-        "--minutes=0.2", "--checkpoint-every=2", "--evals=1", "--eval-envs=2", f"--run-dir={tmp_path / 'ab'}",
-        f"--out={out}", "--warmup", "--arm", "base=", "--arm", "fast_actor=algo.params.actor_lr=0.001", *extra,
+        f"--minutes={minutes}", "--checkpoint-every=2", "--evals=1", "--eval-envs=2", f"--run-dir={run_dir}",
+        f"--out={out}", *flags, *extra,
     ]  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_arms_train_at_once_with_their_own_overrides_and_share_one_table(tmp_path):
+    out = tmp_path / "ab.json"
+    flags = ["--warmup", "--arm", "base=", "--arm", "fast_actor=algo.params.actor_lr=0.001"]
+    result = _run_arms(tmp_path / "ab", out, 0.2, *flags)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     ab = json.loads(out.read_text())
     arms = ab["concurrent_arms"]
@@ -106,14 +112,8 @@ def test_arms_train_at_once_with_their_own_overrides_and_share_one_table(tmp_pat
 
 def test_one_at_a_time_runs_each_arm_alone_after_the_previous(tmp_path):
     out = tmp_path / "seq.json"
-    extra = [o for o in TINY if not o.startswith(("algo.max_iterations=", "training."))]
-    command = [
-        sys.executable, str(SCRIPT), "--algo=sac", "--task=g1_walk_flat", "--sim=mujoco", "--preset=cpu-demo",
-        "--minutes=0.1", "--checkpoint-every=2", "--evals=1", "--eval-envs=2", f"--run-dir={tmp_path / 'seq'}",
-        f"--out={out}", "--one-at-a-time", "--arm", "first=", "--arm", "second=algo.params.actor_lr=0.001",
-        *extra,
-    ]  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    flags = ["--one-at-a-time", "--arm", "first=", "--arm", "second=algo.params.actor_lr=0.001"]
+    result = _run_arms(tmp_path / "seq", out, 0.1, *flags)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     arms = json.loads(out.read_text())["sequential_arms"]
     assert list(arms) == ["first", "second"]
