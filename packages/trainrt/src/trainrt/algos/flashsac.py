@@ -370,14 +370,12 @@ class FlashSacAgent(Agent):
 
     algo = "flashsac"
     compiled_parts = (
-        "_advance_lr_schedule",
         "_normalize",
         "_actor_loss",
         "_critic_target",
         "_critic_loss",
         "_project_actor",
         "_project_critic",
-        "_record_losses",
     )
     # BatchNorm on running statistics for acting and export.
     actor_eval_kwargs: ClassVar[dict[str, Any]] = {"training": False}
@@ -574,7 +572,7 @@ class FlashSacAgent(Agent):
         reward_scale = self._reward_scale(batch)
         reward = batch.reward / reward_scale
         losses: dict[str, torch.Tensor] = {"reward_scale": reward_scale}
-        self._part("_advance_lr_schedule")()
+        self._advance_lr_schedule()
 
         if update_actor:
             with frozen(self.critic):
@@ -623,7 +621,7 @@ class FlashSacAgent(Agent):
             "q_mean": q_mean,
             "target_q_mean": expected_value(target, self.support).mean(),
         }
-        self._part("_record_losses")(losses)
+        self._record_losses(losses)
 
     # ----------------------------------------------------------------------------------------------
     # checkpoint and export

@@ -142,14 +142,7 @@ class SacAgent(Agent):
     """FastSAC-style agent. Construct through `trainrt.algos.make_agent("sac", ...)`."""
 
     algo = "sac"
-    compiled_parts = (
-        "_advance_lr_schedule",
-        "_normalize",
-        "_critic_target",
-        "_critic_loss",
-        "_actor_loss",
-        "_record_losses",
-    )
+    compiled_parts = ("_normalize", "_critic_target", "_critic_loss", "_actor_loss")
 
     def __init__(
         self,
@@ -237,7 +230,7 @@ class SacAgent(Agent):
         actor_obs, next_actor_obs, critic_obs, next_critic_obs = self._normalized_groups(batch)
         alpha = self.log_alpha.exp().detach()
         batch_size = batch.batch_size
-        self._part("_advance_lr_schedule")()
+        self._advance_lr_schedule()
 
         # Critic: cross-entropy to the projected soft Bellman target, one target per member.
         target = self._part("_critic_target")(
@@ -279,4 +272,4 @@ class SacAgent(Agent):
         with torch.no_grad():
             torch._foreach_lerp_(self._target_params, self._critic_params, cfg.tau)
         losses["alpha"] = self.log_alpha.exp()
-        self._part("_record_losses")(losses)
+        self._record_losses(losses)
