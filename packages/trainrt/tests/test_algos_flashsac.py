@@ -210,13 +210,13 @@ def test_return_std_mode_ignores_the_largest_return():
 
 def test_a_reward_scale_set_by_the_largest_return_is_reported_with_the_fix():
     agent = make_agent("flashsac", _config(), OBS_DIMS, NUM_ACTIONS, "cpu")
-    healthy = {"return_std": 1.3, "return_abs_max": 6.0}  # max|G| / 5 = 1.2, below the std
+    healthy = {"return_var": 1.69, "return_abs_max": 6.0}  # max|G| / 5 = 1.2, below the std
     assert agent.learning_warnings(healthy) == {}
-    outlier = {"return_std": 1.3, "return_abs_max": 97.0}  # as in the tracking runs of adr/0017: 19.4 = 15x
+    outlier = {"return_var": 1.69, "return_abs_max": 97.0}  # as in the tracking runs of adr/0017: 19.4 = 15x
     (message,) = agent.learning_warnings(outlier).values()
     assert "19.4" in message and "15x" in message
     assert "algo.params.reward_scaling=false" in message and "reward_scale_mode=return_std" in message
-    at_the_ratio = {"return_std": 1.0, "return_abs_max": 5.0 * 4.0}
+    at_the_ratio = {"return_var": 1.0 - 1e-8, "return_abs_max": 5.0 * 4.0}
     assert agent.learning_warnings(at_the_ratio) == {}  # reported only beyond 4 stds
     for robust in (_config(reward_scale_mode="return_std"), _config(reward_scaling=False)):
         assert make_agent("flashsac", robust, OBS_DIMS, NUM_ACTIONS, "cpu").learning_warnings(outlier) == {}

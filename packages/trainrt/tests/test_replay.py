@@ -1,7 +1,5 @@
 """DeviceReplayBuffer: ring order and wrap-around, n-step windows, validity, return statistics."""
 
-import math
-
 import numpy as np
 import pytest
 import torch
@@ -194,7 +192,7 @@ def test_the_views_return_statistics_are_those_frozen_with_it():
     add([1.0, -3.0])
     buffer.freeze_view()
     frozen = buffer.view_return_statistics()
-    assert frozen["return_std"] == pytest.approx(math.sqrt(buffer.return_var.item()))
+    assert frozen["return_var"] == buffer.return_var.item() > 0
     assert frozen["return_abs_max"] == 3.0
     add([0.0, -10.0])  # live statistics move; the view's stay until the next freeze
     assert buffer.view_return_statistics() == frozen

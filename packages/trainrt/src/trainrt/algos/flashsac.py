@@ -485,7 +485,7 @@ class FlashSacAgent(Agent):
         cfg = self.cfg
         if not cfg.reward_scaling or cfg.reward_scale_mode != "max_return":
             return {}
-        std = math.sqrt(return_statistics["return_std"] ** 2 + 1e-8)
+        std = math.sqrt(return_statistics["return_var"] + 1e-8)  # as `_reward_scale`
         outlier_term = return_statistics["return_abs_max"] / cfg.normalized_return_max
         if outlier_term <= REWARD_SCALE_WARNING_RATIO * std:
             return {}

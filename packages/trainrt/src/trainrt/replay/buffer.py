@@ -315,12 +315,9 @@ class DeviceReplayBuffer:
 
     @cold_path
     def view_return_statistics(self) -> dict[str, float]:
-        """The return statistics of the learner's view (`freeze_view`) on the host: ``return_std`` and
+        """The return statistics of the learner's view (`freeze_view`) on the host: ``return_var`` and
         ``return_abs_max``, what FlashSAC's reward scale is made of (reads device values)."""
-        return {
-            "return_std": float(self.view_return_var.clamp(min=0.0).sqrt().item()),
-            "return_abs_max": float(self.view_return_abs_max.item()),
-        }
+        return {"return_var": self.view_return_var.item(), "return_abs_max": self.view_return_abs_max.item()}
 
     @cold_path
     def memory_bytes(self) -> int:
