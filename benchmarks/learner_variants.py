@@ -15,6 +15,8 @@ compiled graph and times it as `trainrt bench learner` does (``fused`` mode). Va
 - ``zeroed_grads`` (a measurement): padded, with every optimizer's ``zero_grad`` keeping the gradient tensors
   and filling them with zeros, so each backward adds into them, as the agents did before they set gradients to
   None. What ``padded`` saves against it is one fill per optimizer and one addition per parameter per update;
+- ``eager_lr_schedule`` (a measurement): padded, with the learning-rate step left out of the compiled parts, as
+  before it was compiled. What ``padded`` saves against it is the schedule's ~20 small kernels per update;
 - ``combo_kernels``, ``aggressive_fusion``, ``autotune_pointwise``: padded, with that inductor option on
   (horizontal fusion of independent kernels; fusion past the default profitability checks; benchmarking
   more Triton configurations for pointwise and reduction kernels). A variant whose option this torch does
@@ -38,7 +40,7 @@ from typing import Any
 import torch
 import torch._inductor.config as inductor_config
 
-from trainrt.algos import flashsac, networks
+from trainrt.algos import flashsac, networks, sac
 from trainrt.algos.bench import learner_benchmark
 from trainrt.cli import resolve_train_config
 from trainrt.runner.build import build_agent, build_env, build_replay
@@ -49,12 +51,17 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "unpadded": {"gemm_alignment": 1},
     "frozen_norm_affine": {"freeze_norm_affine": True},
     "zeroed_grads": {"zeroed_grads": True},
+    "eager_lr_schedule": {"uncompiled_parts": ("_advance_lr_schedule",)},
     "combo_kernels": {"inductor": {"combo_kernels": True}},
     "aggressive_fusion": {"inductor": {"aggressive_fusion": True}},
     "autotune_pointwise": {"inductor": {"max_autotune_pointwise": True}},
 }
 """Variant name -> changes: ``gemm_alignment`` (networks.GEMM_ALIGNMENT), ``inductor`` option values and
-``freeze_norm_affine`` (`freeze_norm_affine`) and ``zeroed_grads`` (`zeroed_grads`)."""
+``freeze_norm_affine`` (`freeze_norm_affine`), ``zeroed_grads`` (`zeroed_grads`) and ``uncompiled_parts`` (update
+parts the agents then leave uncompiled)."""
+
+AGENT_CLASSES: tuple[type, ...] = (sac.SacAgent, flashsac.FlashSacAgent)
+"""The agents whose compiled parts a variant's ``uncompiled_parts`` removes."""
 
 NORM_LAYERS: tuple[type, ...] = (networks.StackedLayerNorm, flashsac._BatchNorm, flashsac._RmsNorm)
 """The normalization layers of SAC and FlashSAC whose affine parameters ``frozen_norm_affine`` freezes."""
@@ -102,11 +109,18 @@ def applied(variant: str) -> Iterator[None]:
     alignment = networks.GEMM_ALIGNMENT
     networks.GEMM_ALIGNMENT = changes.get("gemm_alignment", alignment)
     grads = zeroed_grads() if changes.get("zeroed_grads") else contextlib.nullcontext()
+    parts = {cls: cls.compiled_parts for cls in AGENT_CLASSES}
+    for cls in AGENT_CLASSES:
+        cls.compiled_parts = tuple(
+            p for p in cls.compiled_parts if p not in changes.get("uncompiled_parts", ())
+        )
     try:
         with inductor_config.patch(changes.get("inductor", {})), grads:
             yield
     finally:
         networks.GEMM_ALIGNMENT = alignment
+        for cls, names in parts.items():
+            cls.compiled_parts = names
 
 
 def main(argv: list[str] | None = None) -> int:

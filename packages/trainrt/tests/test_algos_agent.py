@@ -269,3 +269,28 @@ def test_updates_drop_gradients_and_match_zero_filled_ones_exactly(algo, monkeyp
         for mine, theirs in zip(getattr(dropped, net).parameters(), getattr(filled, net).parameters()):
             assert torch.equal(mine, theirs), net
     assert torch.equal(dropped.log_alpha, filled.log_alpha)
+
+
+def test_the_learning_rate_step_is_a_compiled_part_that_follows_the_host_schedule():
+    """On CUDA the update compiles `_advance_lr_schedule` (one fused kernel instead of about 20): traced
+    whole, never recompiled across updates, and equal to the host formula at every step."""
+    import torch._dynamo
+
+    cfg = SMALL["sac"](
+        lr_schedule="warmup_cosine", lr_warmup_updates=2, lr_final_ratio=0.1, lr_decay_updates=8
+    )
+    agent = make_agent("sac", cfg, OBS_DIMS, NUM_ACTIONS, "cpu", seed=0)
+    assert "_advance_lr_schedule" in type(agent).compiled_parts
+    assert (
+        "_advance_lr_schedule"
+        in type(make_agent("flashsac", SMALL["flashsac"](), OBS_DIMS, 2, "cpu")).compiled_parts
+    )
+    torch._dynamo.reset()
+    step = torch.compile(agent._advance_lr_schedule, fullgraph=True, dynamic=False)
+    step()  # the first call traces and compiles
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for update in range(1, 12):
+            step()
+            expected = 3e-4 * agent._lr_schedule.factor(update)
+            for group, _ in agent._lr_targets:
+                assert group["lr"].item() == pytest.approx(expected, rel=1e-6)

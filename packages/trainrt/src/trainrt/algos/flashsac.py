@@ -370,6 +370,7 @@ class FlashSacAgent(Agent):
 
     algo = "flashsac"
     compiled_parts = (
+        "_advance_lr_schedule",
         "_normalize",
         "_actor_loss",
         "_critic_target",
@@ -572,7 +573,7 @@ class FlashSacAgent(Agent):
         reward_scale = self._reward_scale(batch)
         reward = batch.reward / reward_scale
         losses: dict[str, torch.Tensor] = {"reward_scale": reward_scale}
-        self._advance_lr_schedule()
+        self._part("_advance_lr_schedule")()
 
         if update_actor:
             with frozen(self.critic):

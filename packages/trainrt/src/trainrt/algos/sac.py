@@ -142,7 +142,7 @@ class SacAgent(Agent):
     """FastSAC-style agent. Construct through `trainrt.algos.make_agent("sac", ...)`."""
 
     algo = "sac"
-    compiled_parts = ("_normalize", "_critic_target", "_critic_loss", "_actor_loss")
+    compiled_parts = ("_advance_lr_schedule", "_normalize", "_critic_target", "_critic_loss", "_actor_loss")
 
     def __init__(
         self,
@@ -230,7 +230,7 @@ class SacAgent(Agent):
         actor_obs, next_actor_obs, critic_obs, next_critic_obs = self._normalized_groups(batch)
         alpha = self.log_alpha.exp().detach()
         batch_size = batch.batch_size
-        self._advance_lr_schedule()
+        self._part("_advance_lr_schedule")()
 
         # Critic: cross-entropy to the projected soft Bellman target, one target per member.
         target = self._part("_critic_target")(
