@@ -15,8 +15,9 @@ compiled graph and times it as `trainrt bench learner` does (``fused`` mode). Va
 - ``zeroed_grads`` (a measurement): padded, with every optimizer's ``zero_grad`` keeping the gradient tensors
   and filling them with zeros, so each backward adds into them, as the agents did before they set gradients to
   None. What ``padded`` saves against it is one fill per optimizer and one addition per parameter per update;
-- ``eager_lr_schedule`` (a measurement): padded, with the learning-rate step left out of the compiled parts, as
-  before it was compiled. What ``padded`` saves against it is the schedule's ~20 small kernels per update;
+- ``eager_bookkeeping`` (a measurement): padded, with the learning-rate step and the loss recording left out of
+  the compiled parts, as before they were compiled. What ``padded`` saves against it is their ~35 small kernels
+  per update;
 - ``combo_kernels``, ``aggressive_fusion``, ``autotune_pointwise``: padded, with that inductor option on
   (horizontal fusion of independent kernels; fusion past the default profitability checks; benchmarking
   more Triton configurations for pointwise and reduction kernels). A variant whose option this torch does
@@ -51,7 +52,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "unpadded": {"gemm_alignment": 1},
     "frozen_norm_affine": {"freeze_norm_affine": True},
     "zeroed_grads": {"zeroed_grads": True},
-    "eager_lr_schedule": {"uncompiled_parts": ("_advance_lr_schedule",)},
+    "eager_bookkeeping": {"uncompiled_parts": ("_advance_lr_schedule", "_record_losses")},
     "combo_kernels": {"inductor": {"combo_kernels": True}},
     "aggressive_fusion": {"inductor": {"aggressive_fusion": True}},
     "autotune_pointwise": {"inductor": {"max_autotune_pointwise": True}},

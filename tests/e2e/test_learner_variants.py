@@ -99,13 +99,14 @@ def test_zeroed_grads_fills_gradients_inside_the_block_only():
     assert param.grad is None
 
 
-def test_eager_lr_schedule_leaves_only_that_part_uncompiled_inside_the_block():
+def test_eager_bookkeeping_leaves_only_those_parts_uncompiled_inside_the_block():
     variants = _script()
     from trainrt.algos.flashsac import FlashSacAgent
     from trainrt.algos.sac import SacAgent
 
     before = (SacAgent.compiled_parts, FlashSacAgent.compiled_parts)
-    with variants.applied("eager_lr_schedule"):
+    bookkeeping = ("_advance_lr_schedule", "_record_losses")
+    with variants.applied("eager_bookkeeping"):
         for cls, parts in zip((SacAgent, FlashSacAgent), before, strict=True):
-            assert cls.compiled_parts == tuple(p for p in parts if p != "_advance_lr_schedule") != parts
+            assert cls.compiled_parts == tuple(p for p in parts if p not in bookkeeping) != parts
     assert (SacAgent.compiled_parts, FlashSacAgent.compiled_parts) == before

@@ -271,26 +271,34 @@ def test_updates_drop_gradients_and_match_zero_filled_ones_exactly(algo, monkeyp
     assert torch.equal(dropped.log_alpha, filled.log_alpha)
 
 
-def test_the_learning_rate_step_is_a_compiled_part_that_follows_the_host_schedule():
-    """On CUDA the update compiles `_advance_lr_schedule` (one fused kernel instead of about 20): traced
-    whole, never recompiled across updates, and equal to the host formula at every step."""
+@pytest.mark.parametrize("algo", ALGOS)
+def test_the_bookkeeping_parts_compile_whole_and_match_the_eager_update(algo):
+    """On CUDA the update compiles its learning-rate step and its loss recording too (a few fused kernels
+    instead of about 35): traced whole, no recompilation once both update shapes (with and without the actor
+    step) have run, and the same learning rates and recorded losses as the eager update."""
     import torch._dynamo
 
-    cfg = SMALL["sac"](
-        lr_schedule="warmup_cosine", lr_warmup_updates=2, lr_final_ratio=0.1, lr_decay_updates=8
-    )
-    agent = make_agent("sac", cfg, OBS_DIMS, NUM_ACTIONS, "cpu", seed=0)
-    assert "_advance_lr_schedule" in type(agent).compiled_parts
-    assert (
-        "_advance_lr_schedule"
-        in type(make_agent("flashsac", SMALL["flashsac"](), OBS_DIMS, 2, "cpu")).compiled_parts
-    )
-    torch._dynamo.reset()
-    step = torch.compile(agent._advance_lr_schedule, fullgraph=True, dynamic=False)
-    step()  # the first call traces and compiles
-    with torch._dynamo.config.patch(error_on_recompile=True):
-        for update in range(1, 12):
-            step()
-            expected = 3e-4 * agent._lr_schedule.factor(update)
-            for group, _ in agent._lr_targets:
-                assert group["lr"].item() == pytest.approx(expected, rel=1e-6)
+    bookkeeping = ("_advance_lr_schedule", "_record_losses")
+    schedule = {"lr_schedule": "warmup_cosine", "lr_warmup_updates": 2, "lr_final_ratio": 0.1}
+    runs = {}
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        agent, buffer = _agent_with_data(algo, seed=0, actor_update_period=2, lr_decay_updates=8, **schedule)
+        assert set(bookkeeping) <= set(type(agent).compiled_parts)
+        if compiled:
+            torch._dynamo.reset()
+            agent._parts = {
+                name: torch.compile(getattr(agent, name), fullgraph=True, dynamic=False)
+                for name in bookkeeping
+            }
+        seen = []
+        for update in range(10):
+            with torch._dynamo.config.patch(error_on_recompile=compiled and update >= 2):
+                agent.update(buffer.sample(32, agent.update_rng))
+            seen.append(
+                [g["lr"].item() for g, _ in agent._lr_targets] + [v.item() for v in agent.losses().values()]
+            )
+        runs[compiled] = torch.tensor(seen)
+        expected_lr = 3e-4 * agent._lr_schedule.factor(9)
+        assert runs[compiled][-1, 0].item() == pytest.approx(expected_lr, rel=1e-6)
+    torch.testing.assert_close(runs[True], runs[False], rtol=1e-6, atol=1e-7)

@@ -377,6 +377,7 @@ class FlashSacAgent(Agent):
         "_critic_loss",
         "_project_actor",
         "_project_critic",
+        "_record_losses",
     )
     # BatchNorm on running statistics for acting and export.
     actor_eval_kwargs: ClassVar[dict[str, Any]] = {"training": False}
@@ -622,7 +623,7 @@ class FlashSacAgent(Agent):
             "q_mean": q_mean,
             "target_q_mean": expected_value(target, self.support).mean(),
         }
-        self._record_losses(losses)
+        self._part("_record_losses")(losses)
 
     # ----------------------------------------------------------------------------------------------
     # checkpoint and export

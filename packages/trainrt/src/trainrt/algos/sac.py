@@ -142,7 +142,14 @@ class SacAgent(Agent):
     """FastSAC-style agent. Construct through `trainrt.algos.make_agent("sac", ...)`."""
 
     algo = "sac"
-    compiled_parts = ("_advance_lr_schedule", "_normalize", "_critic_target", "_critic_loss", "_actor_loss")
+    compiled_parts = (
+        "_advance_lr_schedule",
+        "_normalize",
+        "_critic_target",
+        "_critic_loss",
+        "_actor_loss",
+        "_record_losses",
+    )
 
     def __init__(
         self,
@@ -272,4 +279,4 @@ class SacAgent(Agent):
         with torch.no_grad():
             torch._foreach_lerp_(self._target_params, self._critic_params, cfg.tau)
         losses["alpha"] = self.log_alpha.exp()
-        self._record_losses(losses)
+        self._part("_record_losses")(losses)
