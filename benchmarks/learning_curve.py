@@ -22,8 +22,9 @@ preset's learning, not a schedule stretched over a million iterations.
 The table goes to the console (markdown) and, with ``--out``, to JSON with every eval result. The run's
 ``tail_env_steps_per_sec`` is reported too; it is the throughput of this same run.
 
-``--warmup`` first runs every arm's config for one iteration (all at once, in ``<run-dir>/_warmup``, whose
-run directories are removed afterwards and whose logs stay), so the one-time kernel compilation of a fresh
+``--warmup`` first runs every arm's config for one iteration (all at once, in ``<run-dir>/_warmup``, or in
+``<run-dir>_warmup`` beside a run without arms; their run directories are removed afterwards, the arms' logs
+stay), so the one-time kernel compilation of a fresh
 machine (Warp's kernels, the compiled learner: minutes) falls outside the budgets; the JSON records how long
 it took.
 
@@ -229,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = {name: (base / name, extra) for name, extra in arms.items()} if arms else {None: (base, [])}
     warmup_sec = None
     if args.warmup:
-        scratch = base / "_warmup"
+        # beside a single run's directory, which must start empty; inside an A/B's, beside its arms
+        scratch = base / "_warmup" if arms else base.with_name(f"{base.name}_warmup")
         started = time.monotonic()
         codes = run_all(
             {

@@ -44,8 +44,14 @@ def test_a_curve_row_per_evaluated_checkpoint(tmp_path, algo, task, metrics):
         "--minutes=0.25", "--checkpoint-every=2", "--evals=2", "--eval-envs=2",
         f"--run-dir={tmp_path / 'run'}", f"--out={out}", *extra,
     ]  # fmt: skip
+    if algo == "sac":
+        command.append("--warmup")  # a single run's warm-up goes beside its run directory, not into it
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    if algo == "sac":
+        assert not (tmp_path / "run" / "_warmup").exists()
+        assert (tmp_path / "run_warmup").is_dir() and not (tmp_path / "run_warmup" / "run").exists()
+        assert "warm-up (one iteration of every arm" in result.stdout
     curve = json.loads(out.read_text())
     rows = curve["rows"]
     assert len(rows) == 2 and len(curve["evals"]) == 2

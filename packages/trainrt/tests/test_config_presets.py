@@ -30,7 +30,9 @@ def test_canonical_sac_walk_preset_values():
     assert cfg.algo.params.updates_per_iteration == 64
     assert cfg.algo.params.batch_size == 8192
     assert cfg.algo.params.actor_update_period == 4
-    assert cfg.algo.params.buffer_size_per_env == 1024
+    # a replay of 4096 steps per env; the SAC tracking preset keeps the SAC default of 1024 (adr/0018)
+    assert cfg.algo.params.buffer_size_per_env == 4096
+    assert preset("sac", "g1_motion_tracking").algo.params.buffer_size_per_env == 1024
     assert cfg.algo.params.gamma == pytest.approx(0.97)
     assert cfg.algo.params.n_step == 1
     assert cfg.algo.params.tau == pytest.approx(0.125)

@@ -194,8 +194,13 @@ def sac_g1_walk_flat() -> TrainConfig:
             steps_per_iteration=_STEPS_PER_ITERATION,
             # The learning rates decay (cosine to 0.1x over max_iterations): at a constant 3e-4 the walk
             # peaks and then degrades within minutes (docs/perf/2026-12-01-walk-schedule-h200.md).
+            # The replay keeps 4096 steps per env (8.4M transitions, about 500 iterations): with 1024 the
+            # walk peaked near iteration 1,000 and then degraded, also with the decay (adr/0018).
             params=_sac_params(
-                lr_schedule="warmup_cosine", lr_final_ratio=0.1, **_support("g1_walk_flat", 0.97)
+                lr_schedule="warmup_cosine",
+                lr_final_ratio=0.1,
+                buffer_size_per_env=4096,
+                **_support("g1_walk_flat", 0.97),
             ),
         ),
         task=TaskSection(name="g1_walk_flat"),
