@@ -24,9 +24,8 @@ The table goes to the console (markdown) and, with ``--out``, to JSON with every
 
 ``--warmup`` first runs every arm's config for one iteration (all at once, in ``<run-dir>/_warmup``, or in
 ``<run-dir>_warmup`` beside a run without arms; their run directories are removed afterwards, the arms' logs
-stay), so the one-time kernel compilation of a fresh
-machine (Warp's kernels, the compiled learner: minutes) falls outside the budgets; the JSON records how long
-it took.
+stay), so the one-time kernel compilation of a fresh machine (Warp's kernels, the compiled learner: minutes)
+falls outside the budgets; the JSON records how long it took.
 
 ``--arm NAME="key=value ..."`` (repeatable) makes it an A/B: one run per arm, each with the common
 overrides plus its own, all started at once on the same device with the same time budget, in
