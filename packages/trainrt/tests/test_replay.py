@@ -244,3 +244,15 @@ def test_a_view_excluding_the_next_rows_never_draws_or_reads_them():
     assert torch.equal(again.reward, later.reward) and torch.equal(again.action, later.action)
     with pytest.raises(ValueError, match="exclude_next_rows"):
         buffer.freeze_view(exclude_next_rows=6)
+
+
+def test_planned_bytes_count_every_tensor_that_grows_with_the_rows():
+    num_envs, capacity, obs_dims, num_actions = 5, 7, {"policy": 3, "critic": 4}, 2
+    buffer = DeviceReplayBuffer(num_envs, capacity, obs_dims, num_actions, "cpu", n_step=3)
+    tensors = []
+    for value in vars(buffer).values():
+        tensors += list(value.values()) if isinstance(value, dict) else [value]
+    per_row = [t for t in tensors if isinstance(t, torch.Tensor) and t.numel() >= num_envs * capacity]
+    allocated = sum(t.numel() * t.element_size() for t in per_row)
+    assert DeviceReplayBuffer.planned_bytes(num_envs, capacity, obs_dims, num_actions) == allocated
+    assert buffer.memory_bytes() < allocated  # the rings alone, without the learner view's state

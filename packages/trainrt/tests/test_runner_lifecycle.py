@@ -1,6 +1,7 @@
 """Run lifecycle on the CPU: directory ownership, the running summary, overflow reports, resume continuity."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -162,3 +163,37 @@ def test_fail_on_overflow_makes_an_overflow_fatal(tmp_path):
         _run(tmp_path / "run", "sim.nconmax=1", "training.fail_on_overflow=true")
     summary = load_run_summary(tmp_path / "run")
     assert summary.status == "failed" and "sim.nconmax" in summary.error
+
+
+def test_a_replay_larger_than_the_free_device_memory_fails_naming_its_two_sizes(tmp_path, monkeypatch):
+    import trainrt.runner.build as build
+
+    monkeypatch.setattr(build, "free_device_bytes", lambda device: 1024)
+    with pytest.raises(build.ReplayDoesNotFit) as raised:
+        _run(tmp_path / "run")
+    message = str(raised.value)
+    assert re.search(r"need \d+\.\d\d GiB and 0\.00 GiB are free", message), message
+    assert re.search(r"algo\.params\.buffer_size_per_env \(now \d+\) or algo\.num_envs \(now \d+\)", message)
+    summary = load_run_summary(tmp_path / "run")
+    assert summary.status == "failed" and "buffer_size_per_env" in summary.error
+    assert (tmp_path / "run" / "config.json").is_file()  # the resolved config stays to rerun from
+
+
+def test_a_replay_allocation_that_runs_out_of_memory_fails_naming_its_two_sizes(tmp_path, monkeypatch):
+    import trainrt.runner.build as build
+
+    class OutOfMemoryReplay(build.DeviceReplayBuffer):
+        def __init__(self, *args, **kwargs):
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 12.00 GiB")
+
+    monkeypatch.setattr(build, "DeviceReplayBuffer", OutOfMemoryReplay)
+    with pytest.raises(build.ReplayDoesNotFit, match=r"the allocation failed.*buffer_size_per_env") as raised:
+        _run(tmp_path / "run")
+    assert isinstance(raised.value.__cause__, torch.OutOfMemoryError)
+
+
+def test_the_run_reports_its_replay_size_at_set_up(tmp_path):
+    lines = []
+    _run(tmp_path / "run", log=lines.append)
+    (line,) = [line for line in lines if line.startswith("replay: ")]
+    assert re.fullmatch(r"replay: \d+ envs x \d+ steps per env, \d+\.\d\d GiB on cpu", line), line

@@ -286,7 +286,8 @@ def train(
             "not a throughput measurement. Pass --preset canonical for the 2048-env settings.\n" + "=" * 78
         )
     from trainrt.runner import OffPolicyRunner
-    from trainrt.runner.off_policy_runner import ExpectedRunFailure, RunInterrupted
+    from trainrt.runner.failures import ExpectedRunFailure
+    from trainrt.runner.off_policy_runner import RunInterrupted
 
     # a run directory or training.resume that cannot be used
     with _usage_errors(ValueError, FileNotFoundError):
@@ -478,12 +479,14 @@ def bench(
 ) -> None:
     """DIAGNOSTIC benchmarks (physics eager vs graph, collector-only, learner-only); not the acceptance number."""
     from trainrt.runner.bench import run_benchmarks
+    from trainrt.runner.failures import ExpectedRunFailure
 
     extra = list(overrides or [])
     if num_envs is not None:
         extra.append(f"algo.num_envs={num_envs}")
     cfg, _ = _resolve_command_line(algo, task, sim, extra, preset_choice)
-    results = run_benchmarks(cfg, target.value, steps=steps, log=typer.echo)
+    with _usage_errors(ExpectedRunFailure):  # e.g. a replay that does not fit on the GPU
+        results = run_benchmarks(cfg, target.value, steps=steps, log=typer.echo)
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(json.dumps(results, indent=2) + "\n")

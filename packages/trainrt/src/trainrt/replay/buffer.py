@@ -320,6 +320,20 @@ class DeviceReplayBuffer:
         return {"return_var": self.view_return_var.item(), "return_abs_max": self.view_return_abs_max.item()}
 
     @cold_path
+    @staticmethod
+    def planned_bytes(
+        num_envs: int, capacity_per_env: int, obs_dims: dict[str, int], num_actions: int
+    ) -> int:
+        """Device bytes a buffer of these sizes allocates: the rings plus the learner view's per-row state.
+
+        Lets a caller check that a buffer fits before allocating it (``trainrt.runner.build.build_replay``).
+        """
+        rows = num_envs * capacity_per_env
+        floats_per_row = 2 * sum(obs_dims.values()) + num_actions + 1  # obs, next_obs, action, reward
+        flags_per_row = 4  # terminated, truncated, valid, the view's sampleable mask
+        view_count_per_row = 8  # view_valid_count (long)
+        return rows * (4 * floats_per_row + flags_per_row + view_count_per_row)
+
     def memory_bytes(self) -> int:
         """Device bytes held by the rings."""
         tensors = [*self.obs.values(), *self.next_obs.values(), self.action, self.reward]

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import mujoco
 import torch
 
 import simcore
@@ -30,10 +31,14 @@ DIAGNOSTIC_LABEL = (
 
 
 @cold_path
-def bench_physics(cfg: TrainConfig, steps: int) -> dict[str, Any]:
-    """Control steps/s of the bare backend: eager vs graph-replayed (``sim`` and ``num_envs`` of ``cfg``)."""
+def bench_physics(cfg: TrainConfig, steps: int, *, model: mujoco.MjModel | None = None) -> dict[str, Any]:
+    """Control steps/s of the bare backend: eager vs graph-replayed (``sim`` and ``num_envs`` of ``cfg``).
+
+    ``model`` replaces the task scene's model (e.g. ``benchmarks/self_collision_cost.py`` steps the G1
+    without its self-collision pairs); the scene's decimation and contact buffer sizes stay.
+    """
     env_cfg = make_env_cfg(cfg)
-    model = env_cfg.scene.model_factory()
+    model = env_cfg.scene.model_factory() if model is None else model
     backend = simcore.make_backend(
         cfg.sim.backend,
         model,

@@ -16,6 +16,7 @@ from trainrt.config import TrainConfig
 from trainrt.envs import EnvCfg, ManagerBasedRlEnv
 from trainrt.hotpath import cold_path
 from trainrt.replay import DeviceReplayBuffer
+from trainrt.runner.failures import ExpectedRunFailure
 from trainrt.runner.summary import json_safe
 from trainrt.tasks import make_task_cfg
 
@@ -75,19 +76,58 @@ def build_agent(
     )
 
 
+class ReplayDoesNotFit(ExpectedRunFailure):
+    """The replay buffer the config asks for is larger than the device memory free for it."""
+
+
+@cold_path
+def free_device_bytes(device: torch.device | str) -> int | None:
+    """Bytes a new allocation can take on a CUDA ``device`` (free memory plus torch's unused cache); None
+    elsewhere (host memory is not checked)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return None
+    free, _ = torch.cuda.mem_get_info(device)
+    return int(free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
+
+
+def _replay_does_not_fit(cfg: TrainConfig, env: Any, needed: int, free: int | None) -> ReplayDoesNotFit:
+    """The error naming the replay's size, what is free, and the two settings that shrink it."""
+    params = cfg.algo.params
+    gib = 2**30
+    available = f"{free / gib:.2f} GiB are free" if free is not None else "the allocation failed"
+    return ReplayDoesNotFit(
+        f"the replay buffer does not fit on {env.device}: {env.num_envs} envs x "
+        f"{params.buffer_size_per_env} steps per env need {needed / gib:.2f} GiB and {available}. "
+        f"Lower algo.params.buffer_size_per_env (now {params.buffer_size_per_env}) or algo.num_envs "
+        f"(now {env.num_envs}); the replay's size is proportional to both. Or free the GPU's memory "
+        "(another process may hold it: nvidia-smi lists them)."
+    )
+
+
 @cold_path
 def build_replay(cfg: TrainConfig, env: Any) -> DeviceReplayBuffer:
-    """The device replay buffer sized by the algorithm's hyperparameters, on the env device."""
+    """The device replay buffer sized by the algorithm's hyperparameters, on the env device.
+
+    Raises ``ReplayDoesNotFit`` (naming ``algo.params.buffer_size_per_env`` and ``algo.num_envs``) when the
+    buffer is larger than the CUDA device's free memory, checked before allocating and again if the
+    allocation itself runs out.
+    """
     params = cfg.algo.params
-    return DeviceReplayBuffer(
+    sizes = dict(
         num_envs=env.num_envs,
         capacity_per_env=params.buffer_size_per_env,
         obs_dims=env.obs_dims,
         num_actions=env.num_actions,
-        device=env.device,
-        n_step=params.n_step,
-        gamma=params.gamma,
     )
+    needed = DeviceReplayBuffer.planned_bytes(**sizes)
+    free = free_device_bytes(env.device)
+    if free is not None and needed > free:
+        raise _replay_does_not_fit(cfg, env, needed, free)
+    try:
+        return DeviceReplayBuffer(**sizes, device=env.device, n_step=params.n_step, gamma=params.gamma)
+    except torch.OutOfMemoryError as err:
+        raise _replay_does_not_fit(cfg, env, needed, free) from err
 
 
 @cold_path

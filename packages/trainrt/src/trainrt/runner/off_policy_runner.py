@@ -76,6 +76,7 @@ from trainrt.runner.distributed import (
     parameter_checksum,
 )
 from trainrt.runner.export import ONNX_FILE_NAME, export_metadata, export_policy_onnx, policy_obs_group
+from trainrt.runner.failures import ExpectedRunFailure
 from trainrt.runner.iteration_clock import IterationClock
 from trainrt.runner.manifest import (
     CONFIG_FILE_NAME,
@@ -125,10 +126,6 @@ class RunInterrupted(KeyboardInterrupt):
         self.signal_name = signal.Signals(signum).name
         self.exit_code = 128 + int(signum)
         super().__init__(self.signal_name)
-
-
-class ExpectedRunFailure(RuntimeError):
-    """A run that fails for a reason the user can fix (the message says how); not a bug, so no traceback."""
 
 
 class ContactBufferOverflow(ExpectedRunFailure):
@@ -399,6 +396,10 @@ class OffPolicyRunner:
         self.env_meta = env_metadata(self.env)
         self.agent = build_agent(rank_cfg, self.env.obs_dims, self.env.num_actions, self.env.device)
         self.replay = build_replay(rank_cfg, self.env)
+        self.log(
+            f"replay: {self.replay.num_envs} envs x {self.replay.capacity_per_env} steps per env, "
+            f"{self.replay.memory_bytes() / 2**30:,.2f} GiB on {self.replay.device}"
+        )
         self.ranks.attach_agent(self.agent)  # rank 0's initial weights everywhere; gradients averaged
         if cfg.training.save_replay:
             size_mib = self.replay.memory_bytes() / 2**20
