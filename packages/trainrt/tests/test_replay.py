@@ -246,13 +246,16 @@ def test_a_view_excluding_the_next_rows_never_draws_or_reads_them():
         buffer.freeze_view(exclude_next_rows=6)
 
 
-def test_planned_bytes_count_every_tensor_that_grows_with_the_rows():
+def test_planned_bytes_are_what_a_real_buffer_of_those_sizes_holds():
     num_envs, capacity, obs_dims, num_actions = 5, 7, {"policy": 3, "critic": 4}, 2
+    planned = DeviceReplayBuffer.planned_bytes(num_envs, capacity, obs_dims, num_actions, n_step=3)
     buffer = DeviceReplayBuffer(num_envs, capacity, obs_dims, num_actions, "cpu", n_step=3)
     tensors = []
     for value in vars(buffer).values():
         tensors += list(value.values()) if isinstance(value, dict) else [value]
-    per_row = [t for t in tensors if isinstance(t, torch.Tensor) and t.numel() >= num_envs * capacity]
-    allocated = sum(t.numel() * t.element_size() for t in per_row)
-    assert DeviceReplayBuffer.planned_bytes(num_envs, capacity, obs_dims, num_actions) == allocated
-    assert buffer.memory_bytes() < allocated  # the rings alone, without the learner view's state
+    allocated = sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+    assert planned == allocated
+    # the rings dominate: 5 * 7 rows of (2 * 7 obs + 2 actions + 1 reward) floats and 3 flags
+    assert buffer.memory_bytes() == 5 * 7 * (4 * (2 * 7 + 2 + 1) + 3) < planned
+    bigger = DeviceReplayBuffer.planned_bytes(num_envs, 2 * capacity, obs_dims, num_actions, n_step=3)
+    assert bigger > planned

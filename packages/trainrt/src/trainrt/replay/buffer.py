@@ -322,17 +322,23 @@ class DeviceReplayBuffer:
     @cold_path
     @staticmethod
     def planned_bytes(
-        num_envs: int, capacity_per_env: int, obs_dims: dict[str, int], num_actions: int
+        num_envs: int, capacity_per_env: int, obs_dims: dict[str, int], num_actions: int, n_step: int = 1
     ) -> int:
-        """Device bytes a buffer of these sizes allocates: the rings plus the learner view's per-row state.
+        """Device bytes a buffer of these sizes allocates: every tensor it holds (the rings, the learner view's
+        per-row state, the small per-env state).
 
-        Lets a caller check that a buffer fits before allocating it (``trainrt.runner.build.build_replay``).
+        Measured on a buffer built on the ``meta`` device (shapes and dtypes, no memory), so it follows the
+        constructor. Lets a caller check that a buffer fits before allocating it (``build_replay``).
         """
-        rows = num_envs * capacity_per_env
-        floats_per_row = 2 * sum(obs_dims.values()) + num_actions + 1  # obs, next_obs, action, reward
-        flags_per_row = 4  # terminated, truncated, valid, the view's sampleable mask
-        view_count_per_row = 8  # view_valid_count (long)
-        return rows * (4 * floats_per_row + flags_per_row + view_count_per_row)
+        shell = DeviceReplayBuffer(num_envs, capacity_per_env, obs_dims, num_actions, "meta", n_step=n_step)
+        return shell._tensor_bytes()
+
+    def _tensor_bytes(self) -> int:
+        """Bytes of every tensor this buffer holds (as attributes or in attribute dicts)."""
+        tensors = []
+        for value in vars(self).values():
+            tensors += list(value.values()) if isinstance(value, dict) else [value]
+        return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
 
     def memory_bytes(self) -> int:
         """Device bytes held by the rings."""

@@ -119,13 +119,14 @@ def build_replay(cfg: TrainConfig, env: Any) -> DeviceReplayBuffer:
         capacity_per_env=params.buffer_size_per_env,
         obs_dims=env.obs_dims,
         num_actions=env.num_actions,
+        n_step=params.n_step,
     )
     needed = DeviceReplayBuffer.planned_bytes(**sizes)
     free = free_device_bytes(env.device)
     if free is not None and needed > free:
         raise _replay_does_not_fit(cfg, env, needed, free)
     try:
-        return DeviceReplayBuffer(**sizes, device=env.device, n_step=params.n_step, gamma=params.gamma)
+        return DeviceReplayBuffer(**sizes, device=env.device, gamma=params.gamma)
     except torch.OutOfMemoryError as err:
         raise _replay_does_not_fit(cfg, env, needed, free) from err
 
