@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import mujoco
 import pytest
 from simcore_scenes import cpu_config
 
 import simcore
 from simcore import Capability
 from simcore._src.capability import declared_capabilities
-from simcore._src.config import default_nconmax, default_njmax, resolve_buffer_sizes
+from simcore._src.config import (
+    constraint_rows_per_contact,
+    default_nconmax,
+    default_njmax,
+    resolve_buffer_sizes,
+)
 from simcore._src.mjwarp_backend import MjwarpBackend
 from simcore._src.mujoco_backend import MujocoBackend
 
@@ -98,7 +104,26 @@ def test_sim_config_validates(kwargs, message):
 def test_buffer_sizes_default_from_the_model(small_model):
     nconmax, njmax = resolve_buffer_sizes(small_model, simcore.SimConfig(4))
     assert nconmax == default_nconmax(small_model) >= 48
-    # one limited joint, pyramidal condim-3 contacts take 4 rows each
-    assert njmax == default_njmax(small_model, nconmax) >= 1 + 4 * nconmax
+    # one limited joint; pyramidal condim-3 contacts take 4 rows each, and a world may hold twice its share
+    assert njmax == default_njmax(small_model, nconmax) >= 1 + 2 * 4 * nconmax
     assert njmax % 16 == 0
     assert resolve_buffer_sizes(small_model, simcore.SimConfig(4, nconmax=8, njmax=40)) == (8, 40)
+
+
+_PAIR_XML = """
+<mujoco>
+  <worldbody>
+    <geom name="floor" type="plane" size="1 1 0.1" condim="3"/>
+    <body name="a" pos="0 0 0.2"><freejoint/><geom name="ball" type="sphere" size="0.05" condim="3"/></body>
+  </worldbody>
+  <contact><pair geom1="floor" geom2="ball" condim="6"/></contact>
+</mujoco>
+"""
+
+
+def test_contact_rows_count_an_explicit_pairs_condim():
+    # every geom is condim 3 (4 pyramidal rows); the pair's condim 6 takes 2 * (6 - 1) = 10
+    model = mujoco.MjModel.from_xml_string(_PAIR_XML)
+    assert constraint_rows_per_contact(model) == 10
+    model.opt.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
+    assert constraint_rows_per_contact(model) == 6

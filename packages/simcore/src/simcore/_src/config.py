@@ -88,8 +88,15 @@ def default_nconmax(model: mujoco.MjModel) -> int:
 
 
 def constraint_rows_per_contact(model: mujoco.MjModel) -> int:
-    """Constraint rows the widest contact takes: pyramidal 2(condim-1), elliptic condim, frictionless 1."""
-    condim = int(model.geom_condim.max()) if model.ngeom else 1
+    """Constraint rows the widest contact takes: pyramidal 2(condim-1), elliptic condim, frictionless 1.
+
+    The widest contact is that of any colliding geom or any explicit contact pair (a pair sets its own
+    condim).
+    """
+    condims = [int(model.geom_condim.max()) if model.ngeom else 1]
+    if model.npair:
+        condims.append(int(model.pair_dim.max()))
+    condim = max(condims)
     if condim == 1:
         return 1
     if model.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC:
@@ -97,8 +104,20 @@ def constraint_rows_per_contact(model: mujoco.MjModel) -> int:
     return 2 * (condim - 1)
 
 
+CONTACT_ROW_HEADROOM = 2
+"""How many times its share of contacts one world's constraint rows leave room for (see default_njmax)."""
+
+
 def default_njmax(model: mujoco.MjModel, nconmax: int) -> int:
-    """Constraint rows per world: all possible limit, friction-loss and equality rows plus full contact rows."""
+    """Constraint rows per world: all possible limit, friction-loss and equality rows plus full rows for
+    ``CONTACT_ROW_HEADROOM * nconmax`` contacts.
+
+    ``nconmax`` is each world's share of one contact pool, not a cap per world: MuJoCo Warp lets a world
+    take more contacts than its share while the pool has room, but drops any constraint row past
+    ``njmax``. A robot that falls with its limbs on the floor is such a world, so the rows leave room for
+    twice its share. With rows for its share only, G1 motion-tracking runs overflowed them in 1 to 6 of
+    2048 worlds.
+    """
     eq_rows = {
         mujoco.mjtEq.mjEQ_CONNECT: 3,
         mujoco.mjtEq.mjEQ_WELD: 6,
@@ -108,7 +127,7 @@ def default_njmax(model: mujoco.MjModel, nconmax: int) -> int:
     rows = int(np.count_nonzero(model.jnt_limited)) + int(np.count_nonzero(model.dof_frictionloss > 0))
     rows += int(np.count_nonzero(model.tendon_limited)) + int(np.count_nonzero(model.tendon_frictionloss > 0))
     rows += sum(eq_rows.get(int(t), 6) for t in model.eq_type)
-    rows += nconmax * constraint_rows_per_contact(model)
+    rows += CONTACT_ROW_HEADROOM * nconmax * constraint_rows_per_contact(model)
     return _round_up(rows)
 
 
