@@ -482,7 +482,8 @@ class FlashSacAgent(Agent):
         """``reward_scale``: the max |return| term sets the divisor, several times the returns' std.
 
         Then one outlier return (a fall full of penalties) shrinks every other return to a few atoms of the
-        support for the rest of the run, and the critic learns little (adr/0017).
+        support for the rest of the run. On motion tracking the critic then learned little; the walking preset
+        learns in that state (adr/0017), so the warning says what to try if training stalls.
         """
         cfg = self.cfg
         if not cfg.reward_scaling or cfg.reward_scale_mode != "max_return":
@@ -495,9 +496,10 @@ class FlashSacAgent(Agent):
             "reward_scale": (
                 f"FlashSAC's reward scale {outlier_term:.3g} is set by the largest return seen "
                 f"({return_statistics['return_abs_max']:.3g} / normalized_return_max), {outlier_term / std:.0f}x "
-                f"the returns' std {std:.3g}: most returns now span a few atoms of the critic's support and it "
-                "learns little (adr/0017); set algo.params.reward_scaling=false with algo.params.v_min/v_max "
-                "sized to the returns (as the tracking preset does), or algo.params.reward_scale_mode=return_std"
+                f"the returns' std {std:.3g}: most returns now span a few atoms of the critic's support. On motion "
+                "tracking that left the critic flat (adr/0017); if the returns stop rising, set "
+                "algo.params.reward_scaling=false with algo.params.v_min/v_max sized to the returns (as the "
+                "tracking preset does), or algo.params.reward_scale_mode=return_std"
             )
         }
 
