@@ -16,11 +16,11 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from typing import Any
 
 import torch
 
+import simcore
 from trainrt.cli import resolve_train_config
 from trainrt.replay import DeviceReplayBuffer
 from trainrt.runner.build import build_env
@@ -104,14 +104,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         kernels_per_sample = len(kernels) / samples
     ms_per_sample = []
     for _ in range(args.rounds):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(args.iterations):
-            run()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        ms_per_sample.append(1e3 * (time.perf_counter() - start) / (args.iterations * samples))
+        seconds = simcore.wall_seconds(run, args.iterations, device)
+        ms_per_sample.append(1e3 * seconds / (args.iterations * samples))
         print(f"{ms_per_sample[-1]:.4f} ms per sample", flush=True)
     result = {
         "algo": args.algo,
