@@ -20,7 +20,9 @@ EVERY_FUNCTION: Final = "*"
 
 HOT_ENTRY_POINTS: Mapping[str, str | frozenset[str]] = {
     # the env step and what it reads
-    "envs/manager_based_rl_env.py": frozenset({"ManagerBasedRlEnv.step", "ManagerBasedRlEnv.terminated"}),
+    "envs/manager_based_rl_env.py": frozenset(
+        {"ManagerBasedRlEnv.step", "ManagerBasedRlEnv.terminated", "ManagerBasedRlEnv._evaluate_step_terms"}
+    ),
     "envs/robot_view.py": EVERY_FUNCTION,
     "envs/state_cache.py": frozenset({"StateCache.get", "StateCache.invalidate", "StateCache.memoizing"}),
     # the managers' per-step and per-reset methods (a bare name matches that method in every class)

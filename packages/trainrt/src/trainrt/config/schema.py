@@ -217,6 +217,11 @@ class TrainingSection(BaseModel):
     compile_learner: bool = Field(
         True, description="fuse the learner update's network math with torch.compile (CUDA only)"
     )
+    compile_term_math: bool = Field(
+        True,
+        description="fuse the env's per-step termination, reward and metrics math with torch.compile "
+        "(CUDA only)",
+    )
     distributed: DistributedSection = Field(
         default_factory=DistributedSection, description="multi-process (one rank per GPU) settings"
     )

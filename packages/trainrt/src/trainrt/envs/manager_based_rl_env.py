@@ -26,6 +26,7 @@ leaves its results in the same tensors. Non-finite rows report ``valid=False``, 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -231,6 +232,12 @@ class ManagerBasedRlEnv:
         self._zero_reward = torch.zeros((), device=dev)
         self._zero_length = torch.zeros((), dtype=torch.long, device=dev)
 
+        # The per-step term math after physics (`_evaluate_step_terms`), eager until `compile_term_math`.
+        self._step_terms: Callable[[], None] = self._evaluate_step_terms
+        self._step_terms_first_call = False
+        self.term_math_compiled = False
+        self.term_math_fallback_reason = "not requested"
+
         self.event_manager.apply_startup()
 
     @cold_path
@@ -280,15 +287,10 @@ class ManagerBasedRlEnv:
         self.episode_length_buf.add_(1)
         self.common_step_counter.add_(1)
 
-        finite_rows(self.backend.qpos, self.backend.qvel, out=valid)
-        self.termination_manager.compute()
-        reward = self.reward_manager.compute(self.step_dt)
-        self.metrics_manager.compute()
-
-        torch.logical_and(self.termination_manager.failures, valid, out=result.terminated)
-        torch.logical_or(self.termination_manager.time_outs, ~valid, out=result.truncated)
-        torch.logical_or(result.terminated, result.truncated, out=self._done)
-        torch.where(valid, reward, self._zero_reward, out=result.reward)
+        if self._step_terms_first_call:
+            self._first_step_terms()
+        else:
+            self._step_terms()
 
         # Final observation: every row, before any reset (fixed shapes); kept below for finite done rows only.
         self.observation_manager.compute(update_history=False)
@@ -308,6 +310,70 @@ class ManagerBasedRlEnv:
         for final, obs in self._obs_pairs:
             torch.where(keep, final, obs, out=final)
         return result
+
+    def _evaluate_step_terms(self) -> None:
+        """After physics: finite rows, terminations, rewards and metrics, and the step's flags and reward.
+
+        No random draws and no host logic on tensor values, so `compile_term_math` can fuse it into a few
+        kernels."""
+        result = self._result
+        valid = result.valid
+        finite_rows(self.backend.qpos, self.backend.qvel, out=valid)
+        self.termination_manager.compute()
+        reward = self.reward_manager.compute(self.step_dt)
+        self.metrics_manager.compute()
+
+        torch.logical_and(self.termination_manager.failures, valid, out=result.terminated)
+        torch.logical_or(self.termination_manager.time_outs, ~valid, out=result.truncated)
+        torch.logical_or(result.terminated, result.truncated, out=self._done)
+        torch.where(valid, reward, self._zero_reward, out=result.reward)
+
+    @cold_path
+    def compile_term_math(self) -> bool:
+        """Run the per-step term math after physics (`_evaluate_step_terms`: terminations, rewards, metrics)
+        as one torch.compile'd function: the same math in a few fused kernels instead of one per op.
+
+        Compilation happens at the next step, outside any CUDA graph capture when that step is a warm-up
+        step. If it fails there, that step and all later ones run the eager function, and
+        ``term_math_fallback_reason`` says why. Returns whether torch.compile accepted the function (its
+        first call decides whether it stays compiled)."""
+        try:
+            compiled = torch.compile(self._evaluate_step_terms, fullgraph=True, dynamic=False)
+        except Exception as exc:
+            self.uncompile_term_math(f"torch.compile unavailable: {type(exc).__name__}: {exc}")
+            return False
+        self._step_terms = compiled
+        self._step_terms_first_call = True
+        self.term_math_compiled = True
+        self.term_math_fallback_reason = ""
+        return True
+
+    @cold_path
+    def _first_step_terms(self) -> None:
+        """The first call of the compiled term math: it compiles here; on failure fall back and run eagerly."""
+        self._step_terms_first_call = False
+        try:
+            self._step_terms()
+        except Exception as exc:
+            # fullgraph compilation fails while tracing, before any kernel runs: nothing was written yet
+            self.uncompile_term_math(f"compiled term math failed: {type(exc).__name__}: {exc}")
+            self._step_terms()
+
+    @cold_path
+    def uncompile_term_math(self, reason: str) -> None:
+        """Run the per-step term math eagerly again, recording ``reason``."""
+        self._step_terms = self._evaluate_step_terms
+        self._step_terms_first_call = False
+        self.term_math_compiled = False
+        self.term_math_fallback_reason = reason[:500]
+
+    @cold_path
+    def term_math_diagnostics(self) -> dict[str, Any]:
+        """Whether the per-step term math runs compiled, and why not when it does not."""
+        return {
+            "term_math_compiled": self.term_math_compiled,
+            "term_math_fallback_reason": self.term_math_fallback_reason,
+        }
 
     def _reset_rows(self, env_mask: torch.Tensor) -> None:
         """Start new episodes in rows where ``env_mask`` (num_envs,) is True, with one reset transaction."""

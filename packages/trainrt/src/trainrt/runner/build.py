@@ -50,7 +50,9 @@ def make_env_cfg(cfg: TrainConfig) -> EnvCfg:
 def build_env(cfg: TrainConfig, *, num_envs: int | None = None, seed: int | None = None) -> ManagerBasedRlEnv:
     """The training env of ``cfg`` (``num_envs``/``seed`` override the config, e.g. for play).
 
-    Prints the motion clip each motion command tracks (a tracking run says which clip it learns).
+    On CUDA its per-step term math is compiled when ``training.compile_term_math`` asks for it (it compiles
+    at the first step, a warm-up step before any graph capture). Prints the motion clip each motion command
+    tracks (a tracking run says which clip it learns).
     """
     env = ManagerBasedRlEnv(
         make_env_cfg(cfg),
@@ -59,6 +61,12 @@ def build_env(cfg: TrainConfig, *, num_envs: int | None = None, seed: int | None
         device=resolve_device(cfg),
         seed=cfg.training.seed if seed is None else seed,
     )
+    if not cfg.training.compile_term_math:
+        env.uncompile_term_math("not requested")
+    elif env.device.type != "cuda":
+        env.uncompile_term_math("cpu device")
+    else:
+        env.compile_term_math()
     for name in env.cfg.commands:
         motion_file = getattr(env.command_manager.get_term(name), "motion_file", None)
         if motion_file is not None:

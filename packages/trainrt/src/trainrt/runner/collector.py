@@ -175,6 +175,7 @@ class Collector:
         facts = dict(self.work.diagnostics())
         facts["steps_per_replay"] = self.steps_per_replay
         facts["graph_requested"] = self.use_graph
+        facts.update(self.env.term_math_diagnostics())
         if not self.use_graph:
             facts["disabled_by"] = "training.cuda_graph=false"
         return facts

@@ -535,6 +535,11 @@ class OffPolicyRunner:
                 if learner_graph.get("compile_enabled")
                 else f" [uncompiled: {learner_graph.get('compile_fallback_reason')}]"
             )
+            + (
+                ""
+                if collector_graph.get("term_math_compiled")
+                else f"; term math eager ({collector_graph.get('term_math_fallback_reason')})"
+            )
             + f"; schedule: {overlap}"
         )
 

@@ -1,0 +1,109 @@
+"""The compiled per-step term math (``ManagerBasedRlEnv.compile_term_math``) against the eager one.
+
+From the same saved state (every tensor and generator the env reaches), a run of env steps with the term
+math compiled must leave what the eager steps leave: integers, flags and generator states exactly, floats
+to float32 rounding (fusion may reorder a sum). Episodes end inside the compared steps (short time-outs),
+so the done flags, the episode statistics and the resets are part of the comparison. On the CPU inductor
+compiles C++ (MuJoCo Warp on its CPU device, which can snapshot its state); with a CUDA device (marked ``gpu``) it compiles Triton kernels, with the constraint solver
+off so that the physics itself repeats.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from state_snapshot import StateSnapshot, compare, without_constraints
+
+from trainrt.envs import ManagerBasedRlEnv
+from trainrt.tasks import make_task_cfg
+
+NUM_ENVS = 4
+STEPS = 12
+EPISODE_STEPS = 5  # time-outs, and so resets, inside the compared steps
+TASKS = ("g1_walk_flat", "g1_motion_tracking")
+_CUDA = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+
+def _env(task: str, sim: str, device: str, *, constraints: bool = True) -> ManagerBasedRlEnv:
+    cfg = dataclasses.replace(make_task_cfg(task), episode_length_s=EPISODE_STEPS * 0.02 - 1e-6)
+    if not constraints:
+        cfg = without_constraints(cfg)
+    try:
+        return ManagerBasedRlEnv(cfg, sim=sim, num_envs=NUM_ENVS, device=device, seed=7)
+    except FileNotFoundError as err:
+        pytest.skip(f"G1 assets missing: {err}")
+    except ImportError as err:
+        pytest.skip(f"backend {sim} unavailable: {err}")
+
+
+def _actions(env: ManagerBasedRlEnv) -> list[torch.Tensor]:
+    gen = torch.Generator().manual_seed(11)
+    return [(torch.rand(NUM_ENVS, env.num_actions, generator=gen) * 2 - 1).to(env.device) for _ in range(STEPS)]
+
+
+def _run(env: ManagerBasedRlEnv, actions: list[torch.Tensor]) -> None:
+    for action in actions:
+        env.step(action)
+    if env.device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _same_steps_compiled_and_eager(env: ManagerBasedRlEnv) -> dict[str, float]:
+    env.reset()
+    actions = _actions(env)
+    _run(env, actions[:2])
+    state = StateSnapshot(env)
+    finished_before = int(env._finished_episodes)
+    _run(env, actions)
+    eager = state.current()
+    assert int(env._finished_episodes) > finished_before  # episodes ended inside the compared steps
+    state.restore()
+    assert env.compile_term_math()
+    _run(env, actions)
+    assert env.term_math_diagnostics() == {"term_math_compiled": True, "term_math_fallback_reason": ""}
+    facts = compare(eager, state.current(), rtol=1e-5, atol=1e-6)
+    assert facts["exact_tensors"] > 10 and facts["float_tensors"] > 10
+    return facts
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_compiled_term_math_leaves_the_eager_state_on_the_cpu(task):
+    env = _env(task, "mjwarp", "cpu")
+    assert env.term_math_diagnostics() == {
+        "term_math_compiled": False,
+        "term_math_fallback_reason": "not requested",
+    }
+    _same_steps_compiled_and_eager(env)
+
+
+@pytest.mark.parametrize("task", [pytest.param(t, marks=_CUDA) for t in TASKS])
+def test_compiled_term_math_leaves_the_eager_state_on_the_gpu(task):
+    facts = _same_steps_compiled_and_eager(_env(task, "mjwarp", "cuda", constraints=False))
+    print(f"largest float difference: {facts['max_float_difference']:.3g}")
+
+
+def test_term_math_that_cannot_compile_runs_eagerly_and_says_why():
+    env = _env("g1_walk_flat", "mjwarp", "cpu")
+    compute = env.metrics_manager.compute
+
+    def untraceable() -> None:
+        torch._dynamo.graph_break()  # a host-side step torch.compile(fullgraph=True) refuses
+        compute()
+
+    env.metrics_manager.compute = untraceable
+    env.reset()
+    actions = _actions(env)
+    state = StateSnapshot(env)
+    _run(env, actions)
+    eager = state.current()
+    state.restore()
+    assert env.compile_term_math()  # accepted; the first step decides
+    _run(env, actions)
+    diagnostics = env.term_math_diagnostics()
+    assert diagnostics["term_math_compiled"] is False
+    assert diagnostics["term_math_fallback_reason"].startswith("compiled term math failed:")
+    compare(eager, state.current(), rtol=0.0, atol=0.0)  # the failed step ran eagerly, nothing twice
+    env.uncompile_term_math("disabled")
+    assert env.term_math_diagnostics()["term_math_fallback_reason"] == "disabled"
