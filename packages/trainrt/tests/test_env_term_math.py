@@ -40,7 +40,9 @@ def _env(task: str, sim: str, device: str, *, constraints: bool = True) -> Manag
 
 def _actions(env: ManagerBasedRlEnv) -> list[torch.Tensor]:
     gen = torch.Generator().manual_seed(11)
-    return [(torch.rand(NUM_ENVS, env.num_actions, generator=gen) * 2 - 1).to(env.device) for _ in range(STEPS)]
+    return [
+        (torch.rand(NUM_ENVS, env.num_actions, generator=gen) * 2 - 1).to(env.device) for _ in range(STEPS)
+    ]
 
 
 def _run(env: ManagerBasedRlEnv, actions: list[torch.Tensor]) -> None:
