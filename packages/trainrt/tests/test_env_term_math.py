@@ -17,6 +17,7 @@ import torch
 from state_snapshot import StateSnapshot, compare, without_constraints
 
 from trainrt.envs import ManagerBasedRlEnv
+from trainrt.managers.noise import NoiseCfg
 from trainrt.tasks import make_task_cfg
 
 NUM_ENVS = 4
@@ -105,7 +106,54 @@ def test_term_math_that_cannot_compile_runs_eagerly_and_says_why():
     _run(env, actions)
     diagnostics = env.term_math_diagnostics()
     assert diagnostics["term_math_compiled"] is False
-    assert diagnostics["term_math_fallback_reason"].startswith("compiled term math failed:")
-    compare(eager, state.current(), rtol=0.0, atol=0.0)  # the failed step ran eagerly, nothing twice
+    assert diagnostics["term_math_fallback_reason"].startswith("terms: compiling failed:")
+    assert env.observation_manager.compiled_frames.compiled  # the other part stays compiled
+    # the failed step ran eagerly once (twice would double the episode sums); observations stay compiled
+    compare(eager, state.current(), rtol=1e-5, atol=1e-6)
     env.uncompile_term_math("disabled")
     assert env.term_math_diagnostics()["term_math_fallback_reason"] == "disabled"
+
+
+def _noisy_terms(env: ManagerBasedRlEnv) -> list:
+    terms = env.observation_manager._noisy_terms
+    assert terms, "the walking task's policy observations carry noise"
+    return terms
+
+
+def test_noise_drawn_before_the_frames_gives_the_interleaved_draws_exactly():
+    env = _env("g1_walk_flat", "mjwarp", "cpu")
+    env.reset()
+    _run(env, _actions(env)[:3])
+    manager = env.observation_manager
+    _noisy_terms(env)
+    state = StateSnapshot(env)
+    manager.compute(update_history=True)  # draws apart, then the frames
+    apart = state.current()
+    state.restore()
+    manager._compute_frames(True, True)  # each term draws as its frame is made
+    compare(apart, state.current(), rtol=0.0, atol=0.0)
+
+
+@dataclasses.dataclass
+class _AddOnlyNoise(NoiseCfg):
+    """Noise written against the older interface: `add_` only."""
+
+    def add_(self, values: torch.Tensor, scratch: torch.Tensor, generator: torch.Generator) -> None:
+        scratch.uniform_(-0.01, 0.01, generator=generator)
+        values.add_(scratch)
+
+
+def test_noise_without_a_separate_draw_keeps_the_observations_eager_and_says_so():
+    env = _env("g1_walk_flat", "mjwarp", "cpu")
+    term = _noisy_terms(env)[0]
+    term.noise = _AddOnlyNoise()
+    env.observation_manager._draws_apart = False  # as the manager finds at construction
+    assert env.compile_term_math() is False
+    diagnostics = env.term_math_diagnostics()
+    assert diagnostics["term_math_compiled"] is False
+    assert (
+        diagnostics["term_math_fallback_reason"]
+        == "observations: observation noise _AddOnlyNoise does not implement draw_"
+    )
+    env.reset()
+    _run(env, _actions(env)[:2])  # the eager path draws through add_

@@ -20,6 +20,7 @@ EVERY_FUNCTION: Final = "*"
 
 HOT_ENTRY_POINTS: Mapping[str, str | frozenset[str]] = {
     # the env step and what it reads
+    "compiled.py": frozenset({"CompiledOnFirstCall.__call__"}),
     "envs/manager_based_rl_env.py": frozenset(
         {"ManagerBasedRlEnv.step", "ManagerBasedRlEnv.terminated", "ManagerBasedRlEnv._evaluate_step_terms"}
     ),

@@ -26,13 +26,13 @@ leaves its results in the same tensors. Non-finite rows report ``valid=False``, 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 import simcore
+from trainrt.compiled import CompiledOnFirstCall
 from trainrt.envs.env_cfg import EnvCfg
 from trainrt.envs.robot_view import RobotView
 from trainrt.envs.state_cache import StateCache
@@ -232,11 +232,8 @@ class ManagerBasedRlEnv:
         self._zero_reward = torch.zeros((), device=dev)
         self._zero_length = torch.zeros((), dtype=torch.long, device=dev)
 
-        # The per-step term math after physics (`_evaluate_step_terms`), eager until `compile_term_math`.
-        self._step_terms: Callable[[], None] = self._evaluate_step_terms
-        self._step_terms_first_call = False
-        self.term_math_compiled = False
-        self.term_math_fallback_reason = "not requested"
+        # The per-step term math after physics, eager until `compile_term_math`.
+        self._step_terms = CompiledOnFirstCall(self._evaluate_step_terms)
 
         self.event_manager.apply_startup()
 
@@ -287,10 +284,7 @@ class ManagerBasedRlEnv:
         self.episode_length_buf.add_(1)
         self.common_step_counter.add_(1)
 
-        if self._step_terms_first_call:
-            self._first_step_terms()
-        else:
-            self._step_terms()
+        self._step_terms()
 
         # Final observation: every row, before any reset (fixed shapes); kept below for finite done rows only.
         self.observation_manager.compute(update_history=False)
@@ -330,49 +324,36 @@ class ManagerBasedRlEnv:
 
     @cold_path
     def compile_term_math(self) -> bool:
-        """Run the per-step term math after physics (`_evaluate_step_terms`: terminations, rewards, metrics)
-        as one torch.compile'd function: the same math in a few fused kernels instead of one per op.
+        """Fuse the per-step term math with torch.compile: terminations, rewards and metrics after physics
+        (`_evaluate_step_terms`), and the observation terms (`ObservationManager`; its noise is drawn
+        eagerly first, from ``rng``, in the same order). Same math, a few kernels instead of one per op.
 
-        Compilation happens at the next step, outside any CUDA graph capture when that step is a warm-up
-        step. If it fails there, that step and all later ones run the eager function, and
-        ``term_math_fallback_reason`` says why. Returns whether torch.compile accepted the function (its
-        first call decides whether it stays compiled)."""
-        try:
-            compiled = torch.compile(self._evaluate_step_terms, fullgraph=True, dynamic=False)
-        except Exception as exc:
-            self.uncompile_term_math(f"torch.compile unavailable: {type(exc).__name__}: {exc}")
-            return False
-        self._step_terms = compiled
-        self._step_terms_first_call = True
-        self.term_math_compiled = True
-        self.term_math_fallback_reason = ""
-        return True
-
-    @cold_path
-    def _first_step_terms(self) -> None:
-        """The first call of the compiled term math: it compiles here; on failure fall back and run eagerly."""
-        self._step_terms_first_call = False
-        try:
-            self._step_terms()
-        except Exception as exc:
-            # fullgraph compilation fails while tracing, before any kernel runs: nothing was written yet
-            self.uncompile_term_math(f"compiled term math failed: {type(exc).__name__}: {exc}")
-            self._step_terms()
+        Each part compiles at its first call (the next step; make it a warm-up step, before any CUDA graph
+        capture). A part that fails to compile runs eagerly from then on, and `term_math_diagnostics` says
+        why. Returns whether torch.compile accepted both parts."""
+        terms = self._step_terms.compile()
+        observations = self.observation_manager.compile()
+        return terms and observations
 
     @cold_path
     def uncompile_term_math(self, reason: str) -> None:
         """Run the per-step term math eagerly again, recording ``reason``."""
-        self._step_terms = self._evaluate_step_terms
-        self._step_terms_first_call = False
-        self.term_math_compiled = False
-        self.term_math_fallback_reason = reason[:500]
+        self._step_terms.uncompile(reason)
+        self.observation_manager.uncompile(reason)
 
     @cold_path
     def term_math_diagnostics(self) -> dict[str, Any]:
-        """Whether the per-step term math runs compiled, and why not when it does not."""
+        """Whether the per-step term math runs compiled, and why not where it does not."""
+        parts = {"terms": self._step_terms, "observations": self.observation_manager.compiled_frames}
+        reasons = {name: part.fallback_reason for name, part in parts.items() if not part.compiled}
+        unique = set(reasons.values())
         return {
-            "term_math_compiled": self.term_math_compiled,
-            "term_math_fallback_reason": self.term_math_fallback_reason,
+            "term_math_compiled": not reasons,
+            "term_math_fallback_reason": (
+                unique.pop()
+                if len(unique) == 1 and len(reasons) == len(parts)
+                else "; ".join(f"{name}: {reason}" for name, reason in reasons.items())
+            ),
         }
 
     def _reset_rows(self, env_mask: torch.Tensor) -> None:

@@ -9,11 +9,25 @@ import torch
 
 @dataclass
 class NoiseCfg:
-    """Base of additive observation noise."""
+    """Base of additive observation noise: a subclass implements `draw_`, the add is the same for all.
+
+    (A subclass that overrides only `add_` still works; its observations then stay uncompiled.)
+    """
+
+    def draw_(self, scratch: torch.Tensor, generator: torch.Generator) -> None:
+        """Draw the noise into ``scratch`` (num_envs, D) from ``generator``."""
+        raise NotImplementedError(f"{type(self).__name__} must implement draw_")
 
     def add_(self, values: torch.Tensor, scratch: torch.Tensor, generator: torch.Generator) -> None:
         """Add noise to ``values`` (num_envs, D) in place, drawing into ``scratch`` (num_envs, D)."""
-        raise NotImplementedError(f"{type(self).__name__} must implement add_")
+        self.draw_(scratch, generator)
+        values.add_(scratch)
+
+    @property
+    def draws_apart(self) -> bool:
+        """Whether the draw is separate from the add (`draw_` implemented and `add_` not replaced)."""
+        cls = type(self)
+        return cls.draw_ is not NoiseCfg.draw_ and cls.add_ is NoiseCfg.add_
 
 
 @dataclass
@@ -27,10 +41,9 @@ class UniformNoiseCfg(NoiseCfg):
         if not self.n_min <= self.n_max:
             raise ValueError(f"UniformNoiseCfg needs n_min <= n_max, got ({self.n_min}, {self.n_max})")
 
-    def add_(self, values: torch.Tensor, scratch: torch.Tensor, generator: torch.Generator) -> None:
-        """Add uniform noise to ``values`` (num_envs, D) in place."""
+    def draw_(self, scratch: torch.Tensor, generator: torch.Generator) -> None:
+        """Draw uniform noise into ``scratch`` (num_envs, D)."""
         scratch.uniform_(self.n_min, self.n_max, generator=generator)
-        values.add_(scratch)
 
 
 @dataclass
@@ -43,7 +56,6 @@ class GaussianNoiseCfg(NoiseCfg):
         if not self.std >= 0.0:
             raise ValueError(f"GaussianNoiseCfg needs std >= 0, got {self.std}")
 
-    def add_(self, values: torch.Tensor, scratch: torch.Tensor, generator: torch.Generator) -> None:
-        """Add Gaussian noise to ``values`` (num_envs, D) in place."""
+    def draw_(self, scratch: torch.Tensor, generator: torch.Generator) -> None:
+        """Draw Gaussian noise into ``scratch`` (num_envs, D)."""
         scratch.normal_(0.0, self.std, generator=generator)
-        values.add_(scratch)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from trainrt.compiled import CompiledOnFirstCall
 from trainrt.hotpath import cold_path
 from trainrt.managers.base import ManagerBase, callable_name, format_table, resolve_term, stateful_terms
 from trainrt.managers.noise import NoiseCfg
@@ -168,6 +169,13 @@ class ObservationManager(ManagerBase):
         self._obs: dict[str, torch.Tensor | dict[str, torch.Tensor]] = {
             name: group.buffer for name, group in self._groups.items()
         }
+        # Noise is drawn apart from the frames (same draws, same order), so the frames can be compiled.
+        self._noisy_terms = [
+            t for g in self._groups.values() if g.corrupt for t in g.terms if t.noise is not None
+        ]
+        self._draws_apart = all(t.noise.draws_apart for t in self._noisy_terms)
+        self.compiled_frames = CompiledOnFirstCall(self._compute_frames)
+        """The frames' math (`_compute_frames`), eager until `compile`."""
 
     @staticmethod
     @cold_path
@@ -212,8 +220,19 @@ class ObservationManager(ManagerBase):
         With ``update_history=False`` the outputs include the current frame in each history stack but the
         stored history is left untouched (used for the pre-reset final observation).
         """
+        if self._draws_apart:
+            for term in self._noisy_terms:
+                term.noise.draw_(term.noise_scratch, self._env.rng)
+            self.compiled_frames(update_history, False)
+        else:
+            self._compute_frames(update_history, True)
+        return self._obs
+
+    def _compute_frames(self, update_history: bool, draw_noise: bool) -> None:
+        """Every group's frames, noise, clip, scale and history into the buffers. The noise is drawn here
+        when ``draw_noise``, else it was drawn into each term's ``noise_scratch`` before (no random draws
+        and no host logic on tensor values then, so `compile` can fuse it)."""
         env = self._env
-        rng = env.rng
         fresh = self._fresh.view(-1, 1, 1)
         values: list[torch.Tensor | None] = [None] * len(self._sources)
 
@@ -231,7 +250,10 @@ class ObservationManager(ManagerBase):
                 if not group.writes_in_one_copy:
                     term.frame.copy_(value_of(term))
                 if group.corrupt and term.noise is not None:
-                    term.noise.add_(term.frame, term.noise_scratch, rng)
+                    if draw_noise:
+                        term.noise.add_(term.frame, term.noise_scratch, env.rng)
+                    else:
+                        term.frame.add_(term.noise_scratch)
                 if term.clip is not None:
                     term.frame.clamp_(term.clip[0], term.clip[1])
                 if term.scale is not None:
@@ -245,7 +267,21 @@ class ObservationManager(ManagerBase):
                     term.out.copy_(stacked.reshape(self.num_envs, -1))
         if update_history and self._has_history:
             self._fresh.zero_()
-        return self._obs
+
+    @cold_path
+    def compile(self) -> bool:
+        """Compile the frames' math (`CompiledOnFirstCall`); refused, with the reason recorded, when a noise
+        term cannot draw apart from its add."""
+        if not self._draws_apart:
+            kinds = sorted({type(t.noise).__name__ for t in self._noisy_terms if not t.noise.draws_apart})
+            self.compiled_frames.uncompile(f"observation noise {', '.join(kinds)} does not implement draw_")
+            return False
+        return self.compiled_frames.compile()
+
+    @cold_path
+    def uncompile(self, reason: str) -> None:
+        """Compute the frames eagerly again, recording ``reason``."""
+        self.compiled_frames.uncompile(reason)
 
     def reset(self, env_mask: torch.Tensor) -> None:
         """Mark the history of rows where ``env_mask`` (num_envs,) is True for refill; reset stateful terms."""

@@ -139,8 +139,8 @@ class GaitPhaseCommand(CommandTerm):
     def command(self) -> torch.Tensor:
         """``(sin, cos)`` of the phase angle (num_envs, 2), a persistent buffer rewritten on every read."""
         angle = 2.0 * math.pi * self.phase
-        torch.sin(angle, out=self._sin_cos[:, 0])
-        torch.cos(angle, out=self._sin_cos[:, 1])
+        # one contiguous write (torch.compile cannot trace an op writing into a column view)
+        torch.stack((torch.sin(angle), torch.cos(angle)), dim=1, out=self._sin_cos)
         return self._sin_cos
 
     @property

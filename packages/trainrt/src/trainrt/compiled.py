@@ -1,0 +1,63 @@
+"""CompiledOnFirstCall: a per-step function that may run torch.compile'd, with a recorded eager fallback."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from trainrt.hotpath import cold_path
+
+
+class CompiledOnFirstCall:
+    """Calls ``fn`` eagerly until `compile`; then its compiled form, which compiles at its first call.
+
+    If compiling fails there (``fullgraph`` tracing fails before any kernel runs, so nothing was written),
+    that call and every later one run ``fn`` eagerly and ``fallback_reason`` says why. The first call should
+    be an eager warm-up step: a CUDA graph captures the kernels of whichever form is active.
+    """
+
+    @cold_path
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self._active: Callable[..., Any] = fn
+        self._first_call_pending = False
+        self.compiled = False
+        self.fallback_reason = "not requested"
+
+    def __call__(self, *args: Any) -> Any:
+        if self._first_call_pending:
+            return self._first_call(*args)
+        return self._active(*args)
+
+    @cold_path
+    def compile(self) -> bool:
+        """Switch to ``torch.compile(fn, fullgraph=True, dynamic=False)``; False (eager, reason recorded)
+        when torch.compile refuses at once. Whether it stays compiled is decided at its first call."""
+        try:
+            self._active = torch.compile(self.fn, fullgraph=True, dynamic=False)
+        except Exception as exc:
+            self.uncompile(f"torch.compile unavailable: {type(exc).__name__}: {exc}")
+            return False
+        self._first_call_pending = True
+        self.compiled = True
+        self.fallback_reason = ""
+        return True
+
+    @cold_path
+    def uncompile(self, reason: str) -> None:
+        """Run ``fn`` eagerly again, recording ``reason``."""
+        self._active = self.fn
+        self._first_call_pending = False
+        self.compiled = False
+        self.fallback_reason = reason[:500]
+
+    @cold_path
+    def _first_call(self, *args: Any) -> Any:
+        self._first_call_pending = False
+        try:
+            return self._active(*args)
+        except Exception as exc:
+            self.uncompile(f"compiling failed: {type(exc).__name__}: {exc}")
+            return self.fn(*args)
