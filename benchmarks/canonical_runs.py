@@ -41,6 +41,10 @@ SETS: dict[str, dict[str, list[str]]] = {
         ],
     },
     "eager": {"sac": ["training.cuda_graph=false"], "flashsac": ["training.cuda_graph=false"]},
+    "eager_term_math": {
+        "sac": ["training.compile_term_math=false"],
+        "flashsac": ["training.compile_term_math=false"],
+    },
 }
 """Named override sets; each entry lists the overrides per algorithm."""
 CANONICAL = [
