@@ -41,9 +41,9 @@ SETS: dict[str, dict[str, list[str]]] = {
         ],
     },
     "eager": {"sac": ["training.cuda_graph=false"], "flashsac": ["training.cuda_graph=false"]},
-    "eager_term_math": {
-        "sac": ["training.compile_term_math=false"],
-        "flashsac": ["training.compile_term_math=false"],
+    "eager_collector": {
+        "sac": ["training.compile_collector=false"],
+        "flashsac": ["training.compile_collector=false"],
     },
 }
 """Named override sets; each entry lists the overrides per algorithm."""

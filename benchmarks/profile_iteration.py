@@ -113,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         env.reset(),
         steps_per_replay=cfg.training.collector_steps_per_replay,
         use_graph=True,
+        compile_math=cfg.training.compile_collector,
     )
     collector.prefill(params.learning_starts)
     collector.capture()

@@ -63,8 +63,8 @@ def test_a_tiny_run_writes_a_valid_summary_and_checkpoints(trained_run):
     assert loaded.warmup_time_sec > 0
     assert loaded.collector_graph["graph_enabled"] is False
     assert loaded.collector_graph["eager_fallback_reason"] == "cpu device"
-    assert loaded.collector_graph["term_math_compiled"] is False
-    assert loaded.collector_graph["term_math_fallback_reason"] == "cpu device"
+    assert loaded.collector_graph["step_math_compiled"] is False
+    assert loaded.collector_graph["step_math_fallback_reason"] == "cpu device"
     assert loaded.learner_graph["update_graph_enabled"] is False
     assert loaded.backend_diagnostics["backend"] == "mujoco"
     assert loaded.final_eval is not None and loaded.final_eval["num_steps"] == 3

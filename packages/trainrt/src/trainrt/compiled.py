@@ -61,3 +61,13 @@ class CompiledOnFirstCall:
         except Exception as exc:
             self.uncompile(f"compiling failed: {type(exc).__name__}: {exc}")
             return self.fn(*args)
+
+
+@cold_path
+def joined_reasons(reasons: dict[str, str], parts: int) -> str:
+    """Why parts run eagerly, ``{part: reason}``, in one line: the reason alone when all ``parts`` parts share
+    it, else ``"part: reason; ..."`` ("" when none)."""
+    unique = set(reasons.values())
+    if len(reasons) == parts and len(unique) == 1:
+        return unique.pop()
+    return "; ".join(f"{name}: {reason}" for name, reason in reasons.items())

@@ -49,7 +49,9 @@ HOT_ENTRY_POINTS: Mapping[str, str | frozenset[str]] = {
     "mdp/terminations.py": EVERY_FUNCTION,
     "tasks/g1_motion_tracking/mdp.py": EVERY_FUNCTION,
     # the collector and the learner update
-    "runner/collector.py": frozenset({"Collector.step", "Collector.random_step", "Collector.collect"}),
+    "runner/collector.py": frozenset(
+        {"Collector.step", "Collector.random_step", "Collector.collect", "Collector._record_transition"}
+    ),
     # an iteration's device work is queued without a sync (the overlap of collector and learner needs it)
     "runner/schedule.py": frozenset({"IterationSchedule.run"}),
     "runner/distributed.py": frozenset({"DataParallelRanks._average_gradients"}),
@@ -63,8 +65,8 @@ HOT_ENTRY_POINTS: Mapping[str, str | frozenset[str]] = {
         # base-class helpers the algorithms' update steps call (calls are followed within a module only)
         | {"_normalized_groups", "_advance_lr_schedule", "_record_losses", "_autocast", "_policy_noise"}
     ),
-    "algos/sac.py": frozenset({"act", "forward", "_update_step"}),
-    "algos/flashsac.py": frozenset({"act", "end_episodes", "forward", "_update_step"}),
+    "algos/sac.py": frozenset({"act", "_stochastic_action", "forward", "_update_step"}),
+    "algos/flashsac.py": frozenset({"act", "_stochastic_action", "end_episodes", "forward", "_update_step"}),
     "algos/distributional.py": EVERY_FUNCTION,
     "algos/lr_schedule.py": frozenset({"LrSchedule.factor_tensor"}),
     "algos/networks.py": EVERY_FUNCTION,

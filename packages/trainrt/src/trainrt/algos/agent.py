@@ -45,6 +45,7 @@ from trainrt.algos.distributional import categorical_support, check_support_rang
 from trainrt.algos.lr_schedule import LrSchedule, lr_schedule_from
 from trainrt.algos.networks import check_log_std_range
 from trainrt.algos.normalizer import RunningObsNormalizer
+from trainrt.compiled import CompiledOnFirstCall
 from trainrt.hotpath import cold_path
 from trainrt.replay import Batch
 
@@ -171,6 +172,8 @@ class Agent(abc.ABC):
         self.policy_version = 0
         self.acting_actor: nn.Module | None = None
         self.acting_obs_normalizer: nn.Module | None = None
+        # The stochastic action's math (after the eager draws from `rng`); eager until `compile_act`.
+        self._sample_action = CompiledOnFirstCall(self._stochastic_action)
 
     # ----------------------------------------------------------------------------------------------
     # construction shared by both algorithms
@@ -241,6 +244,36 @@ class Agent(abc.ABC):
     @abc.abstractmethod
     def act(self, obs: dict[str, torch.Tensor], deterministic: bool = False) -> torch.Tensor:
         """Actions (N, A) in [-1, 1] for observation groups {name: (N, D)}; graph-capturable."""
+
+    @abc.abstractmethod
+    def _stochastic_action(self, x: torch.Tensor, *draws: torch.Tensor) -> torch.Tensor:
+        """The stochastic action (N, A) from the actor's observation group ``x`` and the random tensors
+        `act` drew from `rng` beforehand; no draws of its own, so `compile_act` can fuse it."""
+
+    @cold_path
+    def compile_act(self) -> bool:
+        """Fuse the stochastic action's math (normalizer, acting actor, noise, tanh) with torch.compile.
+
+        The random numbers are still drawn eagerly from `rng`, in the same order, before the compiled part.
+        It compiles at its first call (make that an eager warm-up step, before any CUDA graph capture); if
+        it cannot, it runs eagerly and `act_compile_fallback_reason` says why. Returns whether
+        torch.compile accepted it."""
+        return self._sample_action.compile()
+
+    @cold_path
+    def uncompile_act(self, reason: str) -> None:
+        """Run the stochastic action's math eagerly again, recording ``reason``."""
+        self._sample_action.uncompile(reason)
+
+    @property
+    def act_compiled(self) -> bool:
+        """Whether the stochastic action's math runs compiled."""
+        return self._sample_action.compiled
+
+    @property
+    def act_compile_fallback_reason(self) -> str:
+        """Why the stochastic action's math runs eagerly ("" when compiled)."""
+        return self._sample_action.fallback_reason
 
     def end_episodes(self, done: torch.Tensor) -> None:
         """Forget per-env exploration state of rows whose episode ended, ``done`` (num_envs,) bool; sync-free.

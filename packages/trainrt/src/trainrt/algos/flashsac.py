@@ -430,21 +430,38 @@ class FlashSacAgent(Agent):
         Every stochastic call draws a fresh noise vector and hold length per env from `self.rng`
         (fixed consumption, so replays stay in step) and keeps them only where the hold expired.
         """
-        normalized = self.acting_obs_normalizer(obs[self.cfg.actor_obs_group].float())
+        x = obs[self.cfg.actor_obs_group]
+        if deterministic:
+            return torch.tanh(self._acting_mean(x)[0])
+        n = x.shape[0]
+        held_noise, hold_steps_left = self._noise_state(n)
+        fresh_noise = torch.randn((n, self.num_actions), device=self.device, generator=self.rng)
+        fresh_uniform = torch.rand(n, device=self.device, generator=self.rng)
+        return self._sample_action(x, fresh_noise, fresh_uniform, held_noise, hold_steps_left)
+
+    def _acting_mean(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The acting policy's mean and log-std (float32) for the actor's observation group ``x`` (N, Dp)."""
+        normalized = self.acting_obs_normalizer(x.float())
         with self._autocast():
             mean, log_std = self.acting_actor(normalized, training=False)
-        mean = mean.float()
-        if deterministic:
-            return torch.tanh(mean)
-        held_noise, hold_steps_left = self._noise_state(mean.shape[0])
-        fresh_noise = torch.randn(mean.shape, device=self.device, generator=self.rng)
-        fresh_hold = sample_hold_steps(
-            torch.rand(mean.shape[0], device=self.device, generator=self.rng), self.zeta_cdf
-        )
+        return mean.float(), log_std.float()
+
+    def _stochastic_action(
+        self,
+        x: torch.Tensor,
+        fresh_noise: torch.Tensor,
+        fresh_uniform: torch.Tensor,
+        held_noise: torch.Tensor,
+        hold_steps_left: torch.Tensor,
+    ) -> torch.Tensor:
+        """tanh(mean + std * held noise); rows whose hold expired take ``fresh_noise`` (N, A) and a hold
+        length drawn from ``fresh_uniform`` (N,) in [0, 1). Updates ``held_noise`` and ``hold_steps_left``."""
+        mean, log_std = self._acting_mean(x)
         expired = hold_steps_left <= 0
         held_noise.copy_(torch.where(expired.unsqueeze(-1), fresh_noise, held_noise))
+        fresh_hold = sample_hold_steps(fresh_uniform, self.zeta_cdf)
         hold_steps_left.copy_(torch.where(expired, fresh_hold, hold_steps_left) - 1)
-        return torch.tanh(mean + log_std.float().exp() * held_noise)
+        return torch.tanh(mean + log_std.exp() * held_noise)
 
     def end_episodes(self, done: torch.Tensor) -> None:
         """A new episode starts with fresh exploration noise: expire the hold of rows in ``done`` (num_envs,)."""

@@ -176,14 +176,23 @@ class SacAgent(Agent):
     @torch.no_grad()
     def act(self, obs: dict[str, torch.Tensor], deterministic: bool = False) -> torch.Tensor:
         """Actions (N, A) in [-1, 1]: tanh(mean) or a tanh-Gaussian sample drawn with `self.rng`."""
-        normalized = self.acting_obs_normalizer(obs[self.cfg.actor_obs_group].float())
+        x = obs[self.cfg.actor_obs_group]
+        if deterministic:
+            return torch.tanh(self._acting_mean(x)[0])
+        noise = torch.randn((x.shape[0], self.num_actions), device=self.device, generator=self.rng)
+        return self._sample_action(x, noise)
+
+    def _acting_mean(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The acting policy's mean and log-std (float32) for the actor's observation group ``x`` (N, Dp)."""
+        normalized = self.acting_obs_normalizer(x.float())
         with self._autocast():
             mean, log_std = self.acting_actor(normalized)
-        mean = mean.float()
-        if deterministic:
-            return torch.tanh(mean)
-        noise = torch.randn(mean.shape, device=self.device, generator=self.rng)
-        return torch.tanh(mean + log_std.float().exp() * noise)
+        return mean.float(), log_std.float()
+
+    def _stochastic_action(self, x: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """tanh(mean + std * noise) for observations ``x`` (N, Dp) and standard normal ``noise`` (N, A)."""
+        mean, log_std = self._acting_mean(x)
+        return torch.tanh(mean + log_std.exp() * noise)
 
     # ----------------------------------------------------------------------------------------------
     # learning

@@ -69,7 +69,7 @@ def _training(**changes: object) -> TrainingSection:
         "tensorboard": True,
         "overlap": True,
         "compile_learner": True,
-        "compile_term_math": True,
+        "compile_collector": True,
     }
     fields.update(changes)
     return TrainingSection.model_validate(fields)

@@ -217,10 +217,10 @@ class TrainingSection(BaseModel):
     compile_learner: bool = Field(
         True, description="fuse the learner update's network math with torch.compile (CUDA only)"
     )
-    compile_term_math: bool = Field(
+    compile_collector: bool = Field(
         True,
-        description="fuse the env's per-step termination, reward and metrics math with torch.compile "
-        "(CUDA only)",
+        description="fuse the collector's per-step math with torch.compile: the env's terminations, rewards, "
+        "metrics and observations, the policy's stochastic action and the replay write (CUDA only)",
     )
     distributed: DistributedSection = Field(
         default_factory=DistributedSection, description="multi-process (one rank per GPU) settings"

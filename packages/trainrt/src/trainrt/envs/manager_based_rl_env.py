@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 import simcore
-from trainrt.compiled import CompiledOnFirstCall
+from trainrt.compiled import CompiledOnFirstCall, joined_reasons
 from trainrt.envs.env_cfg import EnvCfg
 from trainrt.envs.robot_view import RobotView
 from trainrt.envs.state_cache import StateCache
@@ -342,18 +342,19 @@ class ManagerBasedRlEnv:
         self.observation_manager.uncompile(reason)
 
     @cold_path
+    def term_math_reasons(self) -> dict[str, str]:
+        """Why each part of the per-step term math runs eagerly, ``{"terms" | "observations": reason}``
+        (empty when both run compiled)."""
+        parts = {"terms": self._step_terms, "observations": self.observation_manager.compiled_frames}
+        return {name: part.fallback_reason for name, part in parts.items() if not part.compiled}
+
+    @cold_path
     def term_math_diagnostics(self) -> dict[str, Any]:
         """Whether the per-step term math runs compiled, and why not where it does not."""
-        parts = {"terms": self._step_terms, "observations": self.observation_manager.compiled_frames}
-        reasons = {name: part.fallback_reason for name, part in parts.items() if not part.compiled}
-        unique = set(reasons.values())
+        reasons = self.term_math_reasons()
         return {
             "term_math_compiled": not reasons,
-            "term_math_fallback_reason": (
-                unique.pop()
-                if len(unique) == 1 and len(reasons) == len(parts)
-                else "; ".join(f"{name}: {reason}" for name, reason in reasons.items())
-            ),
+            "term_math_fallback_reason": joined_reasons(reasons, parts=2),
         }
 
     def _reset_rows(self, env_mask: torch.Tensor) -> None:

@@ -87,7 +87,13 @@ def bench_collector_and_learner(
     device = torch.device(env.device)
     k = cfg.training.collector_steps_per_replay
     collector = Collector(
-        env, agent, replay, env.reset(), steps_per_replay=k, use_graph=cfg.training.cuda_graph
+        env,
+        agent,
+        replay,
+        env.reset(),
+        steps_per_replay=k,
+        use_graph=cfg.training.cuda_graph,
+        compile_math=cfg.training.compile_collector,
     )
     collector.prefill(cfg.algo.params.learning_starts)
     collector.capture()

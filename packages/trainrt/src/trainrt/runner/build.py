@@ -50,7 +50,7 @@ def make_env_cfg(cfg: TrainConfig) -> EnvCfg:
 def build_env(cfg: TrainConfig, *, num_envs: int | None = None, seed: int | None = None) -> ManagerBasedRlEnv:
     """The training env of ``cfg`` (``num_envs``/``seed`` override the config, e.g. for play).
 
-    On CUDA its per-step term math is compiled when ``training.compile_term_math`` asks for it (it compiles
+    On CUDA its per-step term math is compiled when ``training.compile_collector`` asks for it (it compiles
     at the first step, a warm-up step before any graph capture). Prints the motion clip each motion command
     tracks (a tracking run says which clip it learns).
     """
@@ -61,7 +61,7 @@ def build_env(cfg: TrainConfig, *, num_envs: int | None = None, seed: int | None
         device=resolve_device(cfg),
         seed=cfg.training.seed if seed is None else seed,
     )
-    if not cfg.training.compile_term_math:
+    if not cfg.training.compile_collector:
         env.uncompile_term_math("not requested")
     elif env.device.type != "cuda":
         env.uncompile_term_math("cpu device")

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 import simcore
+from trainrt.compiled import CompiledOnFirstCall, joined_reasons
 from trainrt.hotpath import cold_path
 
 
@@ -34,6 +35,9 @@ class Collector:
         initial_obs: observation groups to act on first, ``{group: (num_envs, D)}`` (e.g. ``env.reset()``).
         steps_per_replay: K, control steps per graph replay (fixed at capture).
         use_graph: False forces the eager path (``training.cuda_graph=false``).
+        compile_math: on CUDA, fuse the policy's stochastic action and the transition's record (replay write,
+            observation copy, episode bookkeeping) with torch.compile (``training.compile_collector``; the
+            env's own term math is compiled where the env is built).
     """
 
     @cold_path
@@ -46,6 +50,7 @@ class Collector:
         *,
         steps_per_replay: int = 1,
         use_graph: bool = True,
+        compile_math: bool = False,
     ) -> None:
         if steps_per_replay < 1:
             raise ValueError(f"steps_per_replay must be >= 1, got {steps_per_replay}")
@@ -75,6 +80,14 @@ class Collector:
         self._finished_count = torch.zeros((), device=self.device, dtype=torch.float64)
         self.steps_collected = 0
         """Vector env steps taken so far through ``collect`` and ``prefill`` (host counter)."""
+        # The transition's record after the env step; eager until `compile_math`.
+        self._record = CompiledOnFirstCall(self._record_transition)
+        if not compile_math:
+            self.uncompile_math("not requested")
+        elif self.device.type != "cuda":
+            self.uncompile_math("cpu device")
+        else:
+            self.compile_math()
         generators = _unique_generators([env.rng, agent.rng])
         self.work = simcore.CapturedWork(
             self.step,
@@ -98,7 +111,11 @@ class Collector:
 
     def _transition(self, action: torch.Tensor) -> None:
         """Step the env with ``action`` (num_envs, A), store the transition, advance the observation."""
-        result = self.env.step(action)
+        self._record(action, self.env.step(action))
+
+    def _record_transition(self, action: torch.Tensor, result: Any) -> None:
+        """Store the transition of ``action`` and the env's ``StepResult``, advance the observation, count
+        finished episodes. No random draws, so `compile_math` can fuse it."""
         self.replay.add(
             self.obs,
             action,
@@ -133,6 +150,35 @@ class Collector:
         self.steps_collected += num_steps
 
     # --- cold path -----------------------------------------------------------------------------------------
+
+    @cold_path
+    def compile_math(self) -> bool:
+        """Compile the agent's stochastic action (`Agent.compile_act`) and the transition's record; each
+        compiles at its first call (an eager step: the prefill or the capture's warm-up). Returns whether
+        torch.compile accepted both."""
+        acts = self.agent.compile_act()
+        records = self._record.compile()
+        return acts and records
+
+    @cold_path
+    def uncompile_math(self, reason: str) -> None:
+        """Run the agent's action and the transition's record eagerly again, recording ``reason``."""
+        self.agent.uncompile_act(reason)
+        self._record.uncompile(reason)
+
+    @cold_path
+    def math_diagnostics(self) -> dict[str, Any]:
+        """Whether the collector step's math runs compiled (the env's terms and observations, the agent's
+        action, the record), and why not where it does not: ``{"step_math_compiled", "step_math_fallback_reason"}``."""
+        reasons = dict(self.env.term_math_reasons())
+        if not self.agent.act_compiled:
+            reasons["act"] = self.agent.act_compile_fallback_reason
+        if not self._record.compiled:
+            reasons["record"] = self._record.fallback_reason
+        return {
+            "step_math_compiled": not reasons,
+            "step_math_fallback_reason": joined_reasons(reasons, parts=4),
+        }
 
     @cold_path
     def prefill(self, num_steps: int, *, use_policy: bool = False) -> None:
@@ -175,7 +221,7 @@ class Collector:
         facts = dict(self.work.diagnostics())
         facts["steps_per_replay"] = self.steps_per_replay
         facts["graph_requested"] = self.use_graph
-        facts.update(self.env.term_math_diagnostics())
+        facts.update(self.math_diagnostics())
         if not self.use_graph:
             facts["disabled_by"] = "training.cuda_graph=false"
         return facts

@@ -486,6 +486,7 @@ class OffPolicyRunner:
             obs,
             steps_per_replay=cfg.training.collector_steps_per_replay,
             use_graph=cfg.training.cuda_graph,
+            compile_math=cfg.training.compile_collector,
         )
         resumed = self.resumed_from_iteration is not None
         self.collector.prefill(params.learning_starts, use_policy=resumed)
@@ -537,8 +538,8 @@ class OffPolicyRunner:
             )
             + (
                 ""
-                if collector_graph.get("term_math_compiled")
-                else f"; term math eager ({collector_graph.get('term_math_fallback_reason')})"
+                if collector_graph.get("step_math_compiled")
+                else f"; step math eager ({collector_graph.get('step_math_fallback_reason')})"
             )
             + f"; schedule: {overlap}"
         )
