@@ -9,12 +9,17 @@ import torch
 
 from trainrt.hotpath import cold_path
 
+_COMPILE_ERRORS = (torch._dynamo.exc.TorchDynamoException, torch._dynamo.exc.FailOnRecompileLimitHit)
+"""What torch.compile raises, before running anything, when it cannot compile (again)."""
+
 
 class CompiledOnFirstCall:
     """Calls ``fn`` eagerly until `compile`; then its compiled form, which compiles at its first call.
 
     If compiling fails there (``fullgraph`` tracing fails before any kernel runs, so nothing was written),
-    that call and every later one run ``fn`` eagerly and ``fallback_reason`` says why. The first call should
+    that call and every later one run ``fn`` eagerly and ``fallback_reason`` says why. The same holds for a
+    later call that has to compile again and cannot (say, past torch's recompile limit, when many envs are
+    built in one process). The first call should
     be an eager warm-up step: a CUDA graph captures the kernels of whichever form is active.
     """
 
@@ -29,7 +34,15 @@ class CompiledOnFirstCall:
     def __call__(self, *args: Any) -> Any:
         if self._first_call_pending:
             return self._first_call(*args)
-        return self._active(*args)
+        if not self.compiled:
+            return self.fn(*args)
+        try:
+            return self._active(*args)
+        except _COMPILE_ERRORS as exc:
+            # A later call that must compile again (new guards, or too many recompiles) and cannot: torch.compile
+            # raises before running anything, so the eager call is the first to write.
+            self.uncompile(f"recompiling failed: {type(exc).__name__}: {exc}")
+            return self.fn(*args)
 
     @cold_path
     def compile(self) -> bool:

@@ -265,7 +265,8 @@ def assign_walk_commands(env: Any, commands: torch.Tensor) -> None:
     """
     twist = env.command_manager.get_term("twist")
     twist.vel_command_b.copy_(commands.to(twist.vel_command_b))
-    env.observation_manager.compute(update_history=False)
+    with env.state_cache.memoizing():  # as inside a step: a compiled observation reuses its one variant
+        env.observation_manager.compute(update_history=False)
 
 
 @cold_path
