@@ -10,7 +10,12 @@ iteration, the two-stream schedule) from the preset plus any ``key=value`` overr
    sharing the GPU is a ratio measured in one process;
 2. profiles one collector iteration and one learner iteration (CUDA graph replays; the profiler sees the
    kernels inside them; on a machine without CUDA it lists CPU ops instead, as a smoke test) and reports GPU time per kernel family: physics (Warp), compiled (Triton), matrix
-   products, other torch kernels, copies and fills; and the 25 kernels that take the most time.
+   products, other torch kernels, copies and fills; and the 25 kernels that take the most time;
+3. finds where the device sat idle in those two profiles: the idle time between consecutive kernels summed by
+   the families on either side, and the largest single gaps (``--trace-dir`` also writes both timelines, for
+   Perfetto or chrome://tracing);
+4. last, times the bare physics step from the collector's own states (a graph of K control steps, no env
+   work around it), so ``collector_vs_physics`` compares the two on the same machine, in one process.
 
 It attributes time; the acceptance number stays ``tail_env_steps_per_sec`` of a training run.
 """
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import sys
 from typing import Any
 
@@ -54,8 +60,41 @@ def _sync() -> None:
         torch.cuda.synchronize()
 
 
-def profile_kernels(fn: Any) -> dict[str, Any]:
-    """GPU time per kernel family and the top kernels of one call of ``fn``."""
+def idle_gaps(kernels: list[tuple[float, float, str]], top: int = 12) -> dict[str, Any]:
+    """Where the device sat idle between kernels: ``kernels`` are (start_us, end_us, name) of one stream's
+    work. Returns the idle total, the idle time summed by (family before -> family after), and the largest
+    single gaps with the kernels on either side."""
+    ordered = sorted(kernels)
+    by_transition: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0])
+    gaps: list[tuple[float, str, str]] = []
+    frontier = ordered[0][1] if ordered else 0.0
+    previous = ordered[0][2] if ordered else ""
+    for start, end, name in ordered[1:]:
+        gap = start - frontier
+        if gap > 0:
+            entry = by_transition[f"{kernel_family(previous)} -> {kernel_family(name)}"]
+            entry[0] += gap
+            entry[1] += 1
+            gaps.append((gap, previous, name))
+        if end > frontier:
+            frontier, previous = end, name
+    gaps.sort(key=lambda g: -g[0])
+    return {
+        "idle_ms": sum(g[0] for g in gaps) / 1e3,
+        "span_ms": (frontier - ordered[0][0]) / 1e3 if ordered else 0.0,
+        "idle_by_transition": {
+            k: {"ms": v[0] / 1e3, "gaps": v[1]}
+            for k, v in sorted(by_transition.items(), key=lambda kv: -kv[1][0])[:top]
+        },
+        "largest_gaps": [
+            {"us": gap, "after": before[:90], "before": after[:90]} for gap, before, after in gaps[:top]
+        ],
+    }
+
+
+def profile_kernels(fn: Any, trace: str | None = None) -> dict[str, Any]:
+    """GPU time per kernel family, the top kernels and the idle gaps of one call of ``fn``; with ``trace``,
+    the profiler's timeline is also written there (chrome://tracing or Perfetto)."""
     from torch.profiler import ProfilerActivity, profile
 
     on_gpu = torch.cuda.is_available()
@@ -64,10 +103,14 @@ def profile_kernels(fn: Any) -> dict[str, Any]:
     with profile(activities=[ProfilerActivity.CUDA if on_gpu else ProfilerActivity.CPU]) as prof:
         fn()
         _sync()
+    if trace:
+        prof.export_chrome_trace(trace)
     per_kernel: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0])
+    spans: list[tuple[float, float, str]] = []
     for event in prof.events():
         if event.device_type != wanted:
             continue
+        spans.append((event.time_range.start, event.time_range.end, event.name))
         entry = per_kernel[event.name]
         entry[0] += event.time_range.elapsed_us()
         entry[1] += 1
@@ -89,6 +132,7 @@ def profile_kernels(fn: Any) -> dict[str, Any]:
             {"name": name[:120], "ms": us / 1e3, "calls": count, "family": kernel_family(name)}
             for name, (us, count) in top
         ],
+        **idle_gaps(spans),
     }
 
 
@@ -99,6 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sim", default="mjwarp")
     parser.add_argument("--iterations", type=int, default=5)
     parser.add_argument("--out", default=None)
+    parser.add_argument(
+        "--trace-dir",
+        default=None,
+        help="also write the two profiled timelines here (collector.json, learner.json)",
+    )
     parser.add_argument("overrides", nargs="*", help="key=value overrides, as for trainrt train")
     args = parser.parse_args(argv)
     cfg, _ = resolve_train_config(args.algo, args.task, args.sim, list(args.overrides), "auto")
@@ -167,9 +216,18 @@ def main(argv: list[str] | None = None) -> int:
         "learner_ms_per_update": 1e3 * learn_s / updates,
         "collector_ms_per_step": 1e3 * collect_s / steps,
         "schedule": overlapped.diagnostics(),
-        "collector_profile": profile_kernels(collect),
-        "learner_profile": profile_kernels(learn),
+        "collector_profile": profile_kernels(collect, _trace(args.trace_dir, "collector")),
+        "learner_profile": profile_kernels(learn, _trace(args.trace_dir, "learner")),
     }
+    # Last, because it advances the physics without the env around it (no resets, no commands): the bare
+    # physics step from the collector's own states, replayed as a graph of K control steps.
+    k = cfg.training.collector_steps_per_replay
+    physics = simcore.CapturedWork(env.backend.step, backend=env.backend, name="physics", steps_per_replay=k)
+    physics.capture()
+    physics.replay()
+    physics_s = simcore.wall_seconds(physics.replay, n * steps // k, env.device) / n
+    result["physics_alone_ms"] = 1e3 * physics_s
+    result["collector_vs_physics"] = collect_s / physics_s
     for part in ("collector_profile", "learner_profile"):
         prof = result[part]
         print(f"[{part}] GPU busy {prof['gpu_busy_ms']:.2f} ms over {prof['kernel_launches']} kernels")
@@ -177,12 +235,25 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {family:>24}: {f['ms']:8.2f} ms  {100 * f['share']:5.1f}%  {int(f['kernels'])} kernels")
         for k in prof["top_kernels"][:12]:
             print(f"    {k['ms']:7.2f} ms x{k['calls']:<5} {k['name'][:90]}")
-    for key in ("collect_alone_ms", "learn_alone_ms", "overlapped_ms", "overlap_gain", "overlap_vs_ideal"):
+    for part in ("collector_profile", "learner_profile"):
+        prof = result[part]
+        print(f"[{part}] idle {prof['idle_ms']:.2f} ms of a {prof['span_ms']:.2f} ms span; by transition:")
+        for transition, t in prof["idle_by_transition"].items():
+            print(f"    {t['ms']:7.2f} ms over {t['gaps']:5d} gaps  {transition}")
+    keys = ("collect_alone_ms", "learn_alone_ms", "overlapped_ms", "overlap_gain", "overlap_vs_ideal")
+    for key in (*keys, "physics_alone_ms", "collector_vs_physics"):
         print(f"{key}: {result[key]:.3f}")
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=2)
     return 0
+
+
+def _trace(directory: str | None, name: str) -> str | None:
+    if directory is None:
+        return None
+    os.makedirs(directory, exist_ok=True)
+    return os.path.join(directory, f"{name}.json")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,66 @@
+"""`benchmarks/profile_iteration.py`: its idle-gap accounting against hand-made timelines, and a tiny run on
+the CPU that writes every field, the timelines and the physics-alone comparison."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "profile_iteration.py"
+TINY = [
+    "algo.num_envs=4",
+    "algo.params.batch_size=16",
+    "algo.params.updates_per_iteration=2",
+    "algo.params.actor_hidden_dim=16",
+    "algo.params.critic_hidden_dim=16",
+    "algo.params.buffer_size_per_env=16",
+    "algo.params.learning_starts=4",
+]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("profile_iteration", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_idle_gaps_add_up_the_time_between_kernels_by_the_families_around_them():
+    gaps = _script().idle_gaps(
+        [
+            (0.0, 10.0, "_kinematics_cuda_kernel_forward"),  # physics
+            (15.0, 20.0, "triton_poi_fused_add_0"),  # 5 us after physics
+            (18.0, 30.0, "memset32"),  # overlaps the previous kernel: no gap
+            (32.0, 40.0, "_solver_cuda_kernel_forward"),  # 2 us after the fill
+            (60.0, 61.0, "triton_poi_fused_mul_1"),  # 20 us after physics
+        ]
+    )
+    assert abs(gaps["idle_ms"] - 0.027) < 1e-12
+    assert abs(gaps["span_ms"] - 0.061) < 1e-12
+    assert gaps["idle_by_transition"] == {
+        "physics and env (warp) -> compiled (triton)": {"ms": 0.025, "gaps": 2},
+        "copies and fills -> physics and env (warp)": {"ms": 0.002, "gaps": 1},
+    }
+    assert [g["us"] for g in gaps["largest_gaps"]] == [20.0, 5.0, 2.0]
+    assert gaps["largest_gaps"][0] == {
+        "us": 20.0, "after": "_solver_cuda_kernel_forward", "before": "triton_poi_fused_mul_1"
+    }  # fmt: skip
+
+
+def test_a_tiny_profile_on_the_cpu_writes_its_fields_and_timelines(tmp_path):
+    out, traces = tmp_path / "profile.json", tmp_path / "traces"
+    command = [
+        sys.executable, str(SCRIPT), "--sim=mujoco", "--iterations=1", f"--out={out}",
+        f"--trace-dir={traces}", *TINY,
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["collect_alone_ms"] > 0 and data["physics_alone_ms"] > 0
+    assert data["collector_vs_physics"] == data["collect_alone_ms"] / data["physics_alone_ms"]
+    for part in ("collector_profile", "learner_profile"):
+        assert data[part]["kernel_launches"] > 0
+        assert 0 <= data[part]["idle_ms"] <= data[part]["span_ms"]
+    assert json.loads((traces / "collector.json").read_text())["traceEvents"]
+    assert json.loads((traces / "learner.json").read_text())["traceEvents"]
