@@ -1,32 +1,19 @@
 """`benchmarks/learner_variants.py` on the CPU: variants alternate, results land in JSON, and the
 ``frozen_norm_affine`` measurement leaves the normalization layers' scales and shifts untouched."""
 
-import importlib.util
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
+from benchmark_scripts import BENCHMARKS, TINY_LEARNER, load
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "learner_variants.py"
-TINY_LEARNER = [
-    "algo.num_envs=4",
-    "algo.params.batch_size=16",
-    "algo.params.updates_per_iteration=2",
-    "algo.params.actor_hidden_dim=16",
-    "algo.params.critic_hidden_dim=16",
-    "algo.params.buffer_size_per_env=16",
-    "algo.params.learning_starts=4",
-]
+SCRIPT = BENCHMARKS / "learner_variants.py"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("learner_variants", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load("learner_variants")
 
 
 def test_variants_alternate_and_write_their_timings(tmp_path):

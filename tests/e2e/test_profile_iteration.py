@@ -1,29 +1,17 @@
 """`benchmarks/profile_iteration.py`: its idle-gap accounting against hand-made timelines, and a tiny run on
 the CPU that writes every field, the timelines and the physics-alone comparison."""
 
-import importlib.util
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "profile_iteration.py"
-TINY = [
-    "algo.num_envs=4",
-    "algo.params.batch_size=16",
-    "algo.params.updates_per_iteration=2",
-    "algo.params.actor_hidden_dim=16",
-    "algo.params.critic_hidden_dim=16",
-    "algo.params.buffer_size_per_env=16",
-    "algo.params.learning_starts=4",
-]
+from benchmark_scripts import BENCHMARKS, TINY_LEARNER, load
+
+SCRIPT = BENCHMARKS / "profile_iteration.py"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("profile_iteration", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load("profile_iteration")
 
 
 def test_idle_gaps_add_up_the_time_between_kernels_by_the_families_around_them():
@@ -52,7 +40,7 @@ def test_a_tiny_profile_on_the_cpu_writes_its_fields_and_timelines(tmp_path):
     out, traces = tmp_path / "profile.json", tmp_path / "traces"
     command = [
         sys.executable, str(SCRIPT), "--sim=mujoco", "--iterations=1", f"--out={out}",
-        f"--trace-dir={traces}", *TINY,
+        f"--trace-dir={traces}", *TINY_LEARNER,
     ]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
