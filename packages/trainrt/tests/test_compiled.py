@@ -9,9 +9,14 @@ def _double(x: torch.Tensor) -> torch.Tensor:
     return x * 2
 
 
-def test_a_later_call_that_cannot_compile_again_runs_eagerly_and_says_why(monkeypatch):
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1)
+def test_a_later_call_that_cannot_compile_again_runs_eagerly_and_says_why():
     torch._dynamo.reset()
+    with torch._dynamo.config.patch(recompile_limit=1):
+        _past_the_limit()
+    torch._dynamo.reset()
+
+
+def _past_the_limit() -> None:
     part = CompiledOnFirstCall(_double)
     assert part(torch.ones(2)).tolist() == [2.0, 2.0]  # eager until compile()
     assert part.fallback_reason == "not requested"
@@ -24,7 +29,6 @@ def test_a_later_call_that_cannot_compile_again_runs_eagerly_and_says_why(monkey
     assert not part.compiled
     assert part.fallback_reason.startswith("recompiling failed: FailOnRecompileLimitHit")
     assert torch.equal(part(x), x * 2)  # and stays eager
-    torch._dynamo.reset()
 
 
 def test_reasons_join_into_one_line():

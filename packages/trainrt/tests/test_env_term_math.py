@@ -87,6 +87,34 @@ def test_compiled_term_math_leaves_the_eager_state_on_the_gpu(task):
     print(f"largest float difference: {facts['max_float_difference']:.3g}")
 
 
+def test_a_second_env_past_the_recompile_limit_steps_eagerly_and_says_why():
+    """torch.compile compiles a function again for every env object; past its recompile limit (8 by default,
+    3 here) the next env's compiled parts fall back to eager instead of raising, and step as the eager env.
+    The observation frames compile twice per env (with the history update at the reset, without it in the
+    step), the terms once: the second env's frames fail in the step, a call after their first."""
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(recompile_limit=3):
+        first, second, reference = (_env("g1_walk_flat", "mjwarp", "cpu") for _ in range(3))
+        actions = _actions(first)
+        for env in (first, second):
+            env.reset()
+            assert env.compile_term_math()
+            _run(env, actions[:3])
+    torch._dynamo.reset()
+    assert first.term_math_diagnostics() == {"term_math_compiled": True, "term_math_fallback_reason": ""}
+    reason = second.term_math_diagnostics()["term_math_fallback_reason"]
+    assert reason.startswith("observations: recompiling failed: FailOnRecompileLimitHit"), reason
+    assert second._step_terms.compiled  # its one compilation was within the limit
+    reference.reset()
+    _run(reference, actions[:3])  # eager all along, from the same seed
+    expected, got = StateSnapshot(reference), StateSnapshot(second)
+    assert expected.names == got.names and len(expected.names) > 20
+    for name, x, y in zip(expected.names, expected.values, got.values):
+        same = torch.allclose(x, y, rtol=1e-5, atol=1e-6) if x.dtype.is_floating_point else torch.equal(x, y)
+        assert same, name
+    assert all(torch.equal(x, y) for x, y in zip(expected.generator_states, got.generator_states))
+
+
 def test_term_math_that_cannot_compile_runs_eagerly_and_says_why():
     env = _env("g1_walk_flat", "mjwarp", "cpu")
     compute = env.metrics_manager.compute
