@@ -2,7 +2,7 @@
 
 import torch
 
-from trainrt.compiled import CompiledOnFirstCall, joined_reasons
+from trainrt.compiled import CompiledOnFirstCall, compile_refusal, joined_reasons
 
 
 def _double(x: torch.Tensor) -> torch.Tensor:
@@ -36,3 +36,10 @@ def test_reasons_join_into_one_line():
     assert joined_reasons({"a": "cpu device", "b": "cpu device"}, parts=2) == "cpu device"
     assert joined_reasons({"a": "cpu device"}, parts=2) == "a: cpu device"
     assert joined_reasons({"a": "x", "b": "y"}, parts=2) == "a: x; b: y"
+
+
+def test_parts_compile_only_when_asked_and_on_cuda():
+    assert compile_refusal(False, torch.device("cuda")) == "not requested"
+    assert compile_refusal(False, torch.device("cpu")) == "not requested"
+    assert compile_refusal(True, torch.device("cpu")) == "cpu device"
+    assert compile_refusal(True, torch.device("cuda")) is None

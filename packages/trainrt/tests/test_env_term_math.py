@@ -65,7 +65,7 @@ def _same_steps_compiled_and_eager(env: ManagerBasedRlEnv) -> dict[str, float]:
     state.restore()
     assert env.compile_term_math()
     _run(env, actions)
-    assert env.term_math_diagnostics() == {"term_math_compiled": True, "term_math_fallback_reason": ""}
+    assert env.term_math_reasons() == {}  # both parts compiled
     facts = compare(eager, state.current(), rtol=1e-5, atol=1e-6)
     assert facts["exact_tensors"] > 10 and facts["float_tensors"] > 10
     return facts
@@ -74,10 +74,7 @@ def _same_steps_compiled_and_eager(env: ManagerBasedRlEnv) -> dict[str, float]:
 @pytest.mark.parametrize("task", TASKS)
 def test_compiled_term_math_leaves_the_eager_state_on_the_cpu(task):
     env = _env(task, "mjwarp", "cpu")
-    assert env.term_math_diagnostics() == {
-        "term_math_compiled": False,
-        "term_math_fallback_reason": "not requested",
-    }
+    assert env.term_math_reasons() == {"terms": "not requested", "observations": "not requested"}
     _same_steps_compiled_and_eager(env)
 
 
@@ -101,10 +98,10 @@ def test_a_second_env_past_the_recompile_limit_steps_eagerly_and_says_why():
             assert env.compile_term_math()
             _run(env, actions[:3])
     torch._dynamo.reset()
-    assert first.term_math_diagnostics() == {"term_math_compiled": True, "term_math_fallback_reason": ""}
-    reason = second.term_math_diagnostics()["term_math_fallback_reason"]
-    assert reason.startswith("observations: recompiling failed: FailOnRecompileLimitHit"), reason
-    assert second._step_terms.compiled  # its one compilation was within the limit
+    assert first.term_math_reasons() == {}
+    reasons = second.term_math_reasons()
+    assert list(reasons) == ["observations"], reasons  # the terms' one compilation was within the limit
+    assert reasons["observations"].startswith("recompiling failed: FailOnRecompileLimitHit"), reasons
     reference.reset()
     _run(reference, actions[:3])  # eager all along, from the same seed
     expected, got = StateSnapshot(reference), StateSnapshot(second)
@@ -132,14 +129,13 @@ def test_term_math_that_cannot_compile_runs_eagerly_and_says_why():
     state.restore()
     assert env.compile_term_math()  # accepted; the first step decides
     _run(env, actions)
-    diagnostics = env.term_math_diagnostics()
-    assert diagnostics["term_math_compiled"] is False
-    assert diagnostics["term_math_fallback_reason"].startswith("terms: compiling failed:")
-    assert env.observation_manager.compiled_frames.compiled  # the other part stays compiled
+    reasons = env.term_math_reasons()
+    assert list(reasons) == ["terms"], reasons  # the observations stay compiled
+    assert reasons["terms"].startswith("compiling failed:")
     # the failed step ran eagerly once (twice would double the episode sums); observations stay compiled
     compare(eager, state.current(), rtol=1e-5, atol=1e-6)
     env.uncompile_term_math("disabled")
-    assert env.term_math_diagnostics()["term_math_fallback_reason"] == "disabled"
+    assert env.term_math_reasons() == {"terms": "disabled", "observations": "disabled"}
 
 
 def _noisy_terms(env: ManagerBasedRlEnv) -> list:
@@ -177,11 +173,8 @@ def test_noise_without_a_separate_draw_keeps_the_observations_eager_and_says_so(
     term.noise = _AddOnlyNoise()
     env.observation_manager._draws_apart = False  # as the manager finds at construction
     assert env.compile_term_math() is False
-    diagnostics = env.term_math_diagnostics()
-    assert diagnostics["term_math_compiled"] is False
-    assert (
-        diagnostics["term_math_fallback_reason"]
-        == "observations: observation noise _AddOnlyNoise does not implement draw_"
-    )
+    assert env.term_math_reasons() == {
+        "observations": "observation noise _AddOnlyNoise does not implement draw_"
+    }
     env.reset()
     _run(env, _actions(env)[:2])  # the eager path draws through add_

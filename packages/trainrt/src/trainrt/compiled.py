@@ -19,8 +19,8 @@ class CompiledOnFirstCall:
     If compiling fails there (``fullgraph`` tracing fails before any kernel runs, so nothing was written),
     that call and every later one run ``fn`` eagerly and ``fallback_reason`` says why. The same holds for a
     later call that has to compile again and cannot (say, past torch's recompile limit, when many envs are
-    built in one process). The first call should
-    be an eager warm-up step: a CUDA graph captures the kernels of whichever form is active.
+    built in one process). The first call should be an eager warm-up step: a CUDA graph captures the kernels
+    of whichever form is active.
     """
 
     @cold_path
@@ -74,6 +74,17 @@ class CompiledOnFirstCall:
         except Exception as exc:
             self.uncompile(f"compiling failed: {type(exc).__name__}: {exc}")
             return self.fn(*args)
+
+
+@cold_path
+def compile_refusal(requested: bool, device: torch.device) -> str | None:
+    """Why parts a config asks about stay eager: ``"not requested"``, ``"cpu device"`` (they compile on CUDA
+    only), or None when they should compile."""
+    if not requested:
+        return "not requested"
+    if device.type != "cuda":
+        return "cpu device"
+    return None
 
 
 @cold_path

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 import simcore
-from trainrt.compiled import CompiledOnFirstCall, joined_reasons
+from trainrt.compiled import CompiledOnFirstCall
 from trainrt.envs.env_cfg import EnvCfg
 from trainrt.envs.robot_view import RobotView
 from trainrt.envs.state_cache import StateCache
@@ -329,7 +329,7 @@ class ManagerBasedRlEnv:
         eagerly first, from ``rng``, in the same order). Same math, a few kernels instead of one per op.
 
         Each part compiles at its first call (the next step; make it a warm-up step, before any CUDA graph
-        capture). A part that fails to compile runs eagerly from then on, and `term_math_diagnostics` says
+        capture). A part that fails to compile runs eagerly from then on, and `term_math_reasons` says
         why. Returns whether torch.compile accepted both parts."""
         terms = self._step_terms.compile()
         observations = self.observation_manager.compile()
@@ -347,15 +347,6 @@ class ManagerBasedRlEnv:
         (empty when both run compiled)."""
         parts = {"terms": self._step_terms, "observations": self.observation_manager.compiled_frames}
         return {name: part.fallback_reason for name, part in parts.items() if not part.compiled}
-
-    @cold_path
-    def term_math_diagnostics(self) -> dict[str, Any]:
-        """Whether the per-step term math runs compiled, and why not where it does not."""
-        reasons = self.term_math_reasons()
-        return {
-            "term_math_compiled": not reasons,
-            "term_math_fallback_reason": joined_reasons(reasons, parts=2),
-        }
 
     def _reset_rows(self, env_mask: torch.Tensor) -> None:
         """Start new episodes in rows where ``env_mask`` (num_envs,) is True, with one reset transaction."""

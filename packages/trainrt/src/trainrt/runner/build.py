@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from trainrt.algos import make_agent
+from trainrt.compiled import compile_refusal
 from trainrt.config import TrainConfig
 from trainrt.envs import EnvCfg, ManagerBasedRlEnv
 from trainrt.hotpath import cold_path
@@ -61,12 +62,11 @@ def build_env(cfg: TrainConfig, *, num_envs: int | None = None, seed: int | None
         device=resolve_device(cfg),
         seed=cfg.training.seed if seed is None else seed,
     )
-    if not cfg.training.compile_collector:
-        env.uncompile_term_math("not requested")
-    elif env.device.type != "cuda":
-        env.uncompile_term_math("cpu device")
-    else:
+    refusal = compile_refusal(cfg.training.compile_collector, env.device)
+    if refusal is None:
         env.compile_term_math()
+    else:
+        env.uncompile_term_math(refusal)
     for name in env.cfg.commands:
         motion_file = getattr(env.command_manager.get_term(name), "motion_file", None)
         if motion_file is not None:

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 import simcore
-from trainrt.compiled import CompiledOnFirstCall, joined_reasons
+from trainrt.compiled import CompiledOnFirstCall, compile_refusal, joined_reasons
 from trainrt.hotpath import cold_path
 
 
@@ -82,12 +82,11 @@ class Collector:
         """Vector env steps taken so far through ``collect`` and ``prefill`` (host counter)."""
         # The transition's record after the env step; eager until `compile_math`.
         self._record = CompiledOnFirstCall(self._record_transition)
-        if not compile_math:
-            self.uncompile_math("not requested")
-        elif self.device.type != "cuda":
-            self.uncompile_math("cpu device")
-        else:
+        refusal = compile_refusal(compile_math, self.device)
+        if refusal is None:
             self.compile_math()
+        else:
+            self.uncompile_math(refusal)
         generators = _unique_generators([env.rng, agent.rng])
         self.work = simcore.CapturedWork(
             self.step,
