@@ -217,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
         "collector_ms_per_step": 1e3 * collect_s / steps,
         "schedule": overlapped.diagnostics(),
         "collector_profile": profile_kernels(collect, _trace(args.trace_dir, "collector")),
+        # the constraint solver's iterations in the collector's latest substep (its conditional loop runs
+        # as long as the slowest world needs)
+        "collector_solver_iterations": env.backend.diagnostics().solver_iterations,
         "learner_profile": profile_kernels(learn, _trace(args.trace_dir, "learner")),
     }
     # Last, because it advances the physics without the env around it (no resets, no commands): the bare
@@ -227,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     physics.replay()
     physics_s = simcore.wall_seconds(physics.replay, n * steps // k, env.device) / n
     result["physics_alone_ms"] = 1e3 * physics_s
+    result["physics_solver_iterations"] = env.backend.diagnostics().solver_iterations
     result["collector_vs_physics"] = collect_s / physics_s
     for part in ("collector_profile", "learner_profile"):
         prof = result[part]
@@ -243,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     keys = ("collect_alone_ms", "learn_alone_ms", "overlapped_ms", "overlap_gain", "overlap_vs_ideal")
     for key in (*keys, "physics_alone_ms", "collector_vs_physics"):
         print(f"{key}: {result[key]:.3f}")
+    for key in ("collector_solver_iterations", "physics_solver_iterations"):
+        print(f"{key}: mean {result[key]['mean']:.2f}, max {result[key]['max']:.0f}")
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=2)

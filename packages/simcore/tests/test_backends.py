@@ -286,3 +286,20 @@ def test_a_blown_up_world_is_reported_non_finite_not_silently_reset(name):
     backend.step()
     finite = torch.isfinite(backend.qvel).all(dim=1) & torch.isfinite(backend.qpos).all(dim=1)
     assert finite.tolist() == [True, False, True]
+
+
+def test_diagnostics_count_solver_iterations(backend):
+    stir(backend)
+    backend.set_option("disableflags", int(mujoco.mjtDisableBit.mjDSBL_CONSTRAINT))
+    backend.step()  # no constraint row: the solver does not iterate
+    free = backend.diagnostics().solver_iterations
+    assert free["max"] <= 1.0, free  # MuJoCo Warp counts its one pass; MuJoCo counts none
+    backend.set_option("disableflags", 0)
+    spec = backend.reset_spec(("qpos",))
+    payload = spec.new_payload()
+    payload["qpos"][:, 2] = 0.09  # the box sinks into the floor: contact rows the solver must resolve
+    payload["qpos"][:, 3] = 1.0
+    backend.reset(torch.ones(3, dtype=torch.bool), payload, spec)
+    backend.step()
+    iterations = backend.diagnostics().solver_iterations
+    assert 2.0 <= iterations["mean"] <= iterations["max"] <= backend.mj_model.opt.iterations, iterations

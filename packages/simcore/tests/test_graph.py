@@ -290,3 +290,44 @@ def test_physics_benchmark_reports_rows_with_the_fallback_reason(g1_model):
     for row in rows:
         assert row["num_envs"] == 2 and row["env_steps_per_sec"] > 0 and "contacts" in row["overflow"]
     assert rows[1]["eager_fallback_reason"] == "cpu device" and rows[1]["graph_enabled"] is False
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("changes", [{"sensors_every_substep": True}, {"graph_conditional": False}])
+def test_graph_step_with_a_cost_option_matches_the_default(small_model, changes, monkeypatch):
+    """Sensors on every substep and the unrolled solver loop change only the cost: from one state, a graph
+    replay of each reaches the default's state and sensors; sensors on every substep capture the acceleration
+    pass once per substep, the default once per step."""
+    from mujoco_warp._src import smooth
+
+    captured_passes = []
+    original = smooth.rne_postconstraint
+    monkeypatch.setattr(
+        smooth, "rne_postconstraint", lambda m, d: (captured_passes.append(1), original(m, d))
+    )
+    results = {}
+    for name, extra in (("default", {}), ("variant", changes)):
+        config = simcore.SimConfig(64, decimation=4, device="cuda", **extra)
+        backend = simcore.make_backend("mjwarp", small_model, config)
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        spec = backend.reset_spec(("qpos", "ctrl"))
+        payload = spec.new_payload()
+        # the box in the air: no contact, so the GPU solver has nothing to reorder between runs
+        payload["qpos"][:, 2] = 0.5 + 0.3 * torch.rand(64, device="cuda", generator=gen)
+        payload["ctrl"].uniform_(-1, 1, generator=gen)
+        backend.reset(torch.ones(64, dtype=torch.bool, device="cuda"), payload, spec)
+        work = simcore.CapturedWork(backend.step, backend=backend, name="physics", require_graph=True)
+        captured_passes.clear()
+        work.capture()
+        passes = len(captured_passes)
+        work.replay()
+        results[name] = (snapshot_state(backend), backend._derived.sensordata.clone(), passes, backend)
+    assert_states_close(results["default"][0], results["variant"][0])
+    torch.testing.assert_close(results["default"][1], results["variant"][1], rtol=1e-4, atol=1e-3)
+    if "sensors_every_substep" in changes:
+        # the capture's eager warm-up steps count too: per step, 4 passes against 1
+        assert results["variant"][2] == 4 * results["default"][2] > 0
+    else:
+        assert (
+            results["default"][3].uses_conditional_nodes and not results["variant"][3].uses_conditional_nodes
+        )

@@ -198,6 +198,7 @@ class SimBackend(abc.ABC):
             solver_limits=counters["solver_limits"],
             contacts=counters["contacts"],
             max_constraints=counters["max_constraints"],
+            solver_iterations=counters["solver_iterations"],
         )
         if self._graphs:
             diag.graphs = {name: work.diagnostics() for name, work in self._graphs.items()}
@@ -285,7 +286,8 @@ class SimBackend(abc.ABC):
 
     @abc.abstractmethod
     def _buffer_diagnostics(self) -> dict[str, Any]:
-        """Return ``overflow``, ``solver_limits``, ``contacts`` and ``max_constraints`` (cold path)."""
+        """Return ``overflow``, ``solver_limits``, ``contacts``, ``max_constraints`` and ``solver_iterations``
+        (cold path)."""
 
     @abc.abstractmethod
     def _set_option(self, name: str, value: Any) -> None:

@@ -46,6 +46,15 @@ class SimConfig:
         nconmax: contact buffer size per world (> 0), or None for a default derived from the model.
         njmax: constraint rows per world (> 0), or None for a default derived from the model and nconmax.
         randomized_fields: model fields held per world, a subset of ``PER_WORLD_MODEL_FIELDS``.
+        sensors_every_substep: compute sensors on every physics substep, as ``mj_step`` does. By default
+            they are computed on the last substep of a ``step()`` only: no substep's dynamics reads them and
+            only the last substep's values are ever visible, so the state is the same bit for bit and the
+            earlier substeps skip the sensor kernels (and the acceleration pass an accelerometer needs).
+            True exists to measure what that saves.
+        graph_conditional: on mjwarp under a CUDA graph, run the constraint solver's iterations in a
+            conditional (while) node that stops once every world has converged. False unrolls all
+            ``opt.iterations`` iterations into the graph (a converged world skips them); the results are the
+            same, only the cost differs. Ignored by backends without graphs.
     """
 
     num_envs: int
@@ -54,6 +63,8 @@ class SimConfig:
     nconmax: int | None = None
     njmax: int | None = None
     randomized_fields: tuple[str, ...] = DEFAULT_RANDOMIZED_FIELDS
+    sensors_every_substep: bool = False
+    graph_conditional: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.num_envs, bool) or not isinstance(self.num_envs, int) or self.num_envs <= 0:
@@ -66,6 +77,9 @@ class SimConfig:
                 raise ValueError(
                     f"{name} must be a positive int or None (model-derived default), got {value!r}"
                 )
+        for name in ("sensors_every_substep", "graph_conditional"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if self.device is not None and not isinstance(self.device, str):
             raise ValueError(f"device must be a torch device string or None, got {self.device!r}")
         fields = tuple(self.randomized_fields)

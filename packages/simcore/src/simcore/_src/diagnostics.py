@@ -24,6 +24,8 @@ class BackendDiagnostics:
         solver_limits: worlds whose solver or line search hit its iteration limit (not an overflow).
         contacts: contacts in the latest step, summed over worlds.
         max_constraints: the largest constraint-row count of any world in the latest step.
+        solver_iterations: the constraint solver's iterations in the latest substep, ``{"mean", "max"}`` over
+            worlds (a graph's conditional solver loop runs as long as the slowest world needs).
         graph_enabled: whether the attached CapturedWork replays a CUDA graph.
         graph_version: the attached CapturedWork's version (bumped by each invalidation).
         steps_per_replay: control steps advanced per replay (K).
@@ -46,6 +48,7 @@ class BackendDiagnostics:
     solver_limits: dict[str, int]
     contacts: int
     max_constraints: int
+    solver_iterations: dict[str, float] = dataclasses.field(default_factory=dict)
     graph_enabled: bool = False
     graph_version: int = 0
     steps_per_replay: int = 1
@@ -65,3 +68,11 @@ class BackendDiagnostics:
         out = dataclasses.asdict(self)
         out["overflow_detected"] = self.overflow_detected
         return out
+
+
+def iteration_stats(per_world: Any) -> dict[str, float]:
+    """``{"mean", "max"}`` of per-world solver iteration counts (an array-like), both 0 for no worlds."""
+    values = [float(v) for v in per_world]
+    if not values:
+        return {"mean": 0.0, "max": 0.0}
+    return {"mean": sum(values) / len(values), "max": max(values)}

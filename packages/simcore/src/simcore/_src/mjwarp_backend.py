@@ -16,6 +16,7 @@ Design:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -28,6 +29,7 @@ import warp as wp
 from simcore._src.backend import SimBackend
 from simcore._src.capability import Capability
 from simcore._src.config import CONSTANT_SOURCE_FIELDS, SimConfig
+from simcore._src.diagnostics import iteration_stats
 from simcore._src.read_plan import DerivedState
 
 _DERIVED_CONSTANT_FIELDS = (
@@ -110,8 +112,10 @@ class MjwarpBackend(SimBackend):
         with wp.ScopedDevice(self._wp_device):
             self._m = mjw.put_model(self._model, batch_sizes=batch_sizes)
             self._m.opt.warn_overflow = 0
-            if self._wp_device.is_cuda and not wp.is_conditional_graph_supported():
-                # drivers before CUDA 12.4 lack conditional nodes: graphs then run every solver iteration
+            if not config.graph_conditional or (
+                self._wp_device.is_cuda and not wp.is_conditional_graph_supported()
+            ):
+                # unrolled: graphs run every solver iteration (drivers before CUDA 12.4 lack conditional nodes)
                 self._m.opt.graph_conditional = False
             self._d = mjw.put_data(self._model, data, nworld=n, nconmax=self.nconmax, njmax=self.njmax)
             if self._has_constant_sources:
@@ -159,6 +163,10 @@ class MjwarpBackend(SimBackend):
         self._step_computes_cfrc_ext = bool(
             self._m.opt.run_rne_postconstraint or (sensors_on and self._m.sensor_rne_postconstraint)
         )
+        # Sensors on the last substep only (SimConfig.sensors_every_substep): the earlier substeps step a
+        # copy of the model with sensors disabled, rebuilt whenever an option changes.
+        self._skip_early_sensors = bool(sensors_on and m.nsensor and not config.sensors_every_substep)
+        self._m_without_sensors: mjw.Model | None = None
         self.forward()
 
     @property
@@ -221,11 +229,26 @@ class MjwarpBackend(SimBackend):
     # ----------------------------------------------------------------------------------------- physics
     def _advance(self) -> None:
         with self._warp_scope():
-            for _ in range(self.decimation):
-                mjw.step(self._m, self._d)
+            early = self._early_substep_model()
+            for _ in range(self.decimation - 1):
+                mjw.step(early, self._d)
+            mjw.step(self._m, self._d)
             if self._uses_contacts and not self._step_computes_cfrc_ext:
                 mjw.rne_postconstraint(self._m, self._d)
             self._derived_kernels()
+
+    def _early_substep_model(self) -> mjw.Model:
+        """The model the substeps before a step's last one run with: without sensors unless every substep
+        computes them. Only the last substep's sensor values are ever read, and no dynamics reads sensors,
+        so the state after the step is the same bit for bit."""
+        if not self._skip_early_sensors:
+            return self._m
+        if self._m_without_sensors is None:
+            quiet = dataclasses.replace(
+                self._m.opt, disableflags=self._m.opt.disableflags | int(mjw.DisableBit.SENSOR)
+            )
+            self._m_without_sensors = dataclasses.replace(self._m, opt=quiet)
+        return self._m_without_sensors
 
     def _refresh_derived(self) -> None:
         with self._warp_scope():
@@ -282,6 +305,7 @@ class MjwarpBackend(SimBackend):
             flags = self._d.overflow.numpy()
             nacon = int(self._d.nacon.numpy()[0])
             nefc = self._d.nefc.numpy()
+            niter = self._d.solver_niter.numpy()
 
         def worlds(*names: str) -> int:
             mask = 0
@@ -301,6 +325,7 @@ class MjwarpBackend(SimBackend):
             "solver_limits": {name.lower(): worlds(name) for name in _SOLVER_LIMITS},
             "contacts": nacon,
             "max_constraints": int(nefc.max()) if nefc.size else 0,
+            "solver_iterations": iteration_stats(niter),
         }
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
@@ -314,6 +339,7 @@ class MjwarpBackend(SimBackend):
         return tensors
 
     def _set_option(self, name: str, value: Any) -> None:
+        self._m_without_sensors = None  # rebuilt from the changed options at the next step
         if not hasattr(self._m.opt, name):
             raise ValueError(f"option {name!r} has no MuJoCo Warp counterpart; it cannot change on mjwarp")
         current = getattr(self._model.opt, name)

@@ -24,6 +24,7 @@ import torch
 from simcore._src.backend import SimBackend
 from simcore._src.capability import Capability
 from simcore._src.config import SimConfig
+from simcore._src.diagnostics import iteration_stats
 from simcore._src.read_plan import DerivedState
 from simcore._src.reset import STATE_CHANNELS
 
@@ -115,6 +116,9 @@ class MujocoBackend(SimBackend):
         self.model_fields = {name: t[name] for name in self._field_names}
         self._derived = DerivedState(**{name: t[name] for name in _DERIVED_FIELDS})
         self._acc_sensor_columns = self._acc_columns(model, self.device)
+        # Sensors on the last substep only (SimConfig.sensors_every_substep), as on mjwarp.
+        sensors_on = not (model.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_SENSOR)
+        self._skip_early_sensors = bool(sensors_on and model.nsensor and not config.sensors_every_substep)
         self.forward()
 
     @property
@@ -127,8 +131,7 @@ class MujocoBackend(SimBackend):
         self._to_host()
         for m, d in zip(self._world_models, self._world_data):
             unstable_before = _unstable_count(d)
-            for _ in range(self.decimation):
-                mujoco.mj_step(m, d)
+            self._substeps(m, d)
             if self._uses_contacts:
                 # contact wrenches of the last substep, before kinematics move on to the integrated state
                 mujoco.mj_rnePostConstraint(m, d)
@@ -140,6 +143,21 @@ class MujocoBackend(SimBackend):
                 d.qvel[:] = np.nan
         self._track_overflow()
         self._from_host()
+
+    def _substeps(self, m: mujoco.MjModel, d: mujoco.MjData) -> None:
+        """``decimation`` mj_steps of one world; sensors only in the last one unless every substep wants them."""
+        if not self._skip_early_sensors:
+            for _ in range(self.decimation):
+                mujoco.mj_step(m, d)
+            return
+        flags = m.opt.disableflags
+        m.opt.disableflags = flags | mujoco.mjtDisableBit.mjDSBL_SENSOR
+        try:
+            for _ in range(self.decimation - 1):
+                mujoco.mj_step(m, d)
+        finally:
+            m.opt.disableflags = flags
+        mujoco.mj_step(m, d)
 
     def _refresh_derived(self) -> None:
         self._to_host()
@@ -192,6 +210,7 @@ class MujocoBackend(SimBackend):
             "solver_limits": {"iterations": int(np.count_nonzero(at_limit))},
             "contacts": int(sum(d.ncon for d in self._world_data)),
             "max_constraints": int(max(d.nefc for d in self._world_data)),
+            "solver_iterations": iteration_stats(d.solver_niter[0] for d in self._world_data),
         }
 
     def _set_option(self, name: str, value: Any) -> None:

@@ -1,0 +1,168 @@
+"""DIAGNOSTIC: the bare physics step of a task's scene under backend variants, from the same states.
+
+    python benchmarks/physics_variants.py [--task g1_motion_tracking] [--num-envs 2048] [--steps 200]
+        [--rounds 3] [--out result.json]
+
+Builds one backend per variant of ``simcore.SimConfig`` (the scene, decimation and contact buffers of the
+task; only the variant's fields differ) and times a graph of K control steps (K = the collector's
+``training.collector_steps_per_replay``), replayed from two saved states copied into every variant in place:
+
+- ``standing``: every robot at the default pose, PD targets at the default pose (``trainrt bench physics``);
+- ``stumbling``: after ``--stir-steps`` control steps of random PD targets around the default pose, so robots
+  are off balance, falling or down, with many contacts, as in early training.
+
+Variants run alternately within each round, each from a fresh copy of the state, so machine drift hits every
+variant alike; the medians and the ratios to ``default`` are reported, with the constraint solver's
+iterations per substep (mean and max over worlds) after each timing. Variants:
+
+- ``default``: the simcore defaults (sensors on the last substep only, conditional solver loop);
+- ``sensors_every_substep``: sensors on every substep, as before (``SimConfig.sensors_every_substep``);
+- ``unrolled_solver``: every solver iteration in the graph, no conditional node (``graph_conditional``).
+
+It attributes time; the acceptance number stays ``tail_env_steps_per_sec`` of a training run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+from typing import Any
+
+import torch
+
+import simcore
+from trainrt.cli import resolve_train_config
+from trainrt.runner.build import make_env_cfg, resolve_device
+
+VARIANTS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "sensors_every_substep": {"sensors_every_substep": True},
+    "unrolled_solver": {"graph_conditional": False},
+}
+"""Variant name -> the SimConfig fields it changes."""
+
+
+def _backend(cfg: Any, changes: dict[str, Any]) -> simcore.SimBackend:
+    env_cfg = make_env_cfg(cfg)
+    config = simcore.SimConfig(
+        num_envs=cfg.algo.num_envs,
+        decimation=env_cfg.decimation,
+        device=resolve_device(cfg),
+        nconmax=env_cfg.scene.nconmax,
+        njmax=env_cfg.scene.njmax,
+    )
+    return simcore.make_backend(
+        cfg.sim.backend, env_cfg.scene.model_factory(), dataclasses.replace(config, **changes)
+    )
+
+
+def _default_targets(backend: simcore.SimBackend) -> torch.Tensor:
+    pose = [simcore.G1_DEFAULT_JOINT_POS.get(name, 0.0) for name in simcore.G1_JOINT_NAMES]
+    return torch.tensor(pose, dtype=backend.ctrl.dtype, device=backend.device).expand_as(backend.ctrl)
+
+
+def saved_states(
+    backend: simcore.SimBackend, stir_steps: int, seed: int
+) -> dict[str, dict[str, torch.Tensor]]:
+    """``{"standing", "stumbling"}``: copies of the backend's state tensors (see the module docstring)."""
+    gen = torch.Generator(device=backend.device).manual_seed(seed)
+    backend.ctrl.copy_(_default_targets(backend))
+    backend.forward()
+    states = {"standing": {k: v.clone() for k, v in backend.state_tensors().items()}}
+    for _ in range(stir_steps):
+        noise = torch.rand(backend.ctrl.shape, generator=gen, device=backend.device, dtype=backend.ctrl.dtype)
+        backend.ctrl.copy_(_default_targets(backend) + 1.2 * (noise - 0.5))
+        backend.step()
+    states["stumbling"] = {k: v.clone() for k, v in backend.state_tensors().items()}
+    return states
+
+
+def restore(backend: simcore.SimBackend, state: dict[str, torch.Tensor]) -> None:
+    """Copy a saved state into ``backend``'s state tensors, in place (captured graphs stay valid)."""
+    for name, tensor in backend.state_tensors().items():
+        tensor.copy_(state[name])
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--task", default="g1_motion_tracking", help="whose scene (model, decimation, buffers)"
+    )
+    parser.add_argument("--sim", default="mjwarp")
+    parser.add_argument("--num-envs", type=int, default=2048)
+    parser.add_argument(
+        "--steps", type=int, default=200, help="control steps timed per variant, state, round"
+    )
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--stir-steps", type=int, default=25)
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated names")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=None, help="write the results as JSON here")
+    args = parser.parse_args(argv)
+    names = [v for v in args.variants.split(",") if v]
+    unknown = sorted(set(names) - set(VARIANTS))
+    if unknown:
+        parser.error(f"unknown variants {unknown}; valid: {sorted(VARIANTS)}")
+    cfg, _ = resolve_train_config("sac", args.task, args.sim, [f"algo.num_envs={args.num_envs}"], "auto")
+    k = cfg.training.collector_steps_per_replay
+    if args.steps % k:
+        parser.error(f"--steps must be a multiple of K={k}")
+    backends = {name: _backend(cfg, VARIANTS[name]) for name in names}
+    states = saved_states(backends[names[0]], args.stir_steps, args.seed)
+    works = {}
+    for name, backend in backends.items():
+        restore(backend, states["standing"])
+        works[name] = simcore.CapturedWork(backend.step, backend=backend, name="physics", steps_per_replay=k)
+        works[name].capture()
+    device = torch.device(backends[names[0]].device)
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {s: {n: [] for n in names} for s in states}
+    for round_index in range(args.rounds):
+        for state_name, state in states.items():
+            for name in names:
+                restore(backends[name], state)
+                seconds = simcore.wall_seconds(works[name].replay, args.steps // k, device)
+                diag = backends[name].diagnostics()
+                run = {
+                    "ms_per_step": 1e3 * seconds / args.steps,
+                    "solver_iterations": diag.solver_iterations,
+                    "contacts_per_world": diag.contacts / diag.num_envs,
+                    "graph_enabled": diag.graph_enabled,
+                    "conditional_nodes_used": diag.conditional_nodes_used,
+                }
+                runs[state_name][name].append(run)
+                print(
+                    f"round {round_index + 1} {state_name:>9} {name:>22}: {run['ms_per_step']:.3f} ms per "
+                    f"control step, solver iterations mean {diag.solver_iterations['mean']:.2f} max "
+                    f"{diag.solver_iterations['max']:.0f}, {run['contacts_per_world']:.1f} contacts per world",
+                    flush=True,
+                )
+    medians = {s: {n: statistics.median(r["ms_per_step"] for r in runs[s][n]) for n in names} for s in states}
+    summary = {
+        "diagnostic": True,
+        "task": args.task,
+        "num_envs": args.num_envs,
+        "steps": args.steps,
+        "steps_per_replay": k,
+        "rounds": args.rounds,
+        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+        "median_ms_per_step": medians,
+        "over_default": {s: {n: medians[s][n] / medians[s][names[0]] for n in names} for s in states},
+        "runs": runs,
+    }
+    for state_name in states:
+        for name in names:
+            print(
+                f"{state_name:>9} {name:>22}: {medians[state_name][name]:.3f} ms "
+                f"({summary['over_default'][state_name][name]:.3f}x {names[0]})"
+            )
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(summary, f, indent=2)
+    return summary
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
