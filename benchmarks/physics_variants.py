@@ -17,7 +17,9 @@ iterations per substep (mean and max over worlds) after each timing. Variants:
 
 - ``default``: the simcore defaults (sensors on the last substep only, conditional solver loop);
 - ``sensors_every_substep``: sensors on every substep, as before (``SimConfig.sensors_every_substep``);
-- ``unrolled_solver``: every solver iteration in the graph, no conditional node (``graph_conditional``).
+- ``unrolled_solver``: every solver iteration in the graph, no conditional node (``graph_conditional``);
+- ``solver_iterations_5`` and ``solver_tolerance_1e-6`` (on request): physics changes, to see what they
+  would buy.
 
 It attributes time; the acceptance number stays ``tail_env_steps_per_sec`` of a training run.
 """
@@ -41,11 +43,19 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
     "sensors_every_substep": {"sensors_every_substep": True},
     "unrolled_solver": {"graph_conditional": False},
+    "solver_iterations_5": {"options": {"iterations": 5}},
+    "solver_tolerance_1e-6": {"options": {"tolerance": 1e-6}},
 }
-"""Variant name -> the SimConfig fields it changes."""
+"""Variant name -> the SimConfig fields it changes, and under ``options`` the physics options it sets with
+``set_option``. The first three give the same physics at another cost; the option variants change the physics
+(fewer solver iterations, an earlier stop) and only say what such a change would buy."""
+
+DEFAULT_VARIANTS = ("default", "sensors_every_substep", "unrolled_solver")
 
 
 def _backend(cfg: Any, changes: dict[str, Any]) -> simcore.SimBackend:
+    changes = dict(changes)
+    options = changes.pop("options", {})
     env_cfg = make_env_cfg(cfg)
     config = simcore.SimConfig(
         num_envs=cfg.algo.num_envs,
@@ -54,9 +64,12 @@ def _backend(cfg: Any, changes: dict[str, Any]) -> simcore.SimBackend:
         nconmax=env_cfg.scene.nconmax,
         njmax=env_cfg.scene.njmax,
     )
-    return simcore.make_backend(
+    backend = simcore.make_backend(
         cfg.sim.backend, env_cfg.scene.model_factory(), dataclasses.replace(config, **changes)
     )
+    for name, value in options.items():
+        backend.set_option(name, value)
+    return backend
 
 
 def _default_targets(backend: simcore.SimBackend) -> torch.Tensor:
@@ -98,7 +111,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--stir-steps", type=int, default=25)
-    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated names")
+    parser.add_argument(
+        "--variants",
+        default=",".join(DEFAULT_VARIANTS),
+        help=f"comma-separated names, the first the reference; of {', '.join(VARIANTS)}",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="write the results as JSON here")
     args = parser.parse_args(argv)
