@@ -65,7 +65,10 @@ def _backend(cfg: Any, changes: dict[str, Any]) -> simcore.SimBackend:
         njmax=env_cfg.scene.njmax,
     )
     backend = simcore.make_backend(
-        cfg.sim.backend, env_cfg.scene.model_factory(), dataclasses.replace(config, **changes)
+        cfg.sim.backend,
+        env_cfg.scene.model_factory(),
+        dataclasses.replace(config, **changes),
+        require=(simcore.Capability.STATE_TENSORS,),  # every variant starts from copies of the same states
     )
     for name, value in options.items():
         backend.set_option(name, value)

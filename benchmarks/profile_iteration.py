@@ -13,7 +13,9 @@ iteration, the two-stream schedule) from the preset plus any ``key=value`` overr
    products, other torch kernels, copies and fills; and the 25 kernels that take the most time;
 3. finds where the device sat idle in those two profiles: the idle time between consecutive kernels summed by
    the families on either side, and the largest single gaps (``--trace-dir`` also writes both timelines, for
-   Perfetto or chrome://tracing);
+   Perfetto or chrome://tracing). The profiler does not see the kernels of a conditional node's body after
+   its first pass, so the gaps after a conditional node are reported apart (``conditional_body_ms``): in the
+   collector they are the constraint solver's later iterations, not idle time;
 4. last, times the bare physics step from the collector's own states (a graph of K control steps, no env
    work around it), so ``collector_vs_physics`` compares the two on the same machine, in one process.
 
@@ -41,9 +43,15 @@ from trainrt.runner.schedule import IterationSchedule
 _GEMM_MARKERS = ("gemm", "nvjet", "xmma", "cutlass", "wgmma", "cublas")
 
 
+CONDITIONAL_FAMILY = "conditional node"
+"""The kernel that sets a CUDA graph conditional node's handle (Warp's ``capture_while``/``capture_if``)."""
+
+
 def kernel_family(name: str) -> str:
     """The family of a GPU kernel, from its name."""
     lowered = name.lower()
+    if lowered.startswith("set_conditional"):
+        return CONDITIONAL_FAMILY
     if lowered.startswith("triton"):
         return "compiled (triton)"
     if any(marker in lowered for marker in _GEMM_MARKERS):
@@ -63,7 +71,12 @@ def _sync() -> None:
 def idle_gaps(kernels: list[tuple[float, float, str]], top: int = 12) -> dict[str, Any]:
     """Where the device sat idle between kernels: ``kernels`` are (start_us, end_us, name) of one stream's
     work. Returns the idle total, the idle time summed by (family before -> family after), and the largest
-    single gaps with the kernels on either side."""
+    single gaps with the kernels on either side.
+
+    The profiler does not trace the kernels a conditional node's body runs after its first pass (the
+    constraint solver's repeated iterations in MuJoCo Warp's ``capture_while``), so a gap that follows a
+    conditional node's handle kernel is mostly that body at work, not idle time: ``conditional_body_ms``
+    sums those gaps and ``idle_outside_conditional_ms`` is the rest."""
     ordered = sorted(kernels)
     by_transition: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0])
     gaps: list[tuple[float, str, str]] = []
@@ -79,8 +92,12 @@ def idle_gaps(kernels: list[tuple[float, float, str]], top: int = 12) -> dict[st
         if end > frontier:
             frontier, previous = end, name
     gaps.sort(key=lambda g: -g[0])
+    conditional = sum(g[0] for g in gaps if kernel_family(g[1]) == CONDITIONAL_FAMILY)
+    idle = sum(g[0] for g in gaps)
     return {
-        "idle_ms": sum(g[0] for g in gaps) / 1e3,
+        "idle_ms": idle / 1e3,
+        "conditional_body_ms": conditional / 1e3,
+        "idle_outside_conditional_ms": (idle - conditional) / 1e3,
         "span_ms": (frontier - ordered[0][0]) / 1e3 if ordered else 0.0,
         "idle_by_transition": {
             k: {"ms": v[0] / 1e3, "gaps": v[1]}
@@ -241,7 +258,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    {k['ms']:7.2f} ms x{k['calls']:<5} {k['name'][:90]}")
     for part in ("collector_profile", "learner_profile"):
         prof = result[part]
-        print(f"[{part}] idle {prof['idle_ms']:.2f} ms of a {prof['span_ms']:.2f} ms span; by transition:")
+        print(
+            f"[{part}] idle {prof['idle_ms']:.2f} ms of a {prof['span_ms']:.2f} ms span, of which "
+            f"{prof['conditional_body_ms']:.2f} ms follow a conditional node (its untraced body); by transition:"
+        )
         for transition, t in prof["idle_by_transition"].items():
             print(f"    {t['ms']:7.2f} ms over {t['gaps']:5d} gaps  {transition}")
     keys = ("collect_alone_ms", "learn_alone_ms", "overlapped_ms", "overlap_gain", "overlap_vs_ideal")

@@ -36,6 +36,20 @@ def test_idle_gaps_add_up_the_time_between_kernels_by_the_families_around_them()
     }  # fmt: skip
 
 
+def test_gaps_after_a_conditional_node_count_as_its_untraced_body():
+    gaps = _script().idle_gaps(
+        [
+            (0.0, 2.0, "set_conditional_if_handle_kernel"),
+            (900.0, 910.0, "mul_m_kernel__locals___mul_m_cuda_kernel_forward"),  # 898 us: the loop's body
+            (913.0, 914.0, "triton_poi_fused_add_0"),  # 3 us of real idle time
+        ]
+    )
+    assert abs(gaps["idle_ms"] - 0.901) < 1e-12
+    assert abs(gaps["conditional_body_ms"] - 0.898) < 1e-12
+    assert abs(gaps["idle_outside_conditional_ms"] - 0.003) < 1e-12
+    assert "conditional node -> physics and env (warp)" in gaps["idle_by_transition"]
+
+
 def test_a_tiny_profile_on_the_cpu_writes_its_fields_and_timelines(tmp_path):
     out, traces = tmp_path / "profile.json", tmp_path / "traces"
     command = [
