@@ -119,7 +119,7 @@ class TaskSection(BaseModel):
 
 
 class SimSection(BaseModel):
-    """``sim``: the simcore backend and its device and contact-buffer sizes."""
+    """``sim``: the simcore backend, its device, contact-buffer sizes and solver iteration limits."""
 
     model_config = _STRICT
 
@@ -127,6 +127,18 @@ class SimSection(BaseModel):
     device: str | None = Field(None, description="torch device; None: cuda for mjwarp when present, else cpu")
     nconmax: int | None = Field(None, ge=1, description="contacts per world buffer (None: the task's value)")
     njmax: int | None = Field(None, ge=1, description="constraint rows per world (None: the task's value)")
+    solver_iterations: int | None = Field(
+        None,
+        ge=1,
+        description="the constraint solver's iteration limit, opt.iterations (None: the task model's, 10 for "
+        "the G1 tasks); fewer make a contact-rich step cheaper and change the physics",
+    )
+    ls_iterations: int | None = Field(
+        None,
+        ge=1,
+        description="the solver's line-search iteration limit, opt.ls_iterations (None: the task model's, 20 "
+        "for the G1 tasks)",
+    )
 
     @field_validator("device")
     @classmethod

@@ -7,8 +7,10 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
+import mujoco
 import torch
 
 from trainrt.algos import make_agent
@@ -37,14 +39,36 @@ def resolve_device(cfg: TrainConfig) -> str:
 
 @cold_path
 def make_env_cfg(cfg: TrainConfig) -> EnvCfg:
-    """The task's env config (with the ``task`` section's changes) and the ``sim`` section's buffer sizes."""
+    """The task's env config (with the ``task`` section's changes), the ``sim`` section's buffer sizes and its
+    solver iteration limits (set on every model the scene's factory builds)."""
     env_cfg = make_task_cfg(cfg.task)
-    scene_changes = {
+    scene_changes: dict[str, Any] = {
         k: v for k, v in (("nconmax", cfg.sim.nconmax), ("njmax", cfg.sim.njmax)) if v is not None
     }
+    options = {
+        k: v
+        for k, v in (("iterations", cfg.sim.solver_iterations), ("ls_iterations", cfg.sim.ls_iterations))
+        if v is not None
+    }
+    if options:
+        scene_changes["model_factory"] = _with_options(env_cfg.scene.model_factory, options)
     if scene_changes:
         env_cfg = dataclasses.replace(env_cfg, scene=dataclasses.replace(env_cfg.scene, **scene_changes))
     return env_cfg
+
+
+def _with_options(
+    factory: Callable[[], mujoco.MjModel], options: dict[str, int]
+) -> Callable[[], mujoco.MjModel]:
+    """A model factory that builds ``factory``'s model and sets the given ``opt`` fields on it."""
+
+    def build() -> mujoco.MjModel:
+        model = factory()
+        for name, value in options.items():
+            setattr(model.opt, name, value)
+        return model
+
+    return build
 
 
 @cold_path
