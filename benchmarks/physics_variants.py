@@ -9,7 +9,11 @@ task; only the variant's fields differ) and times a graph of K control steps (K 
 
 - ``standing``: every robot at the default pose, PD targets at the default pose (``trainrt bench physics``);
 - ``stumbling``: after ``--stir-steps`` control steps of random PD targets around the default pose, so robots
-  are off balance, falling or down, with many contacts, as in early training.
+  are off balance, falling or down, with many contacts;
+- ``collected`` (``--collected-steps`` > 0): the task's own env after that many steps of uniform random
+  actions, as the collector's replay prefill takes them: the task's resets (a tracking env starts robots on
+  the clip's poses), its events and its action mapping, so the states the collector's physics meets early
+  in training.
 
 Variants run alternately within each round, each from a fresh copy of the state, so machine drift hits every
 variant alike; the medians and the ratios to ``default`` are reported, with the constraint solver's
@@ -37,7 +41,7 @@ import torch
 
 import simcore
 from trainrt.cli import resolve_train_config
-from trainrt.runner.build import make_env_cfg, resolve_device
+from trainrt.runner.build import build_env, make_env_cfg, resolve_device
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
@@ -96,6 +100,18 @@ def saved_states(
     return states
 
 
+def collected_state(cfg: Any, steps: int, seed: int) -> dict[str, torch.Tensor]:
+    """The task env's state tensors after ``steps`` control steps of uniform random actions (auto-resets
+    included), built from the same scene and ``SimConfig`` defaults as the ``default`` variant."""
+    env = build_env(cfg)
+    env.reset()
+    gen = torch.Generator(device=env.device).manual_seed(seed)
+    action = torch.empty(env.num_envs, env.num_actions, device=env.device)
+    for _ in range(steps):
+        env.step(action.uniform_(-1.0, 1.0, generator=gen))
+    return {k: v.clone() for k, v in env.backend.state_tensors().items()}
+
+
 def restore(backend: simcore.SimBackend, state: dict[str, torch.Tensor]) -> None:
     """Copy a saved state into ``backend``'s state tensors, in place (captured graphs stay valid)."""
     for name, tensor in backend.state_tensors().items():
@@ -115,6 +131,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--stir-steps", type=int, default=25)
     parser.add_argument(
+        "--collected-steps",
+        type=int,
+        default=0,
+        help="also time from the task env's state after this many random-action steps (0: no)",
+    )
+    parser.add_argument(
         "--variants",
         default=",".join(DEFAULT_VARIANTS),
         help=f"comma-separated names, the first the reference; of {', '.join(VARIANTS)}",
@@ -132,6 +154,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         parser.error(f"--steps must be a multiple of K={k}")
     backends = {name: _backend(cfg, VARIANTS[name]) for name in names}
     states = saved_states(backends[names[0]], args.stir_steps, args.seed)
+    if args.collected_steps > 0:
+        states["collected"] = collected_state(cfg, args.collected_steps, args.seed)
     works = {}
     for name, backend in backends.items():
         restore(backend, states["standing"])

@@ -1,4 +1,4 @@
-"""`benchmarks/physics_variants.py` on the CPU: every variant is timed from both saved states in every round,
+"""`benchmarks/physics_variants.py` on the CPU: every variant is timed from every saved state in every round,
 the ratios are to the first variant, an option variant changes the backend's options, and a bad variant name
 is refused with the valid ones."""
 
@@ -18,10 +18,17 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 
 def test_variants_alternate_from_both_states_and_report_ratios(tmp_path):
     out = tmp_path / "variants.json"
-    result = _run("--steps=4", "--rounds=2", "--variants=default,sensors_every_substep", f"--out={out}")
+    result = _run(
+        "--steps=4",
+        "--rounds=2",
+        "--collected-steps=3",
+        "--variants=default,sensors_every_substep",
+        f"--out={out}",
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     data = json.loads(out.read_text())
-    for state in ("standing", "stumbling"):
+    assert set(data["runs"]) == {"standing", "stumbling", "collected"}
+    for state in ("standing", "stumbling", "collected"):
         runs = data["runs"][state]
         assert [len(runs[name]) for name in ("default", "sensors_every_substep")] == [2, 2]
         medians = data["median_ms_per_step"][state]
