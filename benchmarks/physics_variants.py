@@ -31,7 +31,6 @@ It attributes time; the acceptance number stays ``tail_env_steps_per_sec`` of a 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import statistics
 import sys
@@ -41,7 +40,8 @@ import torch
 
 import simcore
 from trainrt.cli import resolve_train_config
-from trainrt.runner.build import build_env, make_env_cfg, resolve_device
+from trainrt.runner.bench import physics_backend
+from trainrt.runner.build import build_env
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
@@ -58,30 +58,14 @@ DEFAULT_VARIANTS = ("default", "sensors_every_substep", "unrolled_solver")
 
 
 def _backend(cfg: Any, changes: dict[str, Any]) -> simcore.SimBackend:
+    """The variant's bare backend (`trainrt.runner.bench.physics_backend`), its options set."""
     changes = dict(changes)
     options = changes.pop("options", {})
-    env_cfg = make_env_cfg(cfg)
-    config = simcore.SimConfig(
-        num_envs=cfg.algo.num_envs,
-        decimation=env_cfg.decimation,
-        device=resolve_device(cfg),
-        nconmax=env_cfg.scene.nconmax,
-        njmax=env_cfg.scene.njmax,
-    )
-    backend = simcore.make_backend(
-        cfg.sim.backend,
-        env_cfg.scene.model_factory(),
-        dataclasses.replace(config, **changes),
-        require=(simcore.Capability.STATE_TENSORS,),  # every variant starts from copies of the same states
-    )
+    # every variant starts from copies of the same states
+    backend = physics_backend(cfg, require=(simcore.Capability.STATE_TENSORS,), **changes)
     for name, value in options.items():
         backend.set_option(name, value)
     return backend
-
-
-def _default_targets(backend: simcore.SimBackend) -> torch.Tensor:
-    pose = [simcore.G1_DEFAULT_JOINT_POS.get(name, 0.0) for name in simcore.G1_JOINT_NAMES]
-    return torch.tensor(pose, dtype=backend.ctrl.dtype, device=backend.device).expand_as(backend.ctrl)
 
 
 def saved_states(
@@ -89,12 +73,12 @@ def saved_states(
 ) -> dict[str, dict[str, torch.Tensor]]:
     """``{"standing", "stumbling"}``: copies of the backend's state tensors (see the module docstring)."""
     gen = torch.Generator(device=backend.device).manual_seed(seed)
-    backend.ctrl.copy_(_default_targets(backend))
+    default_targets = backend.ctrl.clone()  # the default pose (physics_backend)
     backend.forward()
     states = {"standing": {k: v.clone() for k, v in backend.state_tensors().items()}}
     for _ in range(stir_steps):
         noise = torch.rand(backend.ctrl.shape, generator=gen, device=backend.device, dtype=backend.ctrl.dtype)
-        backend.ctrl.copy_(_default_targets(backend) + 1.2 * (noise - 0.5))
+        backend.ctrl.copy_(default_targets + 1.2 * (noise - 0.5))
         backend.step()
     states["stumbling"] = {k: v.clone() for k, v in backend.state_tensors().items()}
     return states

@@ -12,6 +12,7 @@ The number that counts is ``tail_env_steps_per_sec`` in a training run's ``run_s
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -31,28 +32,42 @@ DIAGNOSTIC_LABEL = (
 
 
 @cold_path
+def physics_backend(
+    cfg: TrainConfig,
+    *,
+    model: mujoco.MjModel | None = None,
+    require: tuple[simcore.Capability, ...] = (),
+    **config_changes: Any,
+) -> simcore.SimBackend:
+    """The bare backend of ``cfg``'s task scene (``sim`` and ``num_envs`` of ``cfg``): the scene's model, or
+    ``model`` in its place, with the scene's decimation and contact buffer sizes; PD targets at the G1's
+    default pose. ``config_changes`` replace ``simcore.SimConfig`` fields (``benchmarks/physics_variants.py``)."""
+    env_cfg = make_env_cfg(cfg)
+    model = env_cfg.scene.model_factory() if model is None else model
+    config = simcore.SimConfig(
+        num_envs=cfg.algo.num_envs,
+        decimation=env_cfg.decimation,
+        device=resolve_device(cfg),
+        nconmax=env_cfg.scene.nconmax,
+        njmax=env_cfg.scene.njmax,
+    )
+    backend = simcore.make_backend(
+        cfg.sim.backend, model, dataclasses.replace(config, **config_changes), require=require
+    )
+    default_pose = [simcore.G1_DEFAULT_JOINT_POS.get(name, 0.0) for name in simcore.G1_JOINT_NAMES]
+    if backend.ctrl.shape[1] == len(default_pose):
+        backend.ctrl.copy_(torch.tensor(default_pose, dtype=backend.ctrl.dtype, device=backend.device))
+    return backend
+
+
+@cold_path
 def bench_physics(cfg: TrainConfig, steps: int, *, model: mujoco.MjModel | None = None) -> dict[str, Any]:
     """Control steps/s of the bare backend: eager vs graph-replayed (``sim`` and ``num_envs`` of ``cfg``).
 
     ``model`` replaces the task scene's model (e.g. ``benchmarks/self_collision_cost.py`` steps the G1
     without its self-collision pairs); the scene's decimation and contact buffer sizes stay.
     """
-    env_cfg = make_env_cfg(cfg)
-    model = env_cfg.scene.model_factory() if model is None else model
-    backend = simcore.make_backend(
-        cfg.sim.backend,
-        model,
-        simcore.SimConfig(
-            num_envs=cfg.algo.num_envs,
-            decimation=env_cfg.decimation,
-            device=resolve_device(cfg),
-            nconmax=env_cfg.scene.nconmax,
-            njmax=env_cfg.scene.njmax,
-        ),
-    )
-    default_pose = [simcore.G1_DEFAULT_JOINT_POS.get(name, 0.0) for name in simcore.G1_JOINT_NAMES]
-    if backend.ctrl.shape[1] == len(default_pose):
-        backend.ctrl.copy_(torch.tensor(default_pose, dtype=backend.ctrl.dtype, device=backend.device))
+    backend = physics_backend(cfg, model=model)
     device = torch.device(backend.device)
     eager_sec = simcore.wall_seconds(backend.step, steps, device)
     work = simcore.CapturedWork(
