@@ -35,6 +35,7 @@ def test_eval_writes_a_table_and_json(tiny_run, sim, tmp_path):
         "mujoco",
         1,
     )
+    assert result["solver_iterations"] == result["trained_solver_iterations"]  # the run's, unless asked
     if task == "g1_walk_flat":
         assert list(result["commands"]) == ["stand", "forward_0.5"]
         assert result["commands"]["forward_0.5"]["command"] == {
@@ -61,3 +62,20 @@ def test_eval_default_output_and_bad_checkpoint(tiny_run):
     assert (run_dir / "eval" / "eval_1.json").is_file()
     bad = trainrt("eval", str(run_dir), "--checkpoint", "99")
     assert bad.returncode == 2 and "no checkpoint for iteration 99" in bad.stderr
+
+
+def test_eval_under_another_solver_iteration_limit(tiny_run, tmp_path):
+    task, run_dir = tiny_run
+    trained_with = 5 if task == "g1_walk_flat" else 10  # the walk preset stops the solver at 5 (adr/0022)
+    extra = ["--commands", "stand"] if task == "g1_walk_flat" else []
+    target = tmp_path / "eval.json"
+    out = trainrt(
+        "eval", str(run_dir), "--num-envs", "1", "--steps", "2", "--solver-iterations", "7",
+        "--out", str(target), *extra,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(target.read_text())
+    assert (result["solver_iterations"], result["trained_solver_iterations"]) == (7, trained_with)
+    assert f"solver iterations 7 (trained with {trained_with})" in out.stdout
+    bad = trainrt("eval", str(run_dir), "--solver-iterations", "0")
+    assert bad.returncode == 2 and "solver-iterations" in bad.stderr

@@ -46,6 +46,10 @@ def test_canonical_sac_walk_preset_values():
     assert cfg.training.cuda_graph is True
     assert cfg.training.collector_steps_per_replay == 4
     assert cfg.training.tail_window == 100
+    # the solver stops after 5 iterations on the walk (adr/0022); the other presets keep the model's 10
+    assert (cfg.sim.solver_iterations, cfg.sim.ls_iterations) == (5, None)
+    others = [factory() for pair, factory in PRESETS.items() if pair != ("sac", "g1_walk_flat")]
+    assert all(other.sim.solver_iterations is None for other in others)
 
 
 def test_canonical_flashsac_tracking_preset_values():
@@ -94,6 +98,11 @@ def test_cpu_demo_is_small_and_on_the_cpu(algo, task):
     # same learning target as the canonical preset
     assert demo.algo.params.gamma == canonical.algo.params.gamma
     assert demo.task == canonical.task
+    # and the same physics: the solver's iteration limits travel with it
+    assert (demo.sim.solver_iterations, demo.sim.ls_iterations) == (
+        canonical.sim.solver_iterations,
+        canonical.sim.ls_iterations,
+    )
 
 
 def test_unknown_pair_names_the_valid_ones():

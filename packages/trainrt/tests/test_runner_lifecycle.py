@@ -149,7 +149,8 @@ def test_a_reward_scale_set_by_one_outlier_return_is_reported_once_and_recorded(
 
 def test_a_buffer_overflow_is_reported_at_log_time_and_recorded(tmp_path):
     lines = []
-    summary = _run(tmp_path / "run", "sim.nconmax=1", log=lines.append)
+    # rows for every contact, so that only the contact buffer overflows (njmax derives from nconmax)
+    summary = _run(tmp_path / "run", "sim.nconmax=1", "sim.njmax=400", log=lines.append)
     assert summary.status == "completed"
     assert len(summary.warnings) == 1
     assert "iteration 1:" in summary.warnings[0] and "sim.nconmax=" in summary.warnings[0]

@@ -22,7 +22,7 @@ def _cfg(*overrides: str) -> TrainConfig:
 
 
 def test_unset_limits_leave_the_tasks_model_as_it_is(g1_assets):
-    cfg = _cfg()
+    cfg = _cfg("sim.solver_iterations=null")  # the preset sets 5 (adr/0022); null gives the model's own
     assert make_env_cfg(cfg).scene.model_factory is make_task_cfg(cfg.task).scene.model_factory
     opt = make_env_cfg(cfg).scene.model_factory().opt
     assert (opt.iterations, opt.ls_iterations) == (10, 20)
@@ -40,6 +40,8 @@ def test_set_limits_reach_the_model_and_the_env(g1_assets):
 
 def test_one_limit_alone_keeps_the_other(g1_assets):
     opt = make_env_cfg(_cfg("sim.ls_iterations=30")).scene.model_factory().opt
+    assert (opt.iterations, opt.ls_iterations) == (5, 30)  # the preset's solver limit stays
+    opt = make_env_cfg(_cfg("sim.solver_iterations=null", "sim.ls_iterations=30")).scene.model_factory().opt
     assert (opt.iterations, opt.ls_iterations) == (10, 30)
 
 

@@ -440,6 +440,14 @@ def eval_command(
         float | None,
         typer.Option(help="walk: simulated seconds per rollout (default 10, at most one episode)"),
     ] = None,
+    solver_iterations: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="the constraint solver's iteration limit (default: the run's); e.g. the model's 10 for a "
+            "policy trained with fewer",
+        ),
+    ] = None,
     out: Annotated[
         Path | None, typer.Option(help="JSON file (default: <run_dir>/eval/eval_<iteration>.json)")
     ] = None,
@@ -456,6 +464,7 @@ def eval_command(
             steps=steps,
             commands=None if commands is None else [c.strip() for c in commands.split(",") if c.strip()],
             horizon_s=horizon_s,
+            solver_iterations=solver_iterations,
             out=out,
             log=typer.echo,
         )

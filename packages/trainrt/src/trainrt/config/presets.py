@@ -205,7 +205,10 @@ def sac_g1_walk_flat() -> TrainConfig:
             ),
         ),
         task=TaskSection(name="g1_walk_flat"),
-        sim=SimSection(backend="mjwarp", device=None, nconmax=None, njmax=None),
+        # The constraint solver stops after 5 iterations instead of the model's 10: the walk learns as well
+        # in 5 minutes, the policy walks as well under 10 iterations on CPU MuJoCo, and a contact-rich
+        # control step costs about 0.82x (adr/0022).
+        sim=SimSection(backend="mjwarp", device=None, nconmax=None, njmax=None, solver_iterations=5),
         training=_training(),
     )
 
@@ -300,7 +303,8 @@ def cpu_demo_preset(algo: str, task: str, sim: str = "mujoco") -> TrainConfig:
         data["algo"]["params"].update(
             actor_hidden_dim=64, critic_hidden_dim=128, actor_num_blocks=1, critic_num_blocks=1
         )
-    data["sim"] = {"backend": sim, "device": "cpu", "nconmax": None, "njmax": None}
+    # The preset's physics (its solver iteration limits) on the CPU, with contact buffers sized by the backend.
+    data["sim"].update(backend=sim, device="cpu", nconmax=None, njmax=None)
     # One compact line per iteration and the full block every 10: the episode length stays readable.
     data["training"].update(collector_steps_per_replay=1, checkpoint_every=100, log_every=10, play_steps=100)
     return TrainConfig.model_validate(data)

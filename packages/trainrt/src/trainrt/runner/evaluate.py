@@ -36,7 +36,7 @@ import torch
 from trainrt.config import TrainConfig
 from trainrt.hotpath import cold_path
 from trainrt.runner.atomic_files import atomic_write_text
-from trainrt.runner.build import build_agent, build_env, resolve_device
+from trainrt.runner.build import build_agent, build_env, make_env_cfg, resolve_device
 from trainrt.runner.checkpoint import (
     check_action_mapping,
     checkpoint_path,
@@ -376,6 +376,7 @@ def evaluate_run(
     steps: int | None = None,
     commands: Sequence[str] | None = None,
     horizon_s: float | None = None,
+    solver_iterations: int | None = None,
     out: str | os.PathLike | None = None,
     use_graph: bool = True,
     log: Callable[[str], None] = print,
@@ -391,6 +392,8 @@ def evaluate_run(
         commands: walk command names (default all of ``WALK_EVAL_COMMANDS``).
         horizon_s: walk rollout length in simulated seconds (default ``WALK_EVAL_HORIZON_S``, at most one
             episode); ``steps`` takes precedence.
+        solver_iterations: the constraint solver's iteration limit of the evaluation (default the run's
+            ``sim.solver_iterations``): a policy trained with fewer iterations checked under the model's own.
         out: JSON path (default ``<run_dir>/eval/eval_<iteration>.json``).
         use_graph: on CUDA, replay the rollout step as a CUDA graph (False: eager, same results).
     """
@@ -398,9 +401,16 @@ def evaluate_run(
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
     if steps is not None and steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
-    cfg = load_resolved_config(run_dir)
+    if solver_iterations is not None and solver_iterations < 1:
+        raise ValueError(f"solver_iterations must be >= 1, got {solver_iterations}")
+    trained = load_resolved_config(run_dir)
+    cfg = trained
     if sim is not None and sim != cfg.sim.backend:
         cfg = cfg.model_copy(update={"sim": cfg.sim.model_copy(update={"backend": sim, "device": None})})
+    if solver_iterations is not None:
+        cfg = cfg.model_copy(
+            update={"sim": cfg.sim.model_copy(update={"solver_iterations": solver_iterations})}
+        )
     state = load_checkpoint(resolve_eval_checkpoint(run_dir, checkpoint), map_location=resolve_device(cfg))
     if cfg.task.name == "g1_walk_flat":
         body = evaluate_walk(
@@ -428,7 +438,9 @@ def evaluate_run(
         "algo": cfg.algo.name,
         "task": cfg.task.name,
         "sim": cfg.sim.backend,
-        "trained_sim": load_resolved_config(run_dir).sim.backend,
+        "trained_sim": trained.sim.backend,
+        "solver_iterations": _solver_iterations(cfg),
+        "trained_solver_iterations": _solver_iterations(trained),
         "num_envs": num_envs,
         **body,
     }
@@ -442,6 +454,13 @@ def evaluate_run(
 
 
 @cold_path
+def _solver_iterations(cfg: TrainConfig) -> int:
+    """The constraint solver's iteration limit the models of ``cfg``'s scene carry (the sim section's, or the
+    task model's own)."""
+    return int(make_env_cfg(cfg).scene.model_factory().opt.iterations)
+
+
+@cold_path
 def format_eval_table(result: dict[str, Any]) -> str:
     """The console table of an ``evaluate_run`` result."""
     from trainrt.managers.base import format_table
@@ -450,6 +469,12 @@ def format_eval_table(result: dict[str, Any]) -> str:
         f"eval {result['algo']}/{result['task']} iteration {result['iteration']} on {result['sim']} "
         f"(trained on {result['trained_sim']})"
     )
+    limits = (
+        result.get("solver_iterations"),
+        result.get("trained_solver_iterations"),
+    )  # older JSONs lack them
+    if limits[0] != limits[1]:
+        title += ", solver iterations {} (trained with {})".format(*limits)
     if "commands" in result:
         header = ["command", "vx", "vy", "wz", "fell", "lin vel err m/s", "yaw rate err rad/s",
                   "mean vx, vy, wz", "saturated", "ep len"]  # fmt: skip
