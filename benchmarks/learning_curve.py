@@ -2,7 +2,8 @@
 
     python benchmarks/learning_curve.py --algo sac --task g1_walk_flat --minutes 5 [--checkpoint-every 250]
         [--evals 4] [--eval-envs 64] [--preset NAME] [--run-dir DIR] [--out curve.json]
-        [--warmup] [--arm NAME="key=value ..." ...] [--one-at-a-time] [key=value ...]
+        [--warmup] [--arm NAME="key=value ..." ...] [--one-at-a-time]
+        [--check-sim mujoco] [--check-solver-iterations N] [--check-envs 16] [key=value ...]
 
 1. ``trainrt train`` with the preset plus the overrides, ``training.time_limit_sec`` = the budget (set-up
    and warm-up count), a checkpoint every ``--checkpoint-every`` iterations and none of the end-of-run
@@ -18,6 +19,11 @@ The run's ``algo.max_iterations`` is raised so that only the budget ends it; a l
 horizon the config leaves to the run (``lr_decay_updates`` unset) keeps the preset's horizon
 (``algo.params.lr_decay_updates`` = its max_iterations x updates per iteration), so the curve shows the
 preset's learning, not a schedule stretched over a million iterations.
+
+``--check-sim`` and ``--check-solver-iterations`` evaluate each run's last checkpoint once more, on that
+backend and under that solver iteration limit (``trainrt eval --sim ... --solver-iterations ...``): the
+sim-to-sim check of an arm that trains with other physics. It is one more row, and every row then says
+what it was evaluated on (``eval_on``).
 
 The table goes to the console (markdown) and, with ``--out``, to JSON with every eval result. The run's
 ``tail_env_steps_per_sec`` is reported too; it is the throughput of this same run.
@@ -166,16 +172,45 @@ def run_all(commands: dict[str | None, list[str]], logs: Path | None) -> dict[st
     return {name: proc.wait() for name, proc in procs.items()}
 
 
-def curve(run_dir: Path, evals: int, eval_envs: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The curve rows of one finished run and its facts (summary numbers, every eval result)."""
+def check_label(sim: str | None, solver_iterations: int | None) -> str:
+    """How a check evaluation differs from the run's own: ``"mujoco, 10 solver iterations"``."""
+    parts = [sim] if sim else []
+    if solver_iterations is not None:
+        parts.append(f"{solver_iterations} solver iterations")
+    return ", ".join(parts)
+
+
+def curve(
+    run_dir: Path, evals: int, eval_envs: int, check: dict[str, Any] | None = None
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The curve rows of one finished run and its facts (summary numbers, every eval result).
+
+    ``check`` (``sim``, ``solver_iterations``, ``num_envs``) also evaluates the last checkpoint that way, as
+    one more row; every row then says what it was evaluated on (``eval_on``: ``run`` or the check's label).
+    """
     summary = load_run_summary(run_dir)
     at = wall_clock_at(summary)
     iterations = sorted(int(p.stem.split("_")[1]) for p in checkpoints_newest_first(run_dir))
     rows, results = [], []
+    on_run = {"eval_on": "run"} if check else {}
     for iteration in spread(iterations, evals):
         result = evaluate_run(run_dir, checkpoint=iteration, num_envs=eval_envs, log=lambda line: None)
         results.append(result)
-        rows.append({"iteration": iteration, "wall_clock_s": at.get(iteration, math.nan),
+        rows.append({"iteration": iteration, "wall_clock_s": at.get(iteration, math.nan), **on_run,
+                     **headline(summary.task, result)})  # fmt: skip
+    if check:
+        result = evaluate_run(
+            run_dir,
+            checkpoint=iterations[-1],
+            sim=check["sim"],
+            solver_iterations=check["solver_iterations"],
+            num_envs=check["num_envs"],
+            out=run_dir / "eval" / f"check_{iterations[-1]}.json",
+            log=lambda line: None,
+        )
+        results.append(result)
+        rows.append({"iteration": iterations[-1], "wall_clock_s": at.get(iterations[-1], math.nan),
+                     "eval_on": check_label(check["sim"], check["solver_iterations"]),
                      **headline(summary.task, result)})  # fmt: skip
     facts = {
         "run_dir": str(run_dir),
@@ -215,8 +250,31 @@ def main(argv: list[str] | None = None) -> int:
         "--one-at-a-time", action="store_true",
         help="run the arms one after another, each alone on the device with the whole budget",
     )  # fmt: skip
+    parser.add_argument(
+        "--check-sim", choices=["mjwarp", "mujoco"], default=None,
+        help="also evaluate each run's last checkpoint on this backend (a sim-to-sim check)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--check-solver-iterations", type=int, default=None, metavar="N",
+        help="also evaluate each run's last checkpoint under this solver iteration limit (with --check-sim)",
+    )  # fmt: skip
+    parser.add_argument("--check-envs", type=int, default=16, help="envs of the check evaluation")
     parser.add_argument("overrides", nargs="*", help="key=value overrides, as for trainrt train")
     args = parser.parse_args(argv)
+    if args.check_solver_iterations is not None and args.check_solver_iterations < 1:
+        parser.error("--check-solver-iterations must be at least 1")
+    if args.check_envs < 1:
+        parser.error("--check-envs must be at least 1")
+    wants_check = args.check_sim is not None or args.check_solver_iterations is not None
+    check = (
+        {
+            "sim": args.check_sim,
+            "solver_iterations": args.check_solver_iterations,
+            "num_envs": args.check_envs,
+        }
+        if wants_check
+        else None
+    )
     if not (math.isfinite(args.minutes) and args.minutes > 0) or args.evals < 1 or args.checkpoint_every < 1:
         parser.error("--minutes must be positive, --evals and --checkpoint-every at least 1")
     try:
@@ -266,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         return next(iter(failed.values()))
     rows, facts = [], {}
     for name, (run_dir, _) in runs.items():
-        arm_rows, facts[name] = curve(run_dir, args.evals, args.eval_envs)
+        arm_rows, facts[name] = curve(run_dir, args.evals, args.eval_envs, check)
         rows += [{"arm": name, **row} for row in arm_rows] if arms else arm_rows
     print(markdown(rows))
     for name, f in facts.items():
@@ -279,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
             "minutes": args.minutes,
             "overrides": args.overrides,
             "warmup_sec": warmup_sec,
+            "check": check,
         }
         if arms:
             key = "sequential_arms" if args.one_at_a_time else "concurrent_arms"

@@ -46,6 +46,8 @@ def test_a_curve_row_per_evaluated_checkpoint(tmp_path, algo, task, metrics):
     ]  # fmt: skip
     if algo == "sac":
         command.append("--warmup")  # a single run's warm-up goes beside its run directory, not into it
+        # and the last checkpoint checked under another solver limit than the preset's 5 (adr/0022)
+        command += ["--check-solver-iterations=7", "--check-envs=1"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     if algo == "sac":
@@ -54,8 +56,15 @@ def test_a_curve_row_per_evaluated_checkpoint(tmp_path, algo, task, metrics):
         assert "warm-up (one iteration of every arm" in result.stdout
     curve = json.loads(out.read_text())
     rows = curve["rows"]
-    assert len(rows) == 2 and len(curve["evals"]) == 2
     last = curve["completed_iterations"]
+    if algo == "sac":
+        check_row, check_eval = rows.pop(), curve["evals"][-1]
+        assert (check_row["iteration"], check_row["eval_on"]) == (last, "7 solver iterations")
+        assert (check_eval["solver_iterations"], check_eval["trained_solver_iterations"]) == (7, 5)
+        assert check_eval["sim"] == "mujoco" and curve["check"]["num_envs"] == 1
+        assert [row["eval_on"] for row in rows] == ["run", "run"] and metrics <= set(check_row)
+        assert (tmp_path / "run" / "eval" / f"check_{last}.json").is_file()
+    assert len(rows) == 2 and len(curve["evals"]) == 2 + (algo == "sac")
     assert rows[-1]["iteration"] == last  # the last checkpoint is always evaluated
     assert rows[0]["iteration"] < last and rows[0]["iteration"] % 2 == 0
     assert curve["time_limit_reached"]
@@ -152,3 +161,15 @@ def test_an_arm_named_twice_is_refused(tmp_path):
     command = [sys.executable, str(SCRIPT), "--sim=mujoco", "--arm", "a=", "--arm", "a=x=1"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 2 and "given twice" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("flag", "message"),
+    [("--check-solver-iterations=0", "--check-solver-iterations must be at least 1"),
+     ("--check-envs=0", "--check-envs must be at least 1")],
+)  # fmt: skip
+def test_a_bad_check_is_refused_before_anything_runs(tmp_path, flag, message):
+    command = [sys.executable, str(SCRIPT), "--sim=mujoco", f"--run-dir={tmp_path / 'x'}", flag]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 2 and message in result.stderr
+    assert not (tmp_path / "x").exists()
