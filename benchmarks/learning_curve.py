@@ -256,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument(
         "--check-solver-iterations", type=int, default=None, metavar="N",
-        help="also evaluate each run's last checkpoint under this solver iteration limit (with --check-sim)",
+        help="also evaluate each run's last checkpoint under this solver iteration limit (on --check-sim's "
+        "backend, or the run's)",
     )  # fmt: skip
     parser.add_argument("--check-envs", type=int, default=16, help="envs of the check evaluation")
     parser.add_argument("overrides", nargs="*", help="key=value overrides, as for trainrt train")
