@@ -10,6 +10,7 @@ from trainrt.config import apply_overrides, cpu_demo_preset
 from trainrt.runner.build import build_env
 from trainrt.runner.evaluate import (
     WALK_EVAL_COMMANDS,
+    format_eval_table,
     resolve_eval_checkpoint,
     tracking_eval_config,
     walk_eval_config,
@@ -215,3 +216,17 @@ def test_action_saturation_counts_the_components_at_the_ends_of_the_tanh_range()
     action[5] = 0.98  # inside it does not
     (row,) = _rollout(env, _FixedActionAgent(action), 3, {"action_saturation": action_saturation})
     assert row["action_saturation"] == pytest.approx(5 / env.num_actions)
+
+
+def test_the_table_title_names_a_solver_limit_other_than_the_runs():
+    row = {"command": {"lin_vel_x": 0.0, "lin_vel_y": 0.0, "ang_vel_z": 0.0}, "failed_fraction": 0.0,
+           "lin_vel_error_xy": 0.1, "ang_vel_error_z": 0.1, "mean_lin_vel_x": 0.0, "mean_lin_vel_y": 0.0,
+           "mean_ang_vel_z": 0.0, "action_saturation": 0.0, "mean_episode_length": 10.0, "steps": 10}  # fmt: skip
+    older = {"algo": "sac", "task": "g1_walk_flat", "iteration": 3, "sim": "mujoco", "trained_sim": "mjwarp",
+             "commands": {"stand": row}}  # fmt: skip
+    # an eval JSON from before the limits were recorded (trainrt report reads those too)
+    assert "solver iterations" not in format_eval_table(older).splitlines()[0]
+    same = {**older, "solver_iterations": 5, "trained_solver_iterations": 5}
+    assert "solver iterations" not in format_eval_table(same).splitlines()[0]
+    other = {**older, "solver_iterations": 10, "trained_solver_iterations": 5}
+    assert "solver iterations 10 (trained with 5)" in format_eval_table(other).splitlines()[0]

@@ -469,12 +469,10 @@ def format_eval_table(result: dict[str, Any]) -> str:
         f"eval {result['algo']}/{result['task']} iteration {result['iteration']} on {result['sim']} "
         f"(trained on {result['trained_sim']})"
     )
-    limits = (
-        result.get("solver_iterations"),
-        result.get("trained_solver_iterations"),
-    )  # older JSONs lack them
-    if limits[0] != limits[1]:
-        title += ", solver iterations {} (trained with {})".format(*limits)
+    # eval JSONs written before the solver limits were recorded (trainrt report reads them) lack both keys
+    evaluated, trained = result.get("solver_iterations"), result.get("trained_solver_iterations")
+    if evaluated != trained:
+        title += f", solver iterations {evaluated} (trained with {trained})"
     if "commands" in result:
         header = ["command", "vx", "vy", "wz", "fell", "lin vel err m/s", "yaw rate err rad/s",
                   "mean vx, vy, wz", "saturated", "ep len"]  # fmt: skip
