@@ -7,11 +7,15 @@ Fills one replay buffer from the preset's own collector, then for each round and
 builds a fresh agent from the same seed under that variant, captures all updates of an iteration as one
 compiled graph and times it as `trainrt bench learner` does (``fused`` mode). Variants:
 
-- ``padded``: the runtime as shipped (the twin critics' GEMM widths padded to a multiple of 8, adr/0013);
+- ``padded``: the runtime as shipped (the twin critics' GEMM widths padded to a multiple of 8, adr/0013;
+  SAC's hidden layers ending in the fused LayerNorm + SiLU kernel, adr/0023);
+- ``compiled_norm``: padded, with SAC's hidden-layer tails as torch operations that inductor fuses on its own
+  (``networks.FUSED_NORM_KERNEL = False``, the learner before adr/0023). FlashSAC has no such layers;
 - ``unpadded``: ``networks.GEMM_ALIGNMENT = 1``;
 - ``frozen_norm_affine`` (a measurement, not a learner): padded, with the normalization layers' scales and
   shifts frozen, so the update computes no gradient for them. What it saves against ``padded`` is the cost
-  of those gradients: per-column reductions over every row of the batch;
+  of those gradients: per-column reductions over every row of the batch (SAC's fused kernel computes them
+  anyway, in the same pass; combine it with ``compiled_norm`` to measure the compiled reductions);
 - ``zeroed_grads`` (a measurement): padded, with every optimizer's ``zero_grad`` keeping the gradient tensors
   and filling them with zeros, so each backward adds into them, as the agents did before they set gradients to
   None. What ``padded`` saves against it is one fill per optimizer and one addition per parameter per update;
@@ -50,6 +54,7 @@ from trainrt.runner.collector import Collector
 VARIANTS: dict[str, dict[str, Any]] = {
     "padded": {},
     "unpadded": {"gemm_alignment": 1},
+    "compiled_norm": {"fused_norm_kernel": False},
     "frozen_norm_affine": {"freeze_norm_affine": True},
     "zeroed_grads": {"zeroed_grads": True},
     "eager_bookkeeping": {"uncompiled_parts": ("_advance_lr_schedule", "_record_losses")},
@@ -57,7 +62,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "aggressive_fusion": {"inductor": {"aggressive_fusion": True}},
     "autotune_pointwise": {"inductor": {"max_autotune_pointwise": True}},
 }
-"""Variant name -> changes: ``gemm_alignment`` (networks.GEMM_ALIGNMENT), ``inductor`` option values and
+"""Variant name -> changes: ``gemm_alignment`` (networks.GEMM_ALIGNMENT), ``fused_norm_kernel``
+(networks.FUSED_NORM_KERNEL), ``inductor`` option values and
 ``freeze_norm_affine`` (`freeze_norm_affine`), ``zeroed_grads`` (`zeroed_grads`) and ``uncompiled_parts`` (update
 parts the agents then leave uncompiled)."""
 
@@ -109,6 +115,8 @@ def applied(variant: str) -> Iterator[None]:
     changes = VARIANTS[variant]
     alignment = networks.GEMM_ALIGNMENT
     networks.GEMM_ALIGNMENT = changes.get("gemm_alignment", alignment)
+    fused_norm_kernel = networks.FUSED_NORM_KERNEL
+    networks.FUSED_NORM_KERNEL = changes.get("fused_norm_kernel", fused_norm_kernel)
     grads = zeroed_grads() if changes.get("zeroed_grads") else contextlib.nullcontext()
     parts = {cls: cls.compiled_parts for cls in AGENT_CLASSES}
     for cls in AGENT_CLASSES:
@@ -120,6 +128,7 @@ def applied(variant: str) -> Iterator[None]:
             yield
     finally:
         networks.GEMM_ALIGNMENT = alignment
+        networks.FUSED_NORM_KERNEL = fused_norm_kernel
         for cls, names in parts.items():
             cls.compiled_parts = names
 

@@ -97,3 +97,14 @@ def test_eager_bookkeeping_leaves_only_those_parts_uncompiled_inside_the_block()
         for cls, parts in zip((SacAgent, FlashSacAgent), before, strict=True):
             assert cls.compiled_parts == tuple(p for p in parts if p not in bookkeeping) != parts
     assert (SacAgent.compiled_parts, FlashSacAgent.compiled_parts) == before
+
+
+def test_compiled_norm_turns_the_fused_kernel_off_inside_the_block_only():
+    from trainrt.algos import networks
+
+    variants = _script()
+    assert networks.FUSED_NORM_KERNEL
+    with variants.applied("compiled_norm"):
+        assert not networks.FUSED_NORM_KERNEL
+        assert networks.GEMM_ALIGNMENT == 8  # padded otherwise
+    assert networks.FUSED_NORM_KERNEL

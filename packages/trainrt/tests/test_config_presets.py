@@ -46,10 +46,12 @@ def test_canonical_sac_walk_preset_values():
     assert cfg.training.cuda_graph is True
     assert cfg.training.collector_steps_per_replay == 4
     assert cfg.training.tail_window == 100
-    # the solver stops after 5 iterations on the walk (adr/0022); the other presets keep the model's 10
+    # the solver stops after 5 iterations on the two canonical workloads (adr/0022); the others keep the model's 10
     assert (cfg.sim.solver_iterations, cfg.sim.ls_iterations) == (5, None)
-    others = [factory() for pair, factory in PRESETS.items() if pair != ("sac", "g1_walk_flat")]
-    assert all(other.sim.solver_iterations is None for other in others)
+    canonical = {("sac", "g1_walk_flat"), ("flashsac", "g1_motion_tracking")}
+    assert preset("flashsac", "g1_motion_tracking").sim.solver_iterations == 5
+    others = [factory() for pair, factory in PRESETS.items() if pair not in canonical]
+    assert len(others) == 2 and all(other.sim.solver_iterations is None for other in others)
 
 
 def test_canonical_flashsac_tracking_preset_values():

@@ -12,6 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from trainrt.algos import fused_norm
+
 _HALF_LOG_TWO_PI = 0.5 * math.log(2.0 * math.pi)
 _LOG_TWO = math.log(2.0)
 
@@ -112,8 +114,12 @@ class StackedLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(B, in) shared by every member, or (M, B, in) one input per member -> (M, B, out)."""
-        out = aligned_bmm(x, self.weight.to(x.dtype))
+        out = self.product(x)
         return out if self.bias is None else out + self.bias.to(out.dtype)
+
+    def product(self, x: torch.Tensor) -> torch.Tensor:
+        """The bias-free part of `forward`, (M, B, out), for a caller that adds the bias in a fused step."""
+        return aligned_bmm(x, self.weight.to(x.dtype))
 
     def extra_repr(self) -> str:
         """Summary line for `print(module)`."""
@@ -136,10 +142,17 @@ class StackedLayerNorm(nn.Module):
         return normalized * self.weight.to(normalized.dtype) + self.bias.to(normalized.dtype)
 
 
+FUSED_NORM_KERNEL = True
+"""Hidden layers of `StackedLayerNormMlp` on CUDA end in one Triton kernel each way (bias, LayerNorm, scale
+and shift, SiLU; `fused_norm`, adr/0023). False runs them as torch operations that torch.compile fuses on its
+own; `benchmarks/learner_variants.py --variants padded,compiled_norm` measures the two."""
+
+
 class StackedLayerNormMlp(nn.Module):
     """M independent Linear -> LayerNorm -> SiLU MLPs with a linear output: (B, in) -> (M, B, out).
 
-    With ``members=1`` it is a plain MLP whose output keeps the leading member axis of size 1.
+    With ``members=1`` it is a plain MLP whose output keeps the leading member axis of size 1. Each hidden
+    layer's bias, normalization and SiLU run as `fused_norm.layer_norm_silu` on CUDA (one kernel each way).
     """
 
     def __init__(self, members: int, in_dim: int, hidden_dims: list[int], out_dim: int):
@@ -156,6 +169,10 @@ class StackedLayerNormMlp(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Inputs (B, in) (shared) or (M, B, in) -> outputs (M, B, out)."""
+        fused = FUSED_NORM_KERNEL and fused_norm.kernel_supported(x.device, self.output.weight.dtype)
         for linear, norm in zip(self.linears, self.norms):
-            x = F.silu(norm(linear(x)))
+            if fused:
+                x = fused_norm.layer_norm_silu(linear.product(x), linear.bias, norm.weight, norm.bias, norm.eps)
+            else:
+                x = F.silu(norm(linear(x)))
         return self.output(x)

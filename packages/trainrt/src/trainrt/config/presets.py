@@ -255,7 +255,9 @@ def flashsac_g1_motion_tracking() -> TrainConfig:
             params=_flashsac_params(reward_scaling=False, **_support("g1_motion_tracking", 0.99)),
         ),
         task=TaskSection(name="g1_motion_tracking"),
-        sim=SimSection(backend="mjwarp", device=None, nconmax=None, njmax=None),
+        # 5 solver iterations, as the walk (adr/0022): tracks as well in 5 minutes and under the model's 10 on
+        # CPU MuJoCo, with a shorter contact-rich step (docs/perf/2026-12-02-fused-norm-and-tracking-solver-h200.md).
+        sim=SimSection(backend="mjwarp", device=None, nconmax=None, njmax=None, solver_iterations=5),
         training=_training(),
     )
 
