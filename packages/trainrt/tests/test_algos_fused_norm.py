@@ -106,8 +106,8 @@ def test_kernels_match_float64_torch_math_in_the_interpreter():
 @pytest.mark.parametrize(
     ("rows_per_member", "members", "block_r", "expected"),
     [
-        (8192, 2, 4, 32),  # the critic: 512 programs of 32 rows
-        (8192, 1, 8, 16),  # the actor: 512 programs of 16 rows
+        (8192, 2, 8, 64),  # the critic's widest layer (768): 256 programs of 64 rows
+        (8192, 1, 16, 32),  # the actor's widest layer (512): 256 programs of 32 rows
         (48, 2, 8, 8),  # few rows: a tile's worth
         (33, 1, 32, 1),  # odd: one row per program
         (40, 2, 4, 4),  # at most the largest power of two dividing the rows (8), and a tile (4)

@@ -172,7 +172,9 @@ class StackedLayerNormMlp(nn.Module):
         fused = FUSED_NORM_KERNEL and fused_norm.kernel_supported(x.device, self.output.weight.dtype)
         for linear, norm in zip(self.linears, self.norms):
             if fused:
-                x = fused_norm.layer_norm_silu(linear.product(x), linear.bias, norm.weight, norm.bias, norm.eps)
+                x = fused_norm.layer_norm_silu(
+                    linear.product(x), linear.bias, norm.weight, norm.bias, norm.eps
+                )
             else:
                 x = F.silu(norm(linear(x)))
         return self.output(x)
