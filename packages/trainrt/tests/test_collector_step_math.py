@@ -75,8 +75,10 @@ def _same_steps_compiled_and_eager(collector: Collector) -> dict[str, float]:
     diagnostics = collector.math_diagnostics()
     assert collector.agent.act_compiled and collector._record.compiled, diagnostics
     # a compiled action differs from the eager one in its last bits, and the physics carries that into the
-    # next observations: far below a semantic difference (a skipped reset or a wrong row is O(1))
-    facts = compare(eager, state.current(), rtol=1e-4, atol=1e-5)
+    # next observations: far below a semantic difference (a skipped reset or a wrong row is O(1)). With the
+    # presets' 5 solver iterations a contact solution converges less, and the CPU tracking run moved one
+    # observation of 18,304 by 2.9e-5 (at 0.023) that way, hence atol 1e-4.
+    facts = compare(eager, state.current(), rtol=1e-4, atol=1e-4)
     assert facts["exact_tensors"] > 10 and facts["float_tensors"] > 10
     return facts
 
