@@ -1,6 +1,6 @@
 """DIAGNOSTIC: SAC's hidden-layer tail, the fused kernel against inductor's own kernels, per layer and per network.
 
-    python benchmarks/norm_kernel.py [--rows 8192] [--geometries 8192x256,4096x512] [--repeats 10]
+    python benchmarks/norm_kernel.py [--rows 8192] [--geometries 8192x256x4096,8192x256x8192] [--repeats 10]
         [--out result.json]
 
 Each number is the GPU time of all kernels one call launches (the torch profiler's kernel durations, summed
@@ -10,7 +10,8 @@ in the learner:
 1. every layer tail of the walk's SAC networks alone (the twin critic: 2 members of width 768, 384, 192; the
    actor: 1 member of 512, 256, 128), forward, and forward plus backward: torch.compile of the torch tail,
    ending in the bf16 cast the next product applies, against the kernel under each launch geometry
-   (``TILExPROGRAMS``: `fused_norm._TILE_ELEMENTS` and `fused_norm._TARGET_PROGRAMS`);
+   (``TILExPROGRAMSxBACKWARDTILE``: `fused_norm._TILE_ELEMENTS`, `fused_norm._TARGET_PROGRAMS` and
+   `fused_norm._BACKWARD_TILE_ELEMENTS`; the last may be left out);
 2. the twin critic as a network (`StackedLayerNormMlp` at the walk's sizes), compiled, forward plus backward,
    with the kernel under each geometry and without it (``networks.FUSED_NORM_KERNEL = False``): the kernel's
    effect where inductor also fuses the layers' neighbours, which an opaque op prevents.
@@ -46,30 +47,46 @@ NUM_ATOMS = 101
 WARMUP_CALLS = 3
 
 
-def parse_geometries(text: str) -> list[tuple[int, int]]:
-    """``"8192x256,4096x512"`` -> [(8192, 256), (4096, 512)]; ValueError naming the bad entry."""
+Geometry = tuple[int, int, int]
+"""(forward tile elements, backward programs, backward tile elements)."""
+
+
+def parse_geometries(text: str) -> list[Geometry]:
+    """``"8192x256x4096,4096x512"`` -> [(8192, 256, 4096), (4096, 512, 4096)]: TILExPROGRAMS[xBACKWARDTILE],
+    the backward tile defaulting to the shipped one; ValueError naming the bad entry."""
     geometries = []
     for entry in (e for e in text.split(",") if e):
-        tile, _, programs = entry.partition("x")
-        if not (tile.isdigit() and programs.isdigit() and int(tile) > 0 and int(programs) > 0):
+        parts = entry.split("x")
+        if not (2 <= len(parts) <= 3 and all(p.isdigit() and int(p) > 0 for p in parts)):
             raise ValueError(
-                f"geometry {entry!r} is not TILExPROGRAMS with two positive integers (e.g. --geometries 8192x256)"
+                f"geometry {entry!r} is not TILExPROGRAMS[xBACKWARDTILE] with positive integers "
+                "(e.g. --geometries 8192x256x4096)"
             )
-        geometries.append((int(tile), int(programs)))
+        tile, programs, *backward = (int(p) for p in parts)
+        geometries.append((tile, programs, backward[0] if backward else fused_norm._BACKWARD_TILE_ELEMENTS))
     if not geometries:
-        raise ValueError("give at least one geometry (e.g. --geometries 8192x256)")
+        raise ValueError("give at least one geometry (e.g. --geometries 8192x256x4096)")
     return geometries
 
 
+def label(geometry: Geometry) -> str:
+    return "x".join(str(v) for v in geometry)
+
+
+_CONSTANTS = ("_TILE_ELEMENTS", "_TARGET_PROGRAMS", "_BACKWARD_TILE_ELEMENTS")
+
+
 @contextlib.contextmanager
-def geometry(tile: int, programs: int) -> Iterator[None]:
+def launch_geometry(values: Geometry) -> Iterator[None]:
     """The kernel's launch constants for the duration of the block."""
-    saved = fused_norm._TILE_ELEMENTS, fused_norm._TARGET_PROGRAMS
-    fused_norm._TILE_ELEMENTS, fused_norm._TARGET_PROGRAMS = tile, programs
+    saved = tuple(getattr(fused_norm, name) for name in _CONSTANTS)
+    for name, value in zip(_CONSTANTS, values, strict=True):
+        setattr(fused_norm, name, value)
     try:
         yield
     finally:
-        fused_norm._TILE_ELEMENTS, fused_norm._TARGET_PROGRAMS = saved
+        for name, value in zip(_CONSTANTS, saved, strict=True):
+            setattr(fused_norm, name, value)
 
 
 def time_per_call_us(call: Callable[[], Any], repeats: int, device: torch.device) -> float:
@@ -106,10 +123,10 @@ def autocast(device: torch.device) -> contextlib.AbstractContextManager[Any]:
 
 
 def layer_times(
-    members: int, width: int, rows: int, geometries: list[tuple[int, int]], repeats: int, device: torch.device
+    members: int, width: int, rows: int, geometries: list[Geometry], repeats: int, device: torch.device
 ) -> dict[str, list[float]]:
     """{arm: [forward us, forward + backward us]} for one layer tail; arms: ``compiled`` (``eager`` off CUDA)
-    and ``kernel TILExPROGRAMS``."""
+    and ``kernel TILExPROGRAMSxBACKWARDTILE``."""
     g = torch.Generator(device="cpu").manual_seed(0)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     h = torch.randn(members, rows, width, generator=g).to(device, dtype).requires_grad_()
@@ -133,16 +150,16 @@ def layer_times(
     on_cuda = device.type == "cuda"
     reference = torch.compile(torch_tail, dynamic=False) if on_cuda else torch_tail
     times = {"compiled" if on_cuda else "eager": arm(reference)}
-    for tile, programs in geometries:
-        with geometry(tile, programs):
-            times[f"kernel {tile}x{programs}"] = arm(lambda *a: fused_norm.layer_norm_silu(*a, EPS))
+    for values in geometries:
+        with launch_geometry(values):
+            times[f"kernel {label(values)}"] = arm(lambda *a: fused_norm.layer_norm_silu(*a, EPS))
     return times
 
 
 def network_times(
-    rows: int, geometries: list[tuple[int, int]], repeats: int, device: torch.device
+    rows: int, geometries: list[Geometry], repeats: int, device: torch.device
 ) -> dict[str, float]:
-    """{arm: forward + backward us} of the compiled twin critic: ``without kernel`` and ``kernel TILExPROGRAMS``."""
+    """{arm: forward + backward us} of the compiled twin critic: ``without kernel`` and ``kernel TILExPROGRAMSxBACKWARDTILE``."""
     torch.manual_seed(0)
     critic = networks.StackedLayerNormMlp(2, CRITIC_INPUT, list(CRITIC_WIDTHS), NUM_ATOMS).to(device)
     x = torch.randn(rows, CRITIC_INPUT, device=device)
@@ -165,9 +182,9 @@ def network_times(
         networks.FUSED_NORM_KERNEL = False
         times = {"without kernel": arm()}
         networks.FUSED_NORM_KERNEL = True
-        for tile, programs in geometries:
-            with geometry(tile, programs):
-                times[f"kernel {tile}x{programs}"] = arm()
+        for values in geometries:
+            with launch_geometry(values):
+                times[f"kernel {label(values)}"] = arm()
     finally:
         networks.FUSED_NORM_KERNEL = saved
     return times
@@ -177,7 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=8192, help="rows per member (the learner's batch)")
     parser.add_argument(
-        "--geometries", default="8192x256,4096x512", help="kernel launch constants, TILExPROGRAMS"
+        "--geometries",
+        default="8192x256x4096,8192x256x8192",
+        help="kernel launch constants, TILExPROGRAMS[xBACKWARDTILE]",
     )
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--out", default=None)
@@ -220,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         "triton": fused_norm.triton.__version__,
         "rows": args.rows,
         "repeats": args.repeats,
-        "geometries": [f"{t}x{p}" for t, p in geometries],
+        "geometries": [label(g) for g in geometries],
         "time": "gpu kernel us per call" if device.type == "cuda" else "cpu wall us per call",
         "layers_forward_and_forward_backward_us": layers,
         "critic_network_forward_backward_us": network,

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from trainrt.algos import fused_norm, networks
-from trainrt.algos.fused_norm import backward_rows_per_program, kernel_supported, layer_norm_silu
+from trainrt.algos.fused_norm import backward_split, kernel_supported, layer_norm_silu
 from trainrt.algos.networks import StackedLayerNormMlp
 
 EPS = 1e-5
@@ -63,11 +63,18 @@ def _check_against_float64(members, rows, width, dtype, device="cpu"):
     again = torch.autograd.grad(layer_norm_silu(h, *params, EPS), (h, *params), upstream)
     for grad, repeat in zip(grads, again, strict=True):  # per-program partial sums, no atomics
         assert torch.equal(grad, repeat)
+    # Frozen parameters (the critic during the actor's step): the kernel skips their sums, and the input
+    # gradient is the same values (a differently compiled kernel: equal to rounding, not always in bits).
+    frozen = [p.detach() for p in params]
+    (frozen_grad,) = torch.autograd.grad(layer_norm_silu(h, *frozen, EPS), (h,), upstream)
+    torch.testing.assert_close(frozen_grad.double().cpu(), ref_grads[0].cpu(), **tol)
+    torch.testing.assert_close(frozen_grad, grads[0], rtol=tol["rtol"], atol=tol["atol"])
 
 
 SHAPES = [
     (2, 48, 24, torch.float32),  # twin members, a width that is no power of two
-    (1, 33, 16, torch.float32),  # a single member, an odd row count (one row per backward program)
+    (1, 33, 16, torch.float32),  # a single member, an odd row count (the last tile partly masked)
+    (2, 1000, 64, torch.float32),  # 63 backward programs per member: two passes of the partial-sum tile
     (2, 40, 192, torch.float32),  # the walk critic's narrowest hidden width
     (2, 64, 96, torch.bfloat16),  # bf16 activations, as under autocast
 ]
@@ -77,19 +84,25 @@ def _interpreter_checks() -> None:
     """Run in a child process with TRITON_INTERPRET=1 (see the module docstring)."""
     for shape in SHAPES:
         _check_against_float64(*shape)
-    # Inside torch.compile the kernel is one opaque op: the same values and gradients as eager.
+    # Inside torch.compile the kernel is one opaque op: the same values and gradients as eager, with the
+    # parameters trained and frozen.
     h, params, upstream = _operands(2, 32, 48, torch.float32, seed=3)
 
     def tail(*args):
         return layer_norm_silu(*args, EPS)
 
+    compiled_tail = torch.compile(tail, fullgraph=True)
     eager = tail(h, *params)
-    compiled = torch.compile(tail, fullgraph=True)(h, *params)
+    compiled = compiled_tail(h, *params)
     assert torch.equal(eager, compiled)
     eager_grads = torch.autograd.grad(eager, (h, *params), upstream)
     compiled_grads = torch.autograd.grad(compiled, (h, *params), upstream)
     for a, b in zip(eager_grads, compiled_grads, strict=True):
         assert torch.equal(a, b)
+    frozen = [p.detach() for p in params]
+    (eager_frozen,) = torch.autograd.grad(tail(h, *frozen), (h,), upstream)
+    (compiled_frozen,) = torch.autograd.grad(compiled_tail(h, *frozen), (h,), upstream)
+    assert torch.equal(eager_frozen, compiled_frozen)
     print("interpreter checks passed")
 
 
@@ -106,17 +119,18 @@ def test_kernels_match_float64_torch_math_in_the_interpreter():
 @pytest.mark.parametrize(
     ("rows_per_member", "members", "block_r", "expected"),
     [
-        (8192, 2, 8, 64),  # the critic's widest layer (768): 256 programs of 64 rows
-        (8192, 1, 16, 32),  # the actor's widest layer (512): 256 programs of 32 rows
-        (48, 2, 8, 8),  # few rows: a tile's worth
-        (33, 1, 32, 1),  # odd: one row per program
-        (40, 2, 4, 4),  # at most the largest power of two dividing the rows (8), and a tile (4)
+        (8192, 2, 4, (64, 128)),  # the critic's widest layer (768, 4 rows a tile): 256 programs of 64 rows
+        (8192, 1, 8, (32, 256)),  # the actor's widest layer (512): 256 programs of 32 rows
+        (48, 2, 8, (8, 6)),  # few rows: one tile per program
+        (33, 1, 32, (32, 2)),  # an odd count: the last program holds one row
+        (1000, 2, 16, (16, 63)),  # 63 tiles per member, the last one partly masked
     ],
 )
-def test_backward_programs_split_rows_within_one_member(rows_per_member, members, block_r, expected):
-    rows = backward_rows_per_program(rows_per_member, members, block_r)
-    assert rows == expected
-    assert rows_per_member % rows == 0 and rows & (rows - 1) == 0
+def test_backward_programs_split_whole_tiles_of_one_member(rows_per_member, members, block_r, expected):
+    rows_per_program, programs = backward_split(rows_per_member, members, block_r)
+    assert (rows_per_program, programs) == expected
+    assert rows_per_program % block_r == 0  # whole tiles
+    assert (programs - 1) * rows_per_program < rows_per_member <= programs * rows_per_program  # all, once
 
 
 def test_only_cuda_networks_with_float32_parameters_take_the_kernel():
@@ -155,8 +169,8 @@ def test_cuda_network_takes_the_kernel_and_matches_the_unfused_network(monkeypat
     net = StackedLayerNormMlp(2, 135, [768, 384, 192], 101).cuda()
     x = torch.randn(4096, 135, device="cuda")
     calls = []
-    real_op = torch.ops.trainrt.layer_norm_silu
-    monkeypatch.setattr(torch.ops.trainrt, "layer_norm_silu", lambda *a: calls.append(1) or real_op(*a))
+    real_op = getattr(torch.ops.trainrt, fused_norm.OP_NAME)
+    monkeypatch.setattr(torch.ops.trainrt, fused_norm.OP_NAME, lambda *a: calls.append(1) or real_op(*a))
     with torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False):
         fused = net(x).float()
         assert len(calls) == 3  # one per hidden layer

@@ -3,10 +3,12 @@
     y = silu(layer_norm(h + b_lin) * gamma + beta)      h: (M, B, D) from the layer's bias-free product
 
 On CUDA `StackedLayerNormMlp` calls `layer_norm_silu` after every hidden product. It is the custom op
-``trainrt::layer_norm_silu``: the forward reads ``h`` once and writes ``y`` in ``h``'s dtype (bf16 under
+``trainrt::layer_norm_silu_v2`` (`OP_NAME`): the forward reads ``h`` once and writes ``y`` in ``h``'s dtype (bf16 under
 autocast) plus one mean and one inverse std per row; the backward reads ``h`` and the incoming gradient once,
 recomputes what it needs, writes the input gradient, and sums the three parameter gradients per program
-into a small partials buffer that one ``sum`` reduces (no atomics: the same inputs give the same bits).
+into a small partials buffer that a second kernel reduces in program order (no atomics: the same inputs give
+the same bits). When the layer's parameters take no gradient (the critic, frozen during the actor's step) the
+backward skips those sums.
 torch.compile sees the op as one opaque call, so it stays inside the compiled update and its CUDA graph.
 
 Elsewhere (CPU runs, float64 copies, the ONNX export, which moves the policy to the CPU) the network runs its
@@ -27,13 +29,26 @@ except ImportError:  # pragma: no cover - platforms without Triton
 KERNEL_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 """Activation dtypes the kernel takes; its parameters must be float32 (the modules' own)."""
 
+OP_NAME = "layer_norm_silu_v2"
+"""The forward op's name in the ``trainrt`` namespace (the backward's adds ``_backward``). The version moves
+whenever the ops' signatures or the gradient formula change: torch.compile's on-disk caches key a compiled
+graph by the names of the ops it calls, not by their Python code, so an entry compiled against older code
+would call it with the old signature."""
+
 _TILE_ELEMENTS = 8192
-"""Elements of one row tile (rows x padded width) a program holds at once: 8 rows of the critic's 768."""
+"""Elements of one row tile (rows x padded width) a forward program holds: 8 rows of the critic's 768."""
+
+_BACKWARD_TILE_ELEMENTS = 4096
+"""Elements of one row tile a backward program holds at once. The backward keeps three running sums of that
+size (the parameter gradients, summed across rows once at the end), so its tile is the smaller."""
 
 _TARGET_PROGRAMS = 256
-"""About how many programs the backward spreads the rows over (each writes one partial row of sums).
-With 4096-element tiles and 512 programs the SAC learner was slower than with inductor's own kernels; with
-these two it is faster (adr/0023 has both measurements)."""
+"""About how many programs the backward spreads the rows over (each writes one partial row of sums per
+parameter); adr/0023 has the measurements."""
+
+_SUM_ROWS, _SUM_COLUMNS = 32, 64
+"""The tile (partial rows x columns) of the kernel that adds the backward's partial sums: many narrow column
+blocks and few passes, so the adding is not one long chain of loads."""
 
 
 def kernel_supported(device: torch.device, param_dtype: torch.dtype) -> bool:
@@ -71,25 +86,31 @@ def layer_norm_silu(
     members, _, width = h.shape
     if linear_bias is None:
         linear_bias = torch.zeros(members, 1, width, device=h.device, dtype=torch.float32)
-    out, _, _ = torch.ops.trainrt.layer_norm_silu(h, linear_bias, weight, bias, eps)
+    out, _, _ = getattr(torch.ops.trainrt, OP_NAME)(h, linear_bias, weight, bias, eps)
     return out
 
 
 # --------------------------------------------------------------------------------------------------
 # launch geometry
 # --------------------------------------------------------------------------------------------------
-def _block_sizes(width: int) -> tuple[int, int]:
-    """(rows per tile, padded width) for rows of ``width`` values."""
+def _block_sizes(width: int, tile_elements: int) -> tuple[int, int]:
+    """(rows per tile, padded width) for rows of ``width`` values in tiles of about ``tile_elements``."""
     block_d = triton.next_power_of_2(width)
-    return max(1, _TILE_ELEMENTS // block_d), block_d
+    return max(1, tile_elements // block_d), block_d
 
 
-def backward_rows_per_program(rows_per_member: int, members: int, block_r: int) -> int:
-    """Rows one backward program sums over: a power of two that divides ``rows_per_member`` (so a program
-    never spans two members), about ``_TARGET_PROGRAMS`` programs in all, at least one tile where it can."""
-    total = rows_per_member * members
-    wanted = max(block_r, 1 << max(0, (total // _TARGET_PROGRAMS).bit_length() - 1))
-    return min(rows_per_member & -rows_per_member, wanted)  # the largest power of two dividing it
+def backward_split(rows_per_member: int, members: int, block_r: int) -> tuple[int, int]:
+    """(rows per backward program, programs per member): whole tiles of one member's rows per program, about
+    ``_TARGET_PROGRAMS`` programs in all, and no more programs than tiles. The last program of a member may
+    hold fewer rows (masked)."""
+    tiles = triton.cdiv(rows_per_member, block_r)
+    wanted = max(1, min(tiles, _TARGET_PROGRAMS // members))
+    rows_per_program = triton.cdiv(tiles, wanted) * block_r
+    return rows_per_program, triton.cdiv(rows_per_member, rows_per_program)
+
+
+def _num_warps(block_d: int) -> int:
+    return 4 if block_d <= 512 else 8
 
 
 # --------------------------------------------------------------------------------------------------
@@ -100,24 +121,26 @@ if triton is not None:
     @triton.jit
     def _forward_kernel(
         H, LIN_B, GAMMA, BETA, Y, MEAN, RSTD,
-        total_rows, rows_per_member, width, eps,
+        rows_per_member, width, eps,
         BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr,
     ):  # fmt: skip
-        rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+        # grid: (row tiles of one member, members); a program's rows belong to one member
+        member = tl.program_id(1)
+        local = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+        rows = member * rows_per_member + local
         cols = tl.arange(0, BLOCK_D)
-        row_ok = rows < total_rows
+        row_ok = local < rows_per_member
         col_ok = cols < width
         ok = row_ok[:, None] & col_ok[None, :]
-        member = rows // rows_per_member
+        lin_b = tl.load(LIN_B + member * width + cols, mask=col_ok, other=0.0)
+        gamma = tl.load(GAMMA + member * width + cols, mask=col_ok, other=0.0)
+        beta = tl.load(BETA + member * width + cols, mask=col_ok, other=0.0)
         offsets = rows[:, None] * width + cols[None, :]
-        params = member[:, None] * width + cols[None, :]
-        x = tl.load(H + offsets, mask=ok, other=0.0).to(tl.float32)
-        x += tl.load(LIN_B + params, mask=ok, other=0.0)
+        x = tl.load(H + offsets, mask=ok, other=0.0).to(tl.float32) + lin_b[None, :]
         mean = tl.sum(x, axis=1) / width
         centred = tl.where(ok, x - mean[:, None], 0.0)
         rstd = 1.0 / tl.sqrt(tl.sum(centred * centred, axis=1) / width + eps)
-        z = centred * rstd[:, None] * tl.load(GAMMA + params, mask=ok, other=0.0)
-        z += tl.load(BETA + params, mask=ok, other=0.0)
+        z = centred * rstd[:, None] * gamma[None, :] + beta[None, :]
         y = z * tl.sigmoid(z)
         tl.store(Y + offsets, y.to(Y.dtype.element_ty), mask=ok)
         tl.store(MEAN + rows, mean, mask=row_ok)
@@ -126,23 +149,26 @@ if triton is not None:
     @triton.jit
     def _backward_kernel(
         H, LIN_B, GAMMA, BETA, MEAN, RSTD, DY, DH, PARTIALS,
-        rows_per_member, width,
-        ROWS_PER_PROGRAM: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr,
+        rows_per_member, rows_per_program, width,
+        PARAM_GRADS: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr,
     ):  # fmt: skip
+        # grid: (programs per member, members); each program owns rows_per_program rows of one member
         program = tl.program_id(0)
-        first_row = program * ROWS_PER_PROGRAM
-        member = first_row // rows_per_member
+        member = tl.program_id(1)
         cols = tl.arange(0, BLOCK_D)
         col_ok = cols < width
         lin_b = tl.load(LIN_B + member * width + cols, mask=col_ok, other=0.0)
         gamma = tl.load(GAMMA + member * width + cols, mask=col_ok, other=0.0)
         beta = tl.load(BETA + member * width + cols, mask=col_ok, other=0.0)
-        sum_gamma = tl.zeros((BLOCK_D,), dtype=tl.float32)
-        sum_beta = tl.zeros((BLOCK_D,), dtype=tl.float32)
-        sum_lin_b = tl.zeros((BLOCK_D,), dtype=tl.float32)
-        for start in range(0, ROWS_PER_PROGRAM, BLOCK_R):
-            rows = first_row + start + tl.arange(0, BLOCK_R)
-            row_ok = rows < first_row + ROWS_PER_PROGRAM
+        # Running sums per tile position; summed across rows once, after the loop.
+        sum_gamma = tl.zeros((BLOCK_R, BLOCK_D), dtype=tl.float32)
+        sum_beta = tl.zeros((BLOCK_R, BLOCK_D), dtype=tl.float32)
+        sum_lin_b = tl.zeros((BLOCK_R, BLOCK_D), dtype=tl.float32)
+        first = program * rows_per_program
+        for start in range(0, rows_per_program, BLOCK_R):
+            local = first + start + tl.arange(0, BLOCK_R)
+            row_ok = local < rows_per_member
+            rows = member * rows_per_member + local
             ok = row_ok[:, None] & col_ok[None, :]
             offsets = rows[:, None] * width + cols[None, :]
             mean = tl.load(MEAN + rows, mask=row_ok, other=0.0)
@@ -159,19 +185,45 @@ if triton is not None:
             dh = (dx_hat - x_hat * mean_dx_hat_x_hat[:, None] - mean_dx_hat[:, None]) * rstd[:, None]
             dh = tl.where(ok, dh, 0.0)
             tl.store(DH + offsets, dh.to(DH.dtype.element_ty), mask=ok)
-            sum_gamma += tl.sum(dz * x_hat, axis=0)
-            sum_beta += tl.sum(dz, axis=0)
-            sum_lin_b += tl.sum(dh, axis=0)
-        base = PARTIALS + program * 3 * width + cols
-        tl.store(base, sum_gamma, mask=col_ok)
-        tl.store(base + width, sum_beta, mask=col_ok)
-        tl.store(base + 2 * width, sum_lin_b, mask=col_ok)
+            if PARAM_GRADS:
+                sum_gamma += dz * x_hat
+                sum_beta += dz
+                sum_lin_b += dh
+        if PARAM_GRADS:
+            base = PARTIALS + ((member * tl.num_programs(0) + program) * 3) * width + cols
+            tl.store(base, tl.sum(sum_gamma, axis=0), mask=col_ok)
+            tl.store(base + width, tl.sum(sum_beta, axis=0), mask=col_ok)
+            tl.store(base + 2 * width, tl.sum(sum_lin_b, axis=0), mask=col_ok)
+
+    @triton.jit
+    def _sum_partials_kernel(
+        PARTIALS, GRAD_GAMMA, GRAD_BETA, GRAD_LIN_B,
+        programs_per_member, width,
+        BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
+    ):  # fmt: skip
+        # grid: (column blocks, members); sums a member's partial rows BLOCK_P at a time, in a fixed order
+        member = tl.program_id(1)
+        cols = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
+        col_ok = cols < width
+        sum_gamma = tl.zeros((BLOCK_P, BLOCK_C), dtype=tl.float32)
+        sum_beta = tl.zeros((BLOCK_P, BLOCK_C), dtype=tl.float32)
+        sum_lin_b = tl.zeros((BLOCK_P, BLOCK_C), dtype=tl.float32)
+        for start in range(0, programs_per_member, BLOCK_P):
+            program = start + tl.arange(0, BLOCK_P)
+            ok = (program < programs_per_member)[:, None] & col_ok[None, :]
+            base = PARTIALS + ((member * programs_per_member + program[:, None]) * 3) * width + cols[None, :]
+            sum_gamma += tl.load(base, mask=ok, other=0.0)
+            sum_beta += tl.load(base + width, mask=ok, other=0.0)
+            sum_lin_b += tl.load(base + 2 * width, mask=ok, other=0.0)
+        tl.store(GRAD_GAMMA + member * width + cols, tl.sum(sum_gamma, axis=0), mask=col_ok)
+        tl.store(GRAD_BETA + member * width + cols, tl.sum(sum_beta, axis=0), mask=col_ok)
+        tl.store(GRAD_LIN_B + member * width + cols, tl.sum(sum_lin_b, axis=0), mask=col_ok)
 
 
 # --------------------------------------------------------------------------------------------------
 # the custom op and its gradient
 # --------------------------------------------------------------------------------------------------
-@torch.library.custom_op("trainrt::layer_norm_silu", mutates_args=())
+@torch.library.custom_op(f"trainrt::{OP_NAME}", mutates_args=())
 def _layer_norm_silu_op(
     h: torch.Tensor, linear_bias: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -182,11 +234,11 @@ def _layer_norm_silu_op(
     y = torch.empty_like(h)
     mean = torch.empty(total, device=h.device, dtype=torch.float32)
     rstd = torch.empty(total, device=h.device, dtype=torch.float32)
-    block_r, block_d = _block_sizes(width)
-    _forward_kernel[(triton.cdiv(total, block_r),)](
+    block_r, block_d = _block_sizes(width, _TILE_ELEMENTS)
+    _forward_kernel[(triton.cdiv(rows_per_member, block_r), members)](
         h, linear_bias.contiguous(), weight.contiguous(), bias.contiguous(), y, mean, rstd,
-        total, rows_per_member, width, eps,
-        BLOCK_R=block_r, BLOCK_D=block_d, num_warps=4 if block_d <= 512 else 8,
+        rows_per_member, width, eps,
+        BLOCK_R=block_r, BLOCK_D=block_d, num_warps=_num_warps(block_d),
     )  # fmt: skip
     return y, mean, rstd
 
@@ -198,7 +250,7 @@ def _layer_norm_silu_fake(h, linear_bias, weight, bias, eps):
     return torch.empty_like(h, memory_format=torch.contiguous_format), stats, stats.clone()
 
 
-@torch.library.custom_op("trainrt::layer_norm_silu_backward", mutates_args=())
+@torch.library.custom_op(f"trainrt::{OP_NAME}_backward", mutates_args=())
 def _layer_norm_silu_backward_op(
     grad: torch.Tensor,
     h: torch.Tensor,
@@ -207,32 +259,39 @@ def _layer_norm_silu_backward_op(
     bias: torch.Tensor,
     mean: torch.Tensor,
     rstd: torch.Tensor,
+    param_grads: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Gradients of h (h's dtype), linear_bias, weight and bias (float32, (M, 1, D)) from the kernel."""
+    """Gradients of h (h's dtype), linear_bias, weight and bias (float32, (M, 1, D)) from the kernel. Without
+    ``param_grads`` (the parameters are frozen) the last three are empty and the kernel skips their sums."""
     h = h.contiguous()
     grad = grad.contiguous()
     members, rows_per_member, width = h.shape
-    block_r, block_d = _block_sizes(width)
-    rows_per_program = backward_rows_per_program(rows_per_member, members, block_r)
-    programs = members * rows_per_member // rows_per_program
+    block_r, block_d = _block_sizes(width, _BACKWARD_TILE_ELEMENTS)
+    rows_per_program, programs = backward_split(rows_per_member, members, block_r)
     grad_h = torch.empty_like(h)
-    partials = torch.empty(programs, 3, width, device=h.device, dtype=torch.float32)
-    _backward_kernel[(programs,)](
+    shape = (members, 1, width) if param_grads else (0,)
+    grad_weight, grad_bias, grad_linear_bias = (h.new_empty(shape, dtype=torch.float32) for _ in range(3))
+    # Frozen parameters: the kernel compiles without the sums and never touches its partials argument.
+    partials = h.new_empty((members, programs, 3, width), dtype=torch.float32) if param_grads else grad_h
+    _backward_kernel[(programs, members)](
         h, linear_bias.contiguous(), weight.contiguous(), bias.contiguous(), mean, rstd, grad, grad_h,
-        partials, rows_per_member, width,
-        ROWS_PER_PROGRAM=rows_per_program, BLOCK_R=min(block_r, rows_per_program), BLOCK_D=block_d,
-        num_warps=4 if block_d <= 512 else 8,
+        partials, rows_per_member, rows_per_program, width,
+        PARAM_GRADS=param_grads, BLOCK_R=block_r, BLOCK_D=block_d, num_warps=_num_warps(block_d),
     )  # fmt: skip
-    sums = partials.view(members, programs // members, 3, width).sum(1)  # (M, 3, D)
-    # Each its own (M, 1, D) tensor: a custom op's outputs may not share storage.
-    grad_weight, grad_bias, grad_linear_bias = (sums[:, k : k + 1].clone() for k in range(3))
+    if param_grads:
+        block_c = min(block_d, _SUM_COLUMNS)
+        _sum_partials_kernel[(triton.cdiv(width, block_c), members)](
+            partials, grad_weight, grad_bias, grad_linear_bias, programs, width,
+            BLOCK_P=min(triton.next_power_of_2(programs), _SUM_ROWS), BLOCK_C=block_c,
+        )  # fmt: skip
     return grad_h, grad_linear_bias, grad_weight, grad_bias
 
 
 @_layer_norm_silu_backward_op.register_fake
-def _layer_norm_silu_backward_fake(grad, h, linear_bias, weight, bias, mean, rstd):
+def _layer_norm_silu_backward_fake(grad, h, linear_bias, weight, bias, mean, rstd, param_grads):
     members, _, width = h.shape
-    params = [h.new_empty(members, 1, width, dtype=torch.float32) for _ in range(3)]
+    shape = (members, 1, width) if param_grads else (0,)
+    params = [h.new_empty(shape, dtype=torch.float32) for _ in range(3)]
     return torch.empty_like(h, memory_format=torch.contiguous_format), *params
 
 
@@ -244,9 +303,12 @@ def _setup_context(ctx, inputs, output) -> None:
 
 def _backward(ctx, grad_y, _grad_mean, _grad_rstd):
     h, linear_bias, weight, bias, mean, rstd = ctx.saved_tensors
+    param_grads = any(ctx.needs_input_grad[1:4])  # the critic is frozen during the actor's step
     grad_h, grad_linear_bias, grad_weight, grad_bias = _layer_norm_silu_backward_op(
-        grad_y, h, linear_bias, weight, bias, mean, rstd
+        grad_y, h, linear_bias, weight, bias, mean, rstd, param_grads
     )
+    if not param_grads:
+        return grad_h, None, None, None, None
     return grad_h, grad_linear_bias, grad_weight, grad_bias, None
 
 
