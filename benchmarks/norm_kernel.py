@@ -1,6 +1,6 @@
 """DIAGNOSTIC: SAC's hidden-layer tail, the fused kernel against inductor's own kernels, per layer and per network.
 
-    python benchmarks/norm_kernel.py [--rows 8192] [--geometries 8192x256x4096,8192x256x8192] [--repeats 10]
+    python benchmarks/norm_kernel.py [--rows 8192] [--geometries 8192x256x4096x1,8192x512x4096x2] [--repeats 10]
         [--out result.json]
 
 Each number is the GPU time of all kernels one call launches (the torch profiler's kernel durations, summed
@@ -10,8 +10,8 @@ in the learner:
 1. every layer tail of the walk's SAC networks alone (the twin critic: 2 members of width 768, 384, 192; the
    actor: 1 member of 512, 256, 128), forward, and forward plus backward: torch.compile of the torch tail,
    ending in the bf16 cast the next product applies, against the kernel under each launch geometry
-   (``TILExPROGRAMSxBACKWARDTILE``: `fused_norm._TILE_ELEMENTS`, `fused_norm._TARGET_PROGRAMS` and
-   `fused_norm._BACKWARD_TILE_ELEMENTS`; the last may be left out);
+   (``TILExPROGRAMSxBACKWARDTILExSTAGES``: `fused_norm._TILE_ELEMENTS`, `fused_norm._TARGET_PROGRAMS`,
+   `fused_norm._BACKWARD_TILE_ELEMENTS` and `fused_norm._BACKWARD_STAGES`; the last two may be left out);
 2. the twin critic as a network (`StackedLayerNormMlp` at the walk's sizes), compiled, forward plus backward,
    with the kernel under each geometry and without it (``networks.FUSED_NORM_KERNEL = False``): the kernel's
    effect where inductor also fuses the layers' neighbours, which an opaque op prevents.
@@ -47,25 +47,28 @@ NUM_ATOMS = 101
 WARMUP_CALLS = 3
 
 
-Geometry = tuple[int, int, int]
-"""(forward tile elements, backward programs, backward tile elements)."""
+Geometry = tuple[int, int, int, int]
+"""(forward tile elements, backward programs, backward tile elements, backward pipeline stages)."""
 
 
 def parse_geometries(text: str) -> list[Geometry]:
-    """``"8192x256x4096,4096x512"`` -> [(8192, 256, 4096), (4096, 512, 4096)]: TILExPROGRAMS[xBACKWARDTILE],
-    the backward tile defaulting to the shipped one; ValueError naming the bad entry."""
+    """``"8192x256x4096x2,4096x512"`` -> [(8192, 256, 4096, 2), (4096, 512, 4096, 1)]:
+    TILExPROGRAMS[xBACKWARDTILE[xSTAGES]], the last two defaulting to the shipped values; ValueError naming the
+    bad entry."""
     geometries = []
     for entry in (e for e in text.split(",") if e):
         parts = entry.split("x")
-        if not (2 <= len(parts) <= 3 and all(p.isdigit() and int(p) > 0 for p in parts)):
+        if not (2 <= len(parts) <= 4 and all(p.isdigit() and int(p) > 0 for p in parts)):
             raise ValueError(
-                f"geometry {entry!r} is not TILExPROGRAMS[xBACKWARDTILE] with positive integers "
-                "(e.g. --geometries 8192x256x4096)"
+                f"geometry {entry!r} is not TILExPROGRAMS[xBACKWARDTILE[xSTAGES]] with positive integers "
+                "(e.g. --geometries 8192x256x4096x1)"
             )
-        tile, programs, *backward = (int(p) for p in parts)
-        geometries.append((tile, programs, backward[0] if backward else fused_norm._BACKWARD_TILE_ELEMENTS))
+        values = [int(p) for p in parts]
+        shipped = (fused_norm._BACKWARD_TILE_ELEMENTS, fused_norm._BACKWARD_STAGES)
+        tile, programs, backward_tile, stages = values + list(shipped[len(values) - 2 :])
+        geometries.append((tile, programs, backward_tile, stages))
     if not geometries:
-        raise ValueError("give at least one geometry (e.g. --geometries 8192x256x4096)")
+        raise ValueError("give at least one geometry (e.g. --geometries 8192x256x4096x1)")
     return geometries
 
 
@@ -73,7 +76,7 @@ def label(geometry: Geometry) -> str:
     return "x".join(str(v) for v in geometry)
 
 
-_CONSTANTS = ("_TILE_ELEMENTS", "_TARGET_PROGRAMS", "_BACKWARD_TILE_ELEMENTS")
+_CONSTANTS = ("_TILE_ELEMENTS", "_TARGET_PROGRAMS", "_BACKWARD_TILE_ELEMENTS", "_BACKWARD_STAGES")
 
 
 @contextlib.contextmanager
@@ -126,7 +129,7 @@ def layer_times(
     members: int, width: int, rows: int, geometries: list[Geometry], repeats: int, device: torch.device
 ) -> dict[str, list[float]]:
     """{arm: [forward us, forward + backward us]} for one layer tail; arms: ``compiled`` (``eager`` off CUDA)
-    and ``kernel TILExPROGRAMSxBACKWARDTILE``."""
+    and ``kernel TILExPROGRAMSxBACKWARDTILExSTAGES``."""
     g = torch.Generator(device="cpu").manual_seed(0)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     h = torch.randn(members, rows, width, generator=g).to(device, dtype).requires_grad_()
@@ -159,7 +162,7 @@ def layer_times(
 def network_times(
     rows: int, geometries: list[Geometry], repeats: int, device: torch.device
 ) -> dict[str, float]:
-    """{arm: forward + backward us} of the compiled twin critic: ``without kernel`` and ``kernel TILExPROGRAMSxBACKWARDTILE``."""
+    """{arm: forward + backward us} of the compiled twin critic: ``without kernel`` and ``kernel TILExPROGRAMSxBACKWARDTILExSTAGES``."""
     torch.manual_seed(0)
     critic = networks.StackedLayerNormMlp(2, CRITIC_INPUT, list(CRITIC_WIDTHS), NUM_ATOMS).to(device)
     x = torch.randn(rows, CRITIC_INPUT, device=device)
@@ -195,8 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=8192, help="rows per member (the learner's batch)")
     parser.add_argument(
         "--geometries",
-        default="8192x256x4096,8192x256x8192",
-        help="kernel launch constants, TILExPROGRAMS[xBACKWARDTILE]",
+        default="8192x256x4096x1,8192x512x4096x2",
+        help="kernel launch constants, TILExPROGRAMS[xBACKWARDTILE[xSTAGES]]",
     )
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--out", default=None)

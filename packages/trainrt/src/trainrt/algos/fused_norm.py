@@ -46,6 +46,10 @@ _TARGET_PROGRAMS = 256
 """About how many programs the backward spreads the rows over (each writes one partial row of sums per
 parameter); adr/0023 has the measurements."""
 
+_BACKWARD_STAGES = 1
+"""Loop iterations of a backward program whose loads are in flight at once (Triton's software pipelining;
+1: none)."""
+
 _SUM_ROWS, _SUM_COLUMNS = 32, 64
 """The tile (partial rows x columns) of the kernel that adds the backward's partial sums: many narrow column
 blocks and few passes, so the adding is not one long chain of loads."""
@@ -150,7 +154,7 @@ if triton is not None:
     def _backward_kernel(
         H, LIN_B, GAMMA, BETA, MEAN, RSTD, DY, DH, PARTIALS,
         rows_per_member, rows_per_program, width,
-        PARAM_GRADS: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr,
+        PARAM_GRADS: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr, STAGES: tl.constexpr,
     ):  # fmt: skip
         # grid: (programs per member, members); each program owns rows_per_program rows of one member
         program = tl.program_id(0)
@@ -165,7 +169,7 @@ if triton is not None:
         sum_beta = tl.zeros((BLOCK_R, BLOCK_D), dtype=tl.float32)
         sum_lin_b = tl.zeros((BLOCK_R, BLOCK_D), dtype=tl.float32)
         first = program * rows_per_program
-        for start in range(0, rows_per_program, BLOCK_R):
+        for start in tl.range(0, rows_per_program, BLOCK_R, num_stages=STAGES):
             local = first + start + tl.arange(0, BLOCK_R)
             row_ok = local < rows_per_member
             rows = member * rows_per_member + local
@@ -276,7 +280,8 @@ def _layer_norm_silu_backward_op(
     _backward_kernel[(programs, members)](
         h, linear_bias.contiguous(), weight.contiguous(), bias.contiguous(), mean, rstd, grad, grad_h,
         partials, rows_per_member, rows_per_program, width,
-        PARAM_GRADS=param_grads, BLOCK_R=block_r, BLOCK_D=block_d, num_warps=_num_warps(block_d),
+        PARAM_GRADS=param_grads, BLOCK_R=block_r, BLOCK_D=block_d, STAGES=_BACKWARD_STAGES,
+        num_warps=_num_warps(block_d),
     )  # fmt: skip
     if param_grads:
         block_c = min(block_d, _SUM_COLUMNS)
