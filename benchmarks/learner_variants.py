@@ -1,7 +1,7 @@
 """DIAGNOSTIC: the compiled learner under named variants, interleaved in one process, ms per update.
 
     python benchmarks/learner_variants.py --algo sac --task g1_walk_flat [--variants padded,unpadded]
-        [--rounds 2] [--out result.json]
+        [--rounds 2] [--profile] [--out result.json]
 
 Fills one replay buffer from the preset's own collector, then for each round and each variant in turn
 builds a fresh agent from the same seed under that variant, captures all updates of an iteration as one
@@ -28,6 +28,9 @@ compiled graph and times it as `trainrt bench learner` does (``fused`` mode). Va
   not have is reported as skipped.
 
 Reports ms per update of every round, the median per variant and each variant's speedup over the first.
+With ``--profile`` each variant's first round also profiles one replay of the iteration's updates, as
+`benchmarks/profile_iteration.py` profiles the learner (GPU time per kernel family, the top kernels, the
+idle gaps), so two variants' kernels can be compared side by side.
 Interleaving puts machine drift on every variant alike. The acceptance number stays
 ``tail_env_steps_per_sec`` of a training run.
 """
@@ -133,6 +136,19 @@ def applied(variant: str) -> Iterator[None]:
             cls.compiled_parts = names
 
 
+def _profile_iteration() -> Any:
+    """`benchmarks/profile_iteration.py`, imported from this script's folder (its kernel profiler)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "profile_iteration", Path(__file__).with_name("profile_iteration.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--algo", default="sac")
@@ -141,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", default="padded,unpadded", help=f"comma-separated, of {list(VARIANTS)}")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--profile", action="store_true", help="profile each variant's first round")
     parser.add_argument("--out", default=None)
     parser.add_argument("overrides", nargs="*", help="key=value overrides, as for trainrt train")
     args = parser.parse_args(argv)
@@ -166,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
         return replay.sample(params.batch_size, g, from_view=True)
 
     runs: dict[str, list[float]] = {v: [] for v in names}
+    profiles: dict[str, Any] = {}
+    profile_kernels = _profile_iteration().profile_kernels if args.profile else None
     for round_index in range(args.rounds):
         for variant in names:
             with applied(variant):
@@ -179,6 +198,10 @@ def main(argv: list[str] | None = None) -> int:
                     iterations=args.iterations,
                     modes=("fused",),
                 )
+                if profile_kernels is not None and round_index == 0:
+                    profiles[variant] = profile_kernels(
+                        lambda agent=agent: agent.replay_updates(params.updates_per_iteration)
+                    )
             ms = timing["fused_ms_per_update"]
             runs[variant].append(ms)
             print(f"round {round_index} {variant}: {ms:.4f} ms per update", flush=True)
@@ -199,11 +222,18 @@ def main(argv: list[str] | None = None) -> int:
         "ms_per_update": runs,
         "median_ms_per_update": medians,
         "speedup_over_first": {v: medians[first] / m for v, m in medians.items()} if first else {},
+        "profiles": profiles or None,
     }
     for variant, median in medians.items():
         print(
             f"{variant}: median {median:.4f} ms per update, {result['speedup_over_first'][variant]:.3f}x "
             f"the speed of {first}"
+        )
+    for variant, profile in profiles.items():
+        print(
+            f"{variant}: {profile['gpu_busy_ms']:.2f} ms of kernels, {profile['kernel_launches']} launches, "
+            f"{profile['idle_ms']:.2f} ms idle per iteration; "
+            + ", ".join(f"{k} {v['ms']:.2f} ms" for k, v in profile["families"].items())
         )
     if args.out:
         with open(args.out, "w") as f:

@@ -20,7 +20,7 @@ def test_variants_alternate_and_write_their_timings(tmp_path):
     out = tmp_path / "variants.json"
     command = [
         sys.executable, str(SCRIPT), "--sim=mujoco", "--variants=padded,frozen_norm_affine", "--rounds=2",
-        "--iterations=1", f"--out={out}", *TINY_LEARNER,
+        "--iterations=1", "--profile", f"--out={out}", *TINY_LEARNER,
     ]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -29,6 +29,10 @@ def test_variants_alternate_and_write_their_timings(tmp_path):
     assert list(data["ms_per_update"]) == ["padded", "frozen_norm_affine"]
     assert all(len(ms) == 2 and min(ms) > 0 for ms in data["ms_per_update"].values())
     assert data["speedup_over_first"]["padded"] == 1.0
+    # --profile: each variant's first round, profiled (CPU ops here, kernels on CUDA)
+    assert list(data["profiles"]) == ["padded", "frozen_norm_affine"]
+    for profile in data["profiles"].values():
+        assert profile["kernel_launches"] > 0 and profile["gpu_busy_ms"] > 0 and profile["top_kernels"]
     lines = [line for line in result.stdout.splitlines() if line.startswith("round ")]
     assert [line.split(":")[0] for line in lines] == [
         "round 0 padded", "round 0 frozen_norm_affine", "round 1 padded", "round 1 frozen_norm_affine",
