@@ -3,12 +3,12 @@
     y = silu(layer_norm(h + b_lin) * gamma + beta)      h: (M, B, D) from the layer's bias-free product
 
 On CUDA `StackedLayerNormMlp` calls `layer_norm_silu` after every hidden product. It is the custom op
-``trainrt::layer_norm_silu_v2`` (`OP_NAME`): the forward reads ``h`` once and writes ``y`` in ``h``'s dtype (bf16 under
-autocast) plus one mean and one inverse std per row; the backward reads ``h`` and the incoming gradient once,
-recomputes what it needs, writes the input gradient, and sums the three parameter gradients per program
-into a small partials buffer that a second kernel reduces in program order (no atomics: the same inputs give
-the same bits). When the layer's parameters take no gradient (the critic, frozen during the actor's step) the
-backward skips those sums.
+``trainrt::layer_norm_silu_v2`` (`OP_NAME`): the forward reads ``h`` once and writes ``y`` in ``h``'s dtype
+(bf16 under autocast) plus one mean and one inverse std per row; the backward reads ``h`` and the incoming
+gradient once, recomputes what it needs, writes the input gradient, and sums the three parameter gradients
+per program into a small partials buffer that a second kernel reduces in program order (no atomics: the
+same inputs give the same bits). When the layer's parameters take no gradient (the critic, frozen during the
+actor's step) the backward skips those sums.
 torch.compile sees the op as one opaque call, so it stays inside the compiled update and its CUDA graph.
 
 Elsewhere (CPU runs, float64 copies, the ONNX export, which moves the policy to the CPU) the network runs its
