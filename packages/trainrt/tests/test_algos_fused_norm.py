@@ -84,6 +84,12 @@ def _interpreter_checks() -> None:
     """Run in a child process with TRITON_INTERPRET=1 (see the module docstring)."""
     for shape in SHAPES:
         _check_against_float64(*shape)
+    # Without a linear bias the kernel adds zeros: the same bits as an explicit zero bias.
+    h, (_, weight, bias), _ = _operands(2, 24, 40, torch.float32, seed=5)
+    zero = torch.zeros(2, 1, 40)
+    assert torch.equal(
+        layer_norm_silu(h, None, weight, bias, EPS), layer_norm_silu(h, zero, weight, bias, EPS)
+    )
     # Inside torch.compile the kernel is one opaque op: the same values and gradients as eager, with the
     # parameters trained and frozen.
     h, params, upstream = _operands(2, 32, 48, torch.float32, seed=3)
