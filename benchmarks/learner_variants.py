@@ -11,6 +11,11 @@ compiled graph and times it as `trainrt bench learner` does (``fused`` mode). Va
   SAC's hidden layers ending in the fused LayerNorm + SiLU kernel, adr/0023);
 - ``compiled_norm``: padded, with SAC's hidden-layer tails as torch operations that inductor fuses on its own
   (``networks.FUSED_NORM_KERNEL = False``, the learner before adr/0023). FlashSAC has no such layers;
+- ``fused_adamw``: padded, with the actor's and critic's optimizer steps left out of the compiled parts, as
+  before adr/0025: torch's fused AdamW kernel, then the target EMA (and FlashSAC's projections) as their own
+  kernels;
+- ``eager_sample``: padded, with the replay's row picking and gathers run eagerly, as before adr/0025
+  (about twenty small kernels per sample);
 - ``unpadded``: ``networks.GEMM_ALIGNMENT = 1``;
 - ``frozen_norm_affine`` (a measurement, not a learner): padded, with the normalization layers' scales and
   shifts frozen, so the update computes no gradient for them. What it saves against ``padded`` is the cost
@@ -58,6 +63,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "padded": {},
     "unpadded": {"gemm_alignment": 1},
     "compiled_norm": {"fused_norm_kernel": False},
+    "fused_adamw": {"uncompiled_parts": ("_critic_step", "_actor_step")},
+    "eager_sample": {"eager_sample": True},
     "frozen_norm_affine": {"freeze_norm_affine": True},
     "zeroed_grads": {"zeroed_grads": True},
     "eager_bookkeeping": {"uncompiled_parts": ("_advance_lr_schedule", "_record_losses")},
@@ -67,8 +74,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 """Variant name -> changes: ``gemm_alignment`` (networks.GEMM_ALIGNMENT), ``fused_norm_kernel``
 (networks.FUSED_NORM_KERNEL), ``inductor`` option values and
-``freeze_norm_affine`` (`freeze_norm_affine`), ``zeroed_grads`` (`zeroed_grads`) and ``uncompiled_parts`` (update
-parts the agents then leave uncompiled)."""
+``freeze_norm_affine`` (`freeze_norm_affine`), ``zeroed_grads`` (`zeroed_grads`), ``uncompiled_parts`` (update
+parts the agents then leave uncompiled) and ``eager_sample`` (the replay samples eagerly)."""
 
 AGENT_CLASSES: tuple[type, ...] = (sac.SacAgent, flashsac.FlashSacAgent)
 """The agents whose compiled parts a variant's ``uncompiled_parts`` removes."""
@@ -191,12 +198,19 @@ def main(argv: list[str] | None = None) -> int:
                 agent = build_agent(cfg, env.obs_dims, env.num_actions, env.device)
                 if VARIANTS[variant].get("freeze_norm_affine"):
                     freeze_norm_affine(agent)
+                if env.device.type != "cuda":
+                    compile_sample = None  # as in training: compiled parts are for CUDA
+                elif VARIANTS[variant].get("eager_sample"):
+                    compile_sample = lambda: replay._transitions.uncompile("eager_sample variant")  # noqa: E731
+                else:
+                    compile_sample = replay.compile_sample
                 timing = learner_benchmark(
                     agent,
                     sample,
                     updates_per_iteration=params.updates_per_iteration,
                     iterations=args.iterations,
                     modes=("fused",),
+                    compile_sample=compile_sample,
                 )
                 if profile_kernels is not None and round_index == 0:
                     profiles[variant] = profile_kernels(

@@ -302,3 +302,64 @@ def test_the_bookkeeping_parts_compile_whole_and_match_the_eager_update(algo):
         expected_lr = 3e-4 * agent._lr_schedule.factor(9)
         assert runs[compiled][-1, 0].item() == pytest.approx(expected_lr, rel=1e-6)
     torch.testing.assert_close(runs[True], runs[False], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_the_optimizer_step_parts_compile_whole_and_match_the_eager_update(algo):
+    """The actor's and critic's steps compile whole: AdamW in its functional multi-tensor form, FlashSAC's
+    projections and the target EMA. With a scheduled (tensor) learning rate and both update shapes, no
+    recompilation after the first two updates, and the weights, the target, the moments and the step counters
+    of torch's own `AdamW.step` to float rounding (a learning rate frozen at its traced value would be off by
+    the schedule's change, about the step size)."""
+    import torch._dynamo
+
+    from trainrt.algos.adamw_step import init_adamw_state
+
+    steps = ("_critic_step", "_actor_step")
+    schedule = {"lr_schedule": "warmup_cosine", "lr_warmup_updates": 3, "lr_final_ratio": 0.1}
+    finals = {}
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        agent, buffer = _agent_with_data(algo, seed=0, actor_update_period=2, lr_decay_updates=8, **schedule)
+        assert set(steps) <= set(type(agent).compiled_parts)
+        if compiled:
+            torch._dynamo.reset()
+            for optimizer in (agent.actor_optimizer, agent.critic_optimizer):
+                init_adamw_state(optimizer)
+            agent._parts = {
+                name: torch.compile(getattr(agent, name), fullgraph=True, dynamic=False) for name in steps
+            }
+        for update in range(8):
+            with torch._dynamo.config.patch(error_on_recompile=compiled and update >= 2):
+                agent.update(buffer.sample(32, agent.update_rng))
+        finals[compiled] = agent.state_dict()
+    eager, fused = finals[False], finals[True]
+    for net in ("actor", "critic", "critic_target"):
+        for name, value in eager[net].items():
+            torch.testing.assert_close(fused[net][name], value, rtol=1e-5, atol=1e-6, msg=f"{net}.{name}")
+    for opt in ("actor_optimizer", "critic_optimizer"):
+        for index, state in eager[opt]["state"].items():
+            for key, value in state.items():
+                torch.testing.assert_close(
+                    fused[opt]["state"][index][key], value, rtol=1e-4, atol=1e-8, msg=f"{opt}[{index}].{key}"
+                )
+    assert eager["critic_optimizer"]["state"][0]["step"].item() == 8
+
+
+def test_init_adamw_state_keeps_existing_state_and_refuses_what_the_step_does_not_do():
+    from trainrt.algos.adamw_step import init_adamw_state
+
+    first, second = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(2, 2))
+    optimizer = torch.optim.AdamW([first, second], lr=0.1)
+    first.grad = torch.ones(3)
+    optimizer.step()  # second has no gradient: torch creates no state for it
+    kept = optimizer.state[first]["exp_avg"]
+    init_adamw_state(optimizer)
+    assert optimizer.state[first]["exp_avg"] is kept and optimizer.state[first]["step"].item() == 1
+    created = optimizer.state[second]
+    assert created["step"].dtype == torch.float32 and created["step"].item() == 0
+    assert torch.equal(created["exp_avg"], torch.zeros(2, 2)) and torch.equal(
+        created["exp_avg_sq"], torch.zeros(2, 2)
+    )
+    with pytest.raises(ValueError, match="amsgrad"):
+        init_adamw_state(torch.optim.AdamW([torch.nn.Parameter(torch.ones(1))], amsgrad=True))

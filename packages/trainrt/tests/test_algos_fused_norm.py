@@ -74,7 +74,7 @@ def _check_against_float64(members, rows, width, dtype, device="cpu"):
 SHAPES = [
     (2, 48, 24, torch.float32),  # twin members, a width that is no power of two
     (1, 33, 16, torch.float32),  # a single member, an odd row count (the last tile partly masked)
-    (2, 1000, 64, torch.float32),  # 63 backward programs per member: two passes of the partial-sum tile
+    (2, 4500, 64, torch.float32),  # 71 backward programs per member: two passes of the partial-sum tile
     (2, 40, 192, torch.float32),  # the walk critic's narrowest hidden width
     (2, 64, 96, torch.bfloat16),  # bf16 activations, as under autocast
 ]

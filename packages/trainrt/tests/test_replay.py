@@ -255,3 +255,59 @@ def test_planned_bytes_are_what_a_real_buffer_of_those_sizes_holds():
     assert buffer.memory_bytes() == 5 * 7 * (4 * (2 * 7 + 2 + 1) + 3) < planned
     bigger = DeviceReplayBuffer.planned_bytes(num_envs, 2 * capacity, obs_dims, num_actions, n_step=3)
     assert bigger > planned
+
+
+def _compiled_against_eager(device: str) -> None:
+    """The compiled sample draws the same rows as the eager one from the same generator state: observations,
+    actions and bootstrap flags equal, window rewards and discounts to rounding; live flags and a view."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    buffer = DeviceReplayBuffer(3, 10, {"policy": 3, "critic": 5}, 2, device, n_step=3, gamma=GAMMA)
+    _fill_on(buffer, 14, terminated={(11, 1): True}, truncated={(12, 0): True}, invalid={(9, 2)})
+    buffer.freeze_view(exclude_next_rows=2)
+    for from_view in (False, True):
+        generator = torch.Generator(device).manual_seed(5)
+        eager = buffer.sample(64, generator, from_view=from_view)
+        assert buffer.compile_sample()
+        generator.manual_seed(5)
+        with torch._dynamo.config.patch(error_on_recompile=from_view):  # one trace serves both
+            compiled = buffer.sample(64, generator, from_view=from_view)
+        assert buffer.sample_diagnostics() == {
+            "replay_sample_compiled": True,
+            "replay_sample_compile_fallback_reason": "",
+        }
+        for group in buffer.obs_dims:
+            assert torch.equal(compiled.obs[group], eager.obs[group])
+            assert torch.equal(compiled.next_obs[group], eager.next_obs[group])
+        assert torch.equal(compiled.action, eager.action)
+        assert torch.equal(compiled.bootstrap, eager.bootstrap)
+        torch.testing.assert_close(compiled.reward, eager.reward, rtol=1e-6, atol=0.0)
+        torch.testing.assert_close(compiled.discount, eager.discount, rtol=1e-6, atol=0.0)
+        assert compiled.return_var is eager.return_var
+        buffer._transitions.uncompile("back to eager for the next pass")
+    assert len(set(_ids(eager))) > 10  # many different rows, several windows cut short
+
+
+def _fill_on(buffer: DeviceReplayBuffer, steps: int, **flags) -> None:
+    """`_fill` for a buffer on any device (the rows are built on the CPU and moved)."""
+    host = DeviceReplayBuffer(
+        buffer.num_envs, buffer.capacity_per_env, buffer.obs_dims, buffer.num_actions, "cpu",
+        n_step=buffer.n_step, gamma=buffer.gamma,
+    )  # fmt: skip
+    _fill(host, steps, **flags)
+    for name in ("action", "reward", "terminated", "truncated", "valid", "cursor", "rows_written"):
+        getattr(buffer, name).copy_(getattr(host, name))
+    for group in buffer.obs_dims:
+        buffer.obs[group].copy_(host.obs[group])
+        buffer.next_obs[group].copy_(host.next_obs[group])
+
+
+def test_the_compiled_sample_draws_what_the_eager_sample_draws():
+    _compiled_against_eager("cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_compiled_sample_draws_what_the_eager_sample_draws_on_cuda():
+    _compiled_against_eager("cuda")

@@ -13,6 +13,7 @@ attributes learner time; it is not the end-to-end throughput number (``tail_env_
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -29,8 +30,9 @@ def update_flops(agent: Agent, sample_fn: SampleFn) -> float:
     state = agent.state_dict()
     counts = []
     for index in range(agent.actor_update_period):
+        batch = sample_fn(agent.update_rng)  # outside the counter: a compiled sample refuses dispatch modes
         with FlopCounterMode(display=False) as counter:
-            agent._update_step(sample_fn(agent.update_rng), update_actor=index == 0)
+            agent._update_step(batch, update_actor=index == 0)
         counts.append(counter.get_total_flops())
     agent.load_state_dict(state)
     return sum(counts) / len(counts)
@@ -44,8 +46,12 @@ def learner_benchmark(
     updates_per_iteration: int,
     iterations: int = 10,
     modes: tuple[str, ...] = ("eager", "graph", "fused"),
+    compile_sample: Callable[[], object] | None = None,
 ) -> dict[str, Any]:
     """Time ``iterations`` iterations of ``updates_per_iteration`` updates in each mode.
+
+    ``compile_sample`` (e.g. the replay's `compile_sample`) runs just before the ``fused`` mode, so that
+    mode samples as training does and the earlier modes sample eagerly.
 
     Returns ``{mode}_ms_per_update`` for each mode that ran, ``flops_per_update``,
     ``{mode}_tflops`` (achieved), and the learner diagnostics of the last capture. Each mode starts
@@ -68,6 +74,8 @@ def learner_benchmark(
         if mode == "eager":
             agent.capture_update(sample_fn, enabled=False)
         else:
+            if mode == "fused" and compile_sample is not None:
+                compile_sample()
             agent.capture_update(
                 sample_fn,
                 updates_per_replay=updates_per_iteration if mode == "fused" else 1,

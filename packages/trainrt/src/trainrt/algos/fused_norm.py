@@ -50,9 +50,10 @@ _BACKWARD_STAGES = 1
 """Loop iterations of a backward program whose loads are in flight at once (Triton's software pipelining;
 1: none)."""
 
-_SUM_ROWS, _SUM_COLUMNS = 32, 64
-"""The tile (partial rows x columns) of the kernel that adds the backward's partial sums: many narrow column
-blocks and few passes, so the adding is not one long chain of loads."""
+_SUM_ROWS, _SUM_COLUMNS = 64, 32
+"""The tile (partial rows x columns) of the kernel that adds the backward's partial sums. One program adds one
+parameter's partials over one narrow column block (144 programs for the critic's 768 columns), in a few
+passes, so the adding is neither a long chain of loads nor a handful of busy programs."""
 
 
 def kernel_supported(device: torch.device, param_dtype: torch.dtype) -> bool:
@@ -205,23 +206,26 @@ if triton is not None:
         programs_per_member, width,
         BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
     ):  # fmt: skip
-        # grid: (column blocks, members); sums a member's partial rows BLOCK_P at a time, in a fixed order
-        member = tl.program_id(1)
+        # grid: (column blocks, 3 parameters, members); sums one parameter's partial rows of one member,
+        # BLOCK_P at a time, in a fixed order
+        which = tl.program_id(1)
+        member = tl.program_id(2)
         cols = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
         col_ok = cols < width
-        sum_gamma = tl.zeros((BLOCK_P, BLOCK_C), dtype=tl.float32)
-        sum_beta = tl.zeros((BLOCK_P, BLOCK_C), dtype=tl.float32)
-        sum_lin_b = tl.zeros((BLOCK_P, BLOCK_C), dtype=tl.float32)
+        total = tl.zeros((BLOCK_P, BLOCK_C), dtype=tl.float32)
         for start in range(0, programs_per_member, BLOCK_P):
             program = start + tl.arange(0, BLOCK_P)
             ok = (program < programs_per_member)[:, None] & col_ok[None, :]
-            base = PARTIALS + ((member * programs_per_member + program[:, None]) * 3) * width + cols[None, :]
-            sum_gamma += tl.load(base, mask=ok, other=0.0)
-            sum_beta += tl.load(base + width, mask=ok, other=0.0)
-            sum_lin_b += tl.load(base + 2 * width, mask=ok, other=0.0)
-        tl.store(GRAD_GAMMA + member * width + cols, tl.sum(sum_gamma, axis=0), mask=col_ok)
-        tl.store(GRAD_BETA + member * width + cols, tl.sum(sum_beta, axis=0), mask=col_ok)
-        tl.store(GRAD_LIN_B + member * width + cols, tl.sum(sum_lin_b, axis=0), mask=col_ok)
+            rows = (member * programs_per_member + program[:, None]) * 3 + which
+            total += tl.load(PARTIALS + rows * width + cols[None, :], mask=ok, other=0.0)
+        summed = tl.sum(total, axis=0)
+        offsets = member * width + cols
+        if which == 0:
+            tl.store(GRAD_GAMMA + offsets, summed, mask=col_ok)
+        elif which == 1:
+            tl.store(GRAD_BETA + offsets, summed, mask=col_ok)
+        else:
+            tl.store(GRAD_LIN_B + offsets, summed, mask=col_ok)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -285,7 +289,7 @@ def _layer_norm_silu_backward_op(
     )  # fmt: skip
     if param_grads:
         block_c = min(block_d, _SUM_COLUMNS)
-        _sum_partials_kernel[(triton.cdiv(width, block_c), members)](
+        _sum_partials_kernel[(triton.cdiv(width, block_c), 3, members)](
             partials, grad_weight, grad_bias, grad_linear_bias, programs, width,
             BLOCK_P=min(triton.next_power_of_2(programs), _SUM_ROWS), BLOCK_C=block_c,
         )  # fmt: skip

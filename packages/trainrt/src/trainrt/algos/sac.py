@@ -8,8 +8,8 @@ AdamW with a short beta2, and observation normalization with running statistics 
 The actor may read a different observation group than the critics (asymmetric actor-critic).
 
 Update, top to bottom (`SacAgent._update_step`): normalize observations -> critic step on the
-C51 cross-entropy -> actor step (every `actor_update_period` updates) -> temperature step -> soft
-target update. No step reads a tensor value on the host, so the whole update captures as one graph.
+C51 cross-entropy, its optimizer step and the soft target update (one compiled part) -> actor step
+(every `actor_update_period` updates) -> temperature step. No step reads a tensor value on the host, so the whole update captures as one graph.
 """
 
 from typing import Literal
@@ -148,6 +148,8 @@ class SacAgent(Agent):
         "_critic_target",
         "_critic_loss",
         "_actor_loss",
+        "_critic_step",
+        "_actor_step",
         "_record_losses",
     )
 
@@ -260,7 +262,9 @@ class SacAgent(Agent):
         critic_loss, q_mean = self._part("_critic_loss")(critic_obs, batch.action, target)
         self.critic_optimizer.zero_grad()
         critic_loss.backward()
-        self.critic_optimizer.step()
+        # The critic's step and the target's EMA toward it. The actor's step below reads the online critic
+        # only, so updating the target here, before it, is the same as after it.
+        self._part("_critic_step")()
         losses = {
             "critic_loss": critic_loss,
             "q_mean": q_mean,
@@ -275,7 +279,7 @@ class SacAgent(Agent):
                 )
             self.actor_optimizer.zero_grad()
             actor_loss.backward()
-            self.actor_optimizer.step()
+            self._part("_actor_step")()
             # Temperature: raise alpha when entropy falls below the target, lower it above.
             log_prob = log_prob.detach()
             alpha_loss = -(self.log_alpha.exp() * (log_prob + self.target_entropy)).mean()
@@ -285,7 +289,5 @@ class SacAgent(Agent):
                 self.alpha_optimizer.step()
             losses |= {"actor_loss": actor_loss, "alpha_loss": alpha_loss, "entropy": -log_prob.mean()}
 
-        with torch.no_grad():
-            torch._foreach_lerp_(self._target_params, self._critic_params, cfg.tau)
         losses["alpha"] = self.log_alpha.exp()
         self._part("_record_losses")(losses)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
+from trainrt.compiled import CompiledOnFirstCall
 from trainrt.hotpath import cold_path
 from trainrt.running_stats import merge_moments_
 
@@ -136,6 +137,9 @@ class DeviceReplayBuffer:
         self._view_row_kept = torch.zeros(capacity_per_env, device=self.device, dtype=torch.bool)
         self._view_sampleable = torch.zeros(shape, device=self.device, dtype=torch.bool)
 
+        # `sample`'s row picking and gathers; eager until `compile_sample`.
+        self._transitions = CompiledOnFirstCall(self._draw_transitions)
+
         # Running discounted return per env and its statistics (FlashSAC's reward scale).
         self.running_return = torch.zeros(num_envs, **zeros)
         self.return_mean = torch.zeros((), **zeros)
@@ -242,14 +246,60 @@ class DeviceReplayBuffer:
         Fixed shape and sync-free (capturable in a CUDA graph when `generator` is registered with it).
         Before any valid row exists, every sample is the last ring slot (zeroed, flagged invalid); callers
         gate on `learning_starts`. ``from_view`` draws from the rows frozen by the last `freeze_view`
-        (with its cursor and return statistics) instead of the live flags.
+        (with its cursor and return statistics) instead of the live flags. The uniform numbers are drawn
+        here, eagerly; the rows they pick and the gathers run in `_draw_transitions`, compiled after
+        `compile_sample`.
         """
-        capacity, num_envs = self.capacity_per_env, self.num_envs
-        # Inverse-CDF over the valid flags: the (u+1)-th valid row is the first with cumsum > u.
         valid_count = self.view_valid_count if from_view else self.valid.view(-1).cumsum(0)
         cursor = self.view_cursor if from_view else self.cursor
-        total = valid_count[-1]
         uniform = torch.rand(batch_size, device=self.device, dtype=torch.float64, generator=generator)
+        obs, action, reward, next_obs, bootstrap, discount = self._transitions(uniform, valid_count, cursor)
+        return Batch(
+            obs=obs,
+            action=action,
+            reward=reward,
+            next_obs=next_obs,
+            bootstrap=bootstrap,
+            discount=discount,
+            return_var=self.view_return_var if from_view else self.return_var,
+            return_abs_max=self.view_return_abs_max if from_view else self.return_abs_max,
+        )
+
+    @cold_path
+    def compile_sample(self) -> bool:
+        """Run `sample`'s row picking and gathers through torch.compile (a few fused kernels instead of about
+        twenty small ones per sample). It compiles at the next `sample`, which should be an eager warm-up
+        before any CUDA graph capture; if it cannot, sampling stays eager and `sample_diagnostics` says why.
+        Returns whether torch.compile accepted it."""
+        return self._transitions.compile()
+
+    @cold_path
+    def sample_diagnostics(self) -> dict[str, object]:
+        """Whether sampling runs compiled, and why not (for the run summary)."""
+        return {
+            "replay_sample_compiled": self._transitions.compiled,
+            "replay_sample_compile_fallback_reason": self._transitions.fallback_reason,
+        }
+
+    def _draw_transitions(
+        self, uniform: torch.Tensor, valid_count: torch.Tensor, cursor: torch.Tensor
+    ) -> tuple[
+        dict[str, torch.Tensor],
+        torch.Tensor,
+        torch.Tensor,
+        dict[str, torch.Tensor],
+        torch.Tensor,
+        torch.Tensor,
+    ]:
+        """The transitions `sample` returns, for uniform numbers (B,) in [0, 1), the cumulative count of
+        sampleable rows (C * N,) and the cursor its n-step windows stop before (a compilable part).
+
+        Returns (obs, action, reward, next_obs, bootstrap, discount), as in `Batch`.
+        """
+        capacity, num_envs = self.capacity_per_env, self.num_envs
+        batch_size = uniform.shape[0]
+        # Inverse-CDF over the valid flags: the (u+1)-th valid row is the first with cumsum > u.
+        total = valid_count[-1]
         rank = (uniform * total).long().clamp(max=(total - 1).clamp(min=0))
         flat = torch.searchsorted(valid_count, rank, right=True).clamp(max=capacity * num_envs - 1)
         start_row = torch.div(flat, num_envs, rounding_mode="floor")
@@ -288,16 +338,7 @@ class DeviceReplayBuffer:
             for g in self.obs_dims
         }
         action = self.action.view(capacity * num_envs, -1).index_select(0, flat)
-        return Batch(
-            obs=obs,
-            action=action,
-            reward=reward_sum,
-            next_obs=next_obs,
-            bootstrap=bootstrap,
-            discount=discount,
-            return_var=self.view_return_var if from_view else self.return_var,
-            return_abs_max=self.view_return_abs_max if from_view else self.return_abs_max,
-        )
+        return obs, action, reward_sum, next_obs, bootstrap, discount
 
     # ----------------------------------------------------------------------------------------------
     # cold path

@@ -138,7 +138,11 @@ def bench_collector_and_learner(
         sample_fn = lambda g: replay.sample(params.batch_size, g, from_view=True)  # noqa: E731
         modes = ("eager", "graph", "fused") if device.type == "cuda" else ("eager",)
         timing = learner_benchmark(
-            agent, sample_fn, updates_per_iteration=params.updates_per_iteration, modes=modes
+            agent,
+            sample_fn,
+            updates_per_iteration=params.updates_per_iteration,
+            modes=modes,
+            compile_sample=replay.compile_sample if device.type == "cuda" else None,
         )
         results.append(
             {

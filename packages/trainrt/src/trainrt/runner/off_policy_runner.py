@@ -494,6 +494,8 @@ class OffPolicyRunner:
         self.replay.freeze_view()
         updates = params.updates_per_iteration
         agent.set_lr_horizon(cfg.algo.max_iterations * updates)
+        if cfg.training.compile_learner and cfg.training.cuda_graph and agent.device.type == "cuda":
+            self.replay.compile_sample()  # compiles in the learner's warm-up, before its capture
         agent.capture_update(
             lambda generator: self.replay.sample(params.batch_size, generator, from_view=True),
             enabled=cfg.training.cuda_graph,
@@ -956,6 +958,8 @@ class OffPolicyRunner:
         learner = json_safe(self.agent.update_diagnostics()) if self.agent is not None else {}
         if self.schedule is not None:
             learner |= json_safe(self.schedule.diagnostics())
+        if self.replay is not None and learner:
+            learner |= json_safe(self.replay.sample_diagnostics())
         backend = json_safe(_quiet_backend_diagnostics(self.env.backend)) if self.env is not None else {}
         if hasattr(backend, "items") is False:
             backend = {"value": backend}
