@@ -11,9 +11,9 @@ compiled graph and times it as `trainrt bench learner` does (``fused`` mode). Va
   SAC's hidden layers ending in the fused LayerNorm + SiLU kernel, adr/0023);
 - ``compiled_norm``: padded, with SAC's hidden-layer tails as torch operations that inductor fuses on its own
   (``networks.FUSED_NORM_KERNEL = False``, the learner before adr/0023). FlashSAC has no such layers;
-- ``fused_adamw``: padded, with the actor's and critic's optimizer steps left out of the compiled parts, as
-  before adr/0025: torch's fused AdamW kernel, then the target EMA (and FlashSAC's projections) as their own
-  kernels;
+- ``fused_adamw``: padded, with SAC's actor and critic optimizer steps left out of the compiled parts, as
+  before adr/0025: torch's fused AdamW kernel, then the target EMA as its own kernel (FlashSAC always steps
+  that way);
 - ``eager_sample``: padded, with the replay's row picking and gathers run eagerly, as before adr/0025
   (about twenty small kernels per sample);
 - ``unpadded``: ``networks.GEMM_ALIGNMENT = 1``;

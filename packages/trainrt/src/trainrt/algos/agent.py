@@ -474,8 +474,9 @@ class Agent(abc.ABC):
     @cold_path
     def _compile_parts(self) -> None:
         """Replace the update's declared parts by torch.compile'd versions (fused kernels, same math)."""
-        for optimizer in (self.actor_optimizer, self.critic_optimizer):
-            init_adamw_state(optimizer)  # a compiled `adamw_step` traces the state it steps
+        if {"_critic_step", "_actor_step"} & set(self.compiled_parts):
+            for optimizer in (self.actor_optimizer, self.critic_optimizer):
+                init_adamw_state(optimizer)  # a compiled `adamw_step` traces the state it steps
         try:
             self._parts = {
                 name: torch.compile(getattr(self, name), fullgraph=True, dynamic=False)
@@ -498,20 +499,15 @@ class Agent(abc.ABC):
     """Names of the methods `_update_step` calls through `_part` (the compilable network math)."""
 
     def _critic_step(self) -> None:
-        """The critic's AdamW step, `_after_step` on the critic, then the target critic's EMA toward it (a
-        compilable part: inductor fuses the three over all the critic's tensors)."""
+        """The critic's AdamW step, then the target critic's EMA toward it (a compilable part: inductor fuses
+        the two over all the critic's tensors). SAC calls it; FlashSAC steps its optimizers eagerly (adr/0025)."""
         adamw_step(self.critic_optimizer)
-        self._after_step(self.critic)
         with torch.no_grad():
             torch._foreach_lerp_(self._target_params, self._critic_params, self.cfg.tau)
 
     def _actor_step(self) -> None:
-        """The actor's AdamW step, then `_after_step` on the actor (a compilable part)."""
+        """The actor's AdamW step (a compilable part)."""
         adamw_step(self.actor_optimizer)
-        self._after_step(self.actor)
-
-    def _after_step(self, module: nn.Module) -> None:  # noqa: B027 - a hook most algorithms leave empty
-        """What the algorithm does to ``module``'s weights after each of its optimizer steps (none here)."""
 
     def _part(self, name: str) -> Callable[..., Any]:
         """The compiled version of update part `name` when compiled, the method itself otherwise."""

@@ -375,8 +375,8 @@ class FlashSacAgent(Agent):
         "_actor_loss",
         "_critic_target",
         "_critic_loss",
-        "_actor_step",
-        "_critic_step",
+        "_project_actor",
+        "_project_critic",
         "_record_losses",
     )
     # BatchNorm on running statistics for acting and export.
@@ -577,13 +577,17 @@ class FlashSacAgent(Agent):
         loss = -(target.unsqueeze(0) * log_probs).sum(-1).mean()
         return loss, expected_value(log_probs.detach().exp(), self.support).mean()
 
-    def _after_step(self, module: nn.Module) -> None:
-        """Re-project ``module``'s norm-bounded layers after its optimizer step (inside `_actor_step` and
-        `_critic_step`)."""
-        project_to_unit_norm(module)
+    def _project_actor(self) -> None:
+        """Re-project the actor's norm-bounded layers (a compilable part)."""
+        project_to_unit_norm(self.actor)
+
+    def _project_critic(self) -> None:
+        """Re-project the critic's norm-bounded layers (a compilable part)."""
+        project_to_unit_norm(self.critic)
 
     def _update_step(self, batch: Batch, update_actor: bool) -> None:
         """Actor and temperature (when due), then critic, then target update; losses land in `losses()`."""
+        cfg = self.cfg
         batch_size = batch.batch_size
         actor_obs, next_actor_obs, critic_obs, next_critic_obs = self._normalized_groups(batch)
         reward_scale = self._reward_scale(batch)
@@ -602,7 +606,8 @@ class FlashSacAgent(Agent):
                 )
             self.actor_optimizer.zero_grad()
             actor_loss.backward()
-            self._part("_actor_step")()  # the step, then the actor's unit-norm projection
+            self.actor_optimizer.step()
+            self._part("_project_actor")()
             # Temperature: alpha * (entropy - target) shrinks alpha while entropy exceeds the target.
             entropy = -log_prob.detach().mean()
             alpha_loss = self.log_alpha.exp() * (entropy - self.target_entropy)
@@ -626,7 +631,11 @@ class FlashSacAgent(Agent):
         critic_loss, q_mean = self._part("_critic_loss")(both_obs, both_actions, target)
         self.critic_optimizer.zero_grad()
         critic_loss.backward()
-        self._part("_critic_step")()  # the step, the critic's unit-norm projection, the target's EMA
+        self.critic_optimizer.step()
+        self._part("_project_critic")()
+
+        with torch.no_grad():
+            torch._foreach_lerp_(self._target_params, self._critic_params, cfg.tau)
         losses |= {
             "critic_loss": critic_loss,
             "alpha": self.log_alpha.exp(),
