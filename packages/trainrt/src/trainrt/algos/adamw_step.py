@@ -1,4 +1,4 @@
-"""AdamW steps that torch.compile can fuse with what follows them (the target EMA, FlashSAC's projections).
+"""AdamW steps that torch.compile can fuse with what follows them (SAC: the target critic's EMA).
 
 The agents keep torch's own `torch.optim.AdamW` objects: they hold the hyperparameters, the moment buffers
 and the step counters, and their `state_dict` is what checkpoints store. Only the step's arithmetic moves:

@@ -500,7 +500,8 @@ class Agent(abc.ABC):
 
     def _critic_step(self) -> None:
         """The critic's AdamW step, then the target critic's EMA toward it (a compilable part: inductor fuses
-        the two over all the critic's tensors). SAC calls it; FlashSAC steps its optimizers eagerly (adr/0025)."""
+        the two over all the critic's tensors). SAC calls it and `_actor_step`; FlashSAC does not, because it
+        projects its weights between the step and the EMA and steps with torch's fused kernel (adr/0025)."""
         adamw_step(self.critic_optimizer)
         with torch.no_grad():
             torch._foreach_lerp_(self._target_params, self._critic_params, self.cfg.tau)

@@ -9,7 +9,8 @@ The actor may read a different observation group than the critics (asymmetric ac
 
 Update, top to bottom (`SacAgent._update_step`): normalize observations -> critic step on the
 C51 cross-entropy, its optimizer step and the soft target update (one compiled part) -> actor step
-(every `actor_update_period` updates) -> temperature step. No step reads a tensor value on the host, so the whole update captures as one graph.
+(every `actor_update_period` updates) -> temperature step. No step reads a tensor value on the host, so
+the whole update captures as one graph.
 """
 
 from typing import Literal
