@@ -14,6 +14,9 @@ compiled graph and times it as `trainrt bench learner` does (``fused`` mode). Va
 - ``fused_adamw``: padded, with SAC's actor and critic optimizer steps left out of the compiled parts, as
   before adr/0025: torch's fused AdamW kernel, then the target EMA as its own kernel (FlashSAC always steps
   that way);
+- ``compiled_steps``: padded, with every optimizer step of the agent a compiled part (``optimizer_step_parts``;
+  SAC's already are, so only FlashSAC changes: its AdamW steps in torch's functional form, compiled apart from
+  its projections);
 - ``eager_sample``: padded, with the replay's row picking and gathers run eagerly, as before adr/0025
   (about twenty small kernels per sample);
 - ``unpadded``: ``networks.GEMM_ALIGNMENT = 1``;
@@ -64,6 +67,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "unpadded": {"gemm_alignment": 1},
     "compiled_norm": {"fused_norm_kernel": False},
     "fused_adamw": {"uncompiled_parts": ("_critic_step", "_actor_step")},
+    "compiled_steps": {"compiled_steps": True},
     "eager_sample": {"eager_sample": True},
     "frozen_norm_affine": {"freeze_norm_affine": True},
     "zeroed_grads": {"zeroed_grads": True},
@@ -75,7 +79,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
 """Variant name -> changes: ``gemm_alignment`` (networks.GEMM_ALIGNMENT), ``fused_norm_kernel``
 (networks.FUSED_NORM_KERNEL), ``inductor`` option values and
 ``freeze_norm_affine`` (`freeze_norm_affine`), ``zeroed_grads`` (`zeroed_grads`), ``uncompiled_parts`` (update
-parts the agents then leave uncompiled) and ``eager_sample`` (the replay samples eagerly)."""
+parts the agents then leave uncompiled), ``compiled_steps`` (the agents' ``optimizer_step_parts`` join their
+compiled parts) and ``eager_sample`` (the replay samples eagerly)."""
 
 AGENT_CLASSES: tuple[type, ...] = (sac.SacAgent, flashsac.FlashSacAgent)
 """The agents whose compiled parts a variant's ``uncompiled_parts`` removes."""
@@ -130,9 +135,10 @@ def applied(variant: str) -> Iterator[None]:
     grads = zeroed_grads() if changes.get("zeroed_grads") else contextlib.nullcontext()
     parts = {cls: cls.compiled_parts for cls in AGENT_CLASSES}
     for cls in AGENT_CLASSES:
+        added = tuple(p for p in cls.optimizer_step_parts if p not in cls.compiled_parts)
         cls.compiled_parts = tuple(
             p for p in cls.compiled_parts if p not in changes.get("uncompiled_parts", ())
-        )
+        ) + (added if changes.get("compiled_steps") else ())
     try:
         with inductor_config.patch(changes.get("inductor", {})), grads:
             yield
@@ -190,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         return replay.sample(params.batch_size, g, from_view=True)
 
     runs: dict[str, list[float]] = {v: [] for v in names}
+    fallbacks: dict[str, str] = {}
     profiles: dict[str, Any] = {}
     profile_kernels = _profile_iteration().profile_kernels if args.profile else None
     for round_index in range(args.rounds):
@@ -218,7 +225,10 @@ def main(argv: list[str] | None = None) -> int:
                     )
             ms = timing["fused_ms_per_update"]
             runs[variant].append(ms)
-            print(f"round {round_index} {variant}: {ms:.4f} ms per update", flush=True)
+            fallbacks[variant] = agent.compile_fallback_reason
+            fell_back = env.device.type == "cuda" and agent.compile_fallback_reason
+            fallback = f" (compile fell back: {agent.compile_fallback_reason})" if fell_back else ""
+            print(f"round {round_index} {variant}: {ms:.4f} ms per update{fallback}", flush=True)
     medians = {v: statistics.median(ms) for v, ms in runs.items()}
     first = names[0] if names else None
     result = {
@@ -234,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         "variants": {v: VARIANTS[v] for v in names},
         "skipped": skipped,
         "ms_per_update": runs,
+        "compile_fallback_reason": fallbacks,
         "median_ms_per_update": medians,
         "speedup_over_first": {v: medians[first] / m for v, m in medians.items()} if first else {},
         "profiles": profiles or None,

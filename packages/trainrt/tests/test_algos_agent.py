@@ -304,24 +304,28 @@ def test_the_bookkeeping_parts_compile_whole_and_match_the_eager_update(algo):
     torch.testing.assert_close(runs[True], runs[False], rtol=1e-6, atol=1e-7)
 
 
-@pytest.mark.parametrize("algo", ["sac"])
+@pytest.mark.parametrize("algo", ["sac", "flashsac"])
 def test_the_optimizer_step_parts_compile_whole_and_match_the_eager_update(algo):
-    """SAC's actor and critic steps compile whole: AdamW in its functional multi-tensor form and the target
-    EMA. With a scheduled (tensor) learning rate and both update shapes, no
+    """Each agent's optimizer-step parts compile whole: AdamW in its functional multi-tensor form (and SAC's
+    target EMA). With a scheduled (tensor) learning rate and both update shapes, no
     recompilation after the first two updates, and the weights, the target, the moments and the step counters
     of torch's own `AdamW.step` to float rounding (a learning rate frozen at its traced value would be off by
-    the schedule's change, about the step size)."""
+    the schedule's change, about the step size). FlashSAC's are not compiled parts by default (adr/0025); the
+    test compiles them as `benchmarks/learner_variants.py --variants compiled_steps` does."""
     import torch._dynamo
 
     from trainrt.algos.adamw_step import init_adamw_state
 
-    steps = ("_critic_step", "_actor_step")
+    steps = {"sac": ("_critic_step", "_actor_step"), "flashsac": ("_critic_optimizer_step", "_actor_step")}[
+        algo
+    ]
     schedule = {"lr_schedule": "warmup_cosine", "lr_warmup_updates": 3, "lr_final_ratio": 0.1}
     finals = {}
     for compiled in (False, True):
         torch.manual_seed(0)
         agent, buffer = _agent_with_data(algo, seed=0, actor_update_period=2, lr_decay_updates=8, **schedule)
-        assert set(steps) <= set(type(agent).compiled_parts)
+        assert type(agent).optimizer_step_parts == steps
+        assert (set(steps) <= set(type(agent).compiled_parts)) == (algo == "sac")
         if compiled:
             torch._dynamo.reset()
             for optimizer in (agent.actor_optimizer, agent.critic_optimizer):

@@ -474,7 +474,7 @@ class Agent(abc.ABC):
     @cold_path
     def _compile_parts(self) -> None:
         """Replace the update's declared parts by torch.compile'd versions (fused kernels, same math)."""
-        if {"_critic_step", "_actor_step"} & set(self.compiled_parts):
+        if set(self.optimizer_step_parts) & set(self.compiled_parts):
             for optimizer in (self.actor_optimizer, self.critic_optimizer):
                 init_adamw_state(optimizer)  # a compiled `adamw_step` traces the state it steps
         try:
@@ -498,10 +498,14 @@ class Agent(abc.ABC):
     compiled_parts: ClassVar[tuple[str, ...]] = ()
     """Names of the methods `_update_step` calls through `_part` (the compilable network math)."""
 
+    optimizer_step_parts: ClassVar[tuple[str, ...]] = ("_critic_step", "_actor_step")
+    """The parts `_update_step` calls that step an optimizer through `adamw_step`; compiling any of them needs
+    the optimizers' state created first (`init_adamw_state`)."""
+
     def _critic_step(self) -> None:
         """The critic's AdamW step, then the target critic's EMA toward it (a compilable part: inductor fuses
-        the two over all the critic's tensors). SAC calls it and `_actor_step`; FlashSAC does not, because it
-        projects its weights between the step and the EMA and steps with torch's fused kernel (adr/0025)."""
+        the two over all the critic's tensors). SAC calls it and `_actor_step`; FlashSAC projects its weights
+        between the step and the EMA, so it calls `_actor_step` and its own critic step (adr/0025)."""
         adamw_step(self.critic_optimizer)
         with torch.no_grad():
             torch._foreach_lerp_(self._target_params, self._critic_params, self.cfg.tau)

@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
+from trainrt.algos.adamw_step import adamw_step
 from trainrt.algos.agent import Agent, CheckedLearnerConfig, clone_state, frozen
 from trainrt.algos.distributional import (
     categorical_projection,
@@ -379,6 +380,7 @@ class FlashSacAgent(Agent):
         "_project_critic",
         "_record_losses",
     )
+    optimizer_step_parts = ("_critic_optimizer_step", "_actor_step")
     # BatchNorm on running statistics for acting and export.
     actor_eval_kwargs: ClassVar[dict[str, Any]] = {"training": False}
 
@@ -577,6 +579,12 @@ class FlashSacAgent(Agent):
         loss = -(target.unsqueeze(0) * log_probs).sum(-1).mean()
         return loss, expected_value(log_probs.detach().exp(), self.support).mean()
 
+    def _critic_optimizer_step(self) -> None:
+        """The critic's AdamW step alone (the target's EMA follows the projection). Like `_actor_step` it is
+        not a compiled part: inductor on CUDA (torch 2.11) failed on the step compiled together with the
+        projections, so both steps run torch's fused kernel (adr/0025)."""
+        adamw_step(self.critic_optimizer)
+
     def _project_actor(self) -> None:
         """Re-project the actor's norm-bounded layers (a compilable part)."""
         project_to_unit_norm(self.actor)
@@ -606,7 +614,7 @@ class FlashSacAgent(Agent):
                 )
             self.actor_optimizer.zero_grad()
             actor_loss.backward()
-            self.actor_optimizer.step()
+            self._part("_actor_step")()
             self._part("_project_actor")()
             # Temperature: alpha * (entropy - target) shrinks alpha while entropy exceeds the target.
             entropy = -log_prob.detach().mean()
@@ -631,7 +639,7 @@ class FlashSacAgent(Agent):
         critic_loss, q_mean = self._part("_critic_loss")(both_obs, both_actions, target)
         self.critic_optimizer.zero_grad()
         critic_loss.backward()
-        self.critic_optimizer.step()
+        self._part("_critic_optimizer_step")()
         self._part("_project_critic")()
 
         with torch.no_grad():

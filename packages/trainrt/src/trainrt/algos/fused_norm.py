@@ -42,9 +42,10 @@ _BACKWARD_TILE_ELEMENTS = 4096
 """Elements of one row tile a backward program holds at once. The backward keeps three running sums of that
 size (the parameter gradients, summed across rows once at the end), so its tile is the smaller."""
 
-_TARGET_PROGRAMS = 256
+_TARGET_PROGRAMS = 128
 """About how many programs the backward spreads the rows over (each writes one partial row of sums per
-parameter); adr/0023 has the measurements."""
+parameter). 128 is about one per multiprocessor of an H200 (132): the backward runs in one wave and, while
+the collector runs beside the learner, leaves it room; adr/0023 has the measurements."""
 
 _BACKWARD_STAGES = 1
 """Loop iterations of a backward program whose loads are in flight at once (Triton's software pipelining;
