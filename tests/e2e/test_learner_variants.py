@@ -112,3 +112,19 @@ def test_compiled_norm_turns_the_fused_kernel_off_inside_the_block_only():
         assert not networks.FUSED_NORM_KERNEL
         assert networks.GEMM_ALIGNMENT == 8  # padded otherwise
     assert networks.FUSED_NORM_KERNEL
+
+
+def test_compiled_steps_adds_only_the_missing_optimizer_steps_and_restores_the_parts():
+    from trainrt.algos.flashsac import FlashSacAgent
+    from trainrt.algos.sac import SacAgent
+
+    variants = _script()
+    before = {cls: cls.compiled_parts for cls in (SacAgent, FlashSacAgent)}
+    with variants.applied("compiled_steps"):
+        assert SacAgent.compiled_parts == before[SacAgent]  # SAC's steps are compiled parts already
+        added = FlashSacAgent.compiled_parts[len(before[FlashSacAgent]) :]
+        assert FlashSacAgent.compiled_parts[: len(before[FlashSacAgent])] == before[FlashSacAgent]
+        assert (
+            set(added) == set(FlashSacAgent.optimizer_step_parts) == {"_actor_step", "_critic_optimizer_step"}
+        )
+    assert {cls: cls.compiled_parts for cls in before} == before
