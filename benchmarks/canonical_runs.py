@@ -12,6 +12,15 @@ presets' lighter learner: one update per vector step) and ``eager`` (no CUDA gra
 with ``--eager-iterations``). With ``--physics`` the bare physics is timed first on the same machine
 (``trainrt bench physics``) and every row reports its ratio to that physics-only rate. The number that
 counts is each run's ``tail_env_steps_per_sec`` from its ``run_summary.json``.
+
+A/B runs of a tuned constant that no config reaches (a kernel's launch geometry, say) take ``--constant-set
+NAME:MODULE.ATTR=VALUE[,MODULE.ATTR=VALUE...]`` (repeatable): set NAME runs the presets with those module
+attributes replaced in the training process before the CLI starts, interleaved with the other sets, e.g.
+
+    python benchmarks/canonical_runs.py --algos sac --sets preset \
+        --constant-set programs_64:trainrt.algos.fused_norm._TARGET_PROGRAMS=64
+
+``--algos`` limits every set to some of the workloads.
 """
 
 from __future__ import annotations
@@ -55,10 +64,58 @@ CANONICAL = [
 ]
 
 
-def run_one(algo: str, task: str, run_dir: Path, extra: list[str]) -> dict:
+_WITH_CONSTANTS = """
+import importlib, json, runpy, sys
+for target, value in json.loads(sys.argv[1]).items():
+    module_name, _, attr = target.rpartition(".")
+    module = importlib.import_module(module_name)
+    if not hasattr(module, attr):
+        sys.exit(f"--constant-set: {module_name} has no attribute {attr!r}; name an existing module constant")
+    setattr(module, attr, value)
+    print(f"constant set: {target} = {value!r}", file=sys.stderr, flush=True)
+sys.argv = ["trainrt", *sys.argv[2:]]
+runpy.run_module("trainrt", run_name="__main__", alter_sys=True)
+"""
+"""Run as ``python -c``: set the module attributes given as JSON in argv[1], then run the ``trainrt`` CLI."""
+
+
+def parse_constant_set(text: str) -> tuple[str, dict[str, object]]:
+    """``NAME:MODULE.ATTR=VALUE[,...]`` -> (NAME, {"MODULE.ATTR": value}); values parse as JSON, else stay
+    strings."""
+    name, sep, assignments = text.partition(":")
+    valid = bool(name) and bool(sep) and name not in SETS
+    constants: dict[str, object] = {}
+    for item in assignments.split(",") if valid else []:
+        target, eq, raw = item.strip().partition("=")
+        if not eq or not raw or "." not in target.strip("."):
+            valid = False
+            break
+        try:
+            constants[target] = json.loads(raw)
+        except json.JSONDecodeError:
+            constants[target] = raw
+    if not valid or not constants:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected NAME:MODULE.ATTR=VALUE[,MODULE.ATTR=VALUE...] with a NAME that is not one of the "
+            f"override sets {list(SETS)}, e.g. programs_64:trainrt.algos.fused_norm._TARGET_PROGRAMS=64"
+        )
+    return name, constants
+
+
+def train_command(
+    algo: str, task: str, run_dir: Path, extra: list[str], constants: dict[str, object] | None = None
+) -> list[str]:
+    """The command line of one canonical run; with ``constants``, the CLI starts after setting them."""
+    start = ["-c", _WITH_CONSTANTS, json.dumps(constants)] if constants else ["-m", "trainrt"]
+    cmd = [sys.executable, *start, "train", "--algo", algo, "--task", task, "--sim", "mjwarp"]
+    return [*cmd, *CANONICAL, f"training.run_dir={run_dir}", *extra]
+
+
+def run_one(
+    algo: str, task: str, run_dir: Path, extra: list[str], constants: dict[str, object] | None = None
+) -> dict:
     """Train one run through the CLI; return the fields of its summary we tabulate."""
-    cmd = [sys.executable, "-m", "trainrt", "train", "--algo", algo, "--task", task, "--sim", "mjwarp"]
-    cmd += [*CANONICAL, f"training.run_dir={run_dir}", *extra]
+    cmd = train_command(algo, task, run_dir, extra, constants)
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - start
@@ -66,6 +123,7 @@ def run_one(algo: str, task: str, run_dir: Path, extra: list[str]) -> dict:
         "algo": algo,
         "task": task,
         "overrides": extra,
+        "constants": constants or {},
         "exit_code": proc.returncode,
         "process_wall_sec": wall,
     }
@@ -135,6 +193,17 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, default=160)
     parser.add_argument("--eager-iterations", type=int, default=20)
     parser.add_argument("--physics", action="store_true", help="time the bare physics first")
+    parser.add_argument(
+        "--constant-set",
+        action="append",
+        default=[],
+        type=parse_constant_set,
+        metavar="NAME:MODULE.ATTR=VALUE[,...]",
+        help="a set that runs the presets with module constants replaced in the training process",
+    )
+    parser.add_argument(
+        "--algos", default=None, help="comma-separated algorithms to run (default: all workloads)"
+    )
     parser.add_argument("--root", type=Path, default=Path("runs/canonical"))
     parser.add_argument("--out", type=Path, default=Path("canonical_runs.json"))
     args = parser.parse_args()
@@ -142,15 +211,23 @@ def main() -> int:
     unknown = sorted(set(names) - set(SETS))
     if unknown:
         parser.error(f"unknown override sets {unknown}; valid: {list(SETS)}")
+    constant_sets = dict(args.constant_set)
+    if len(constant_sets) != len(args.constant_set):
+        parser.error("two --constant-set options share a NAME; give each set its own")
+    workloads = [w for w in WORKLOADS if args.algos is None or w[0] in args.algos.split(",")]
+    if not workloads:
+        parser.error(f"--algos {args.algos!r} names none of the workloads {[w[0] for w in WORKLOADS]}")
     args.root.mkdir(parents=True, exist_ok=True)
     physics = physics_rate(args.root) if args.physics else None
     rows = []
     for repeat in range(args.repeats):
-        for name in names:
+        for name in [*names, *constant_sets]:
             iterations = args.eager_iterations if name == "eager" else args.iterations
-            for algo, task in WORKLOADS:
-                extra = [*SETS[name][algo], f"algo.max_iterations={iterations}", "training.overwrite=true"]
-                row = run_one(algo, task, args.root / f"{algo}_{task}_{name}_{repeat}", extra)
+            for algo, task in workloads:
+                overrides = SETS[name][algo] if name in SETS else []
+                extra = [*overrides, f"algo.max_iterations={iterations}", "training.overwrite=true"]
+                run_dir = args.root / f"{algo}_{task}_{name}_{repeat}"
+                row = run_one(algo, task, run_dir, extra, constant_sets.get(name))
                 row["set"] = name
                 row["physics_env_steps_per_sec"] = physics
                 if physics and row.get("tail_env_steps_per_sec"):

@@ -1,0 +1,59 @@
+"""`benchmarks/canonical_runs.py` without a GPU: the constant sets' parsing and the training process that
+applies them before the CLI starts (the runs themselves need MuJoCo Warp on a GPU)."""
+
+import argparse
+import subprocess
+from pathlib import Path
+
+import pytest
+from benchmark_scripts import load
+
+PROGRAMS = "trainrt.algos.fused_norm._TARGET_PROGRAMS"
+
+
+def test_a_constant_set_parses_json_values_and_keeps_other_values_as_strings():
+    script = load("canonical_runs")
+    name, constants = script.parse_constant_set(f"programs_64:{PROGRAMS}=64,trainrt.algos.networks.X=fast")
+    assert name == "programs_64"
+    assert constants == {PROGRAMS: 64, "trainrt.algos.networks.X": "fast"}
+    assert isinstance(constants[PROGRAMS], int)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"{PROGRAMS}=64",  # no NAME
+        "programs_64:",  # no assignment
+        "programs_64:_TARGET_PROGRAMS=64",  # no module
+        f"programs_64:{PROGRAMS}=",  # no value
+        f"preset:{PROGRAMS}=64",  # the name of an override set
+    ],
+)
+def test_a_malformed_constant_set_is_refused_with_the_expected_form(text):
+    script = load("canonical_runs")
+    with pytest.raises(argparse.ArgumentTypeError, match=r"NAME:MODULE\.ATTR=VALUE"):
+        script.parse_constant_set(text)
+
+
+def _child(constants, cli_args):
+    """The training command of a constant set, with the CLI's arguments replaced by ``cli_args``."""
+    script = load("canonical_runs")
+    cmd = script.train_command("sac", "g1_walk_flat", Path("unused"), [], constants)
+    assert cmd[1] == "-c" and cmd[4] == "train"  # python -c SNIPPET CONSTANTS train ...
+    return subprocess.run([*cmd[:4], *cli_args], capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_the_training_process_sets_the_constants_then_runs_the_cli():
+    script = load("canonical_runs")
+    assert script.train_command("sac", "g1_walk_flat", Path("r"), ["a=1"])[1:4] == ["-m", "trainrt", "train"]
+    result = _child({PROGRAMS: 64}, ["train", "--help"])
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"constant set: {PROGRAMS} = 64" in result.stderr
+    assert "--algo" in result.stdout  # the CLI's own help: it ran after the constant was set
+
+
+def test_a_constant_the_module_does_not_have_stops_the_run_and_names_it():
+    result = _child({"trainrt.algos.fused_norm._TARGET_PROGRAM": 64}, ["train", "--help"])
+    assert result.returncode != 0
+    assert "trainrt.algos.fused_norm has no attribute '_TARGET_PROGRAM'" in result.stderr
+    assert "usage" not in result.stdout  # the CLI never started
