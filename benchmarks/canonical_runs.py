@@ -214,9 +214,12 @@ def main() -> int:
     constant_sets = dict(args.constant_set)
     if len(constant_sets) != len(args.constant_set):
         parser.error("two --constant-set options share a NAME; give each set its own")
-    workloads = [w for w in WORKLOADS if args.algos is None or w[0] in args.algos.split(",")]
-    if not workloads:
-        parser.error(f"--algos {args.algos!r} names none of the workloads {[w[0] for w in WORKLOADS]}")
+    algos = [w[0] for w in WORKLOADS] if args.algos is None else [a for a in args.algos.split(",") if a]
+    if not algos or set(algos) - {w[0] for w in WORKLOADS}:
+        parser.error(
+            f"--algos {args.algos!r}: name one or more of the workloads' {[w[0] for w in WORKLOADS]}"
+        )
+    workloads = [w for w in WORKLOADS if w[0] in algos]
     args.root.mkdir(parents=True, exist_ok=True)
     physics = physics_rate(args.root) if args.physics else None
     rows = []

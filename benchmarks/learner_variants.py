@@ -83,7 +83,7 @@ parts the agents then leave uncompiled), ``compiled_steps`` (the agents' ``optim
 compiled parts) and ``eager_sample`` (the replay samples eagerly)."""
 
 AGENT_CLASSES: tuple[type, ...] = (sac.SacAgent, flashsac.FlashSacAgent)
-"""The agents whose compiled parts a variant's ``uncompiled_parts`` removes."""
+"""The agents whose compiled parts a variant's ``uncompiled_parts`` removes and ``compiled_steps`` adds to."""
 
 NORM_LAYERS: tuple[type, ...] = (networks.StackedLayerNorm, flashsac._BatchNorm, flashsac._RmsNorm)
 """The normalization layers of SAC and FlashSAC whose affine parameters ``frozen_norm_affine`` freezes."""

@@ -3,6 +3,7 @@ applies them before the CLI starts (the runs themselves need MuJoCo Warp on a GP
 
 import argparse
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,15 @@ def test_a_constant_the_module_does_not_have_stops_the_run_and_names_it():
     assert result.returncode != 0
     assert "trainrt.algos.fused_norm has no attribute '_TARGET_PROGRAM'" in result.stderr
     assert "usage" not in result.stdout  # the CLI never started
+
+
+@pytest.mark.parametrize("algos", ["ppo", "sac,ppo", ","])
+def test_algos_naming_no_workload_or_an_unknown_one_is_refused(algos):
+    from benchmark_scripts import BENCHMARKS
+
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "canonical_runs.py"), f"--algos={algos}", "--root", "unused"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "name one or more of the workloads' ['sac', 'flashsac']" in result.stderr
