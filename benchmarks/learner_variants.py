@@ -11,12 +11,9 @@ compiled graph and times it as `trainrt bench learner` does (``fused`` mode). Va
   SAC's hidden layers ending in the fused LayerNorm + SiLU kernel, adr/0023);
 - ``compiled_norm``: padded, with SAC's hidden-layer tails as torch operations that inductor fuses on its own
   (``networks.FUSED_NORM_KERNEL = False``, the learner before adr/0023). FlashSAC has no such layers;
-- ``fused_adamw``: padded, with SAC's actor and critic optimizer steps left out of the compiled parts, as
-  before adr/0025: torch's fused AdamW kernel, then the target EMA as its own kernel (FlashSAC always steps
-  that way);
-- ``compiled_steps``: padded, with every optimizer step of the agent a compiled part (``optimizer_step_parts``;
-  SAC's already are, so only FlashSAC changes: its AdamW steps in torch's functional form, compiled apart from
-  its projections);
+- ``fused_adamw``: padded, with every optimizer step of the agent left out of the compiled parts
+  (``optimizer_step_parts``), as before adr/0025: torch's fused AdamW kernel, and SAC's target EMA as its own
+  kernel;
 - ``eager_sample``: padded, with the replay's row picking and gathers run eagerly, as before adr/0025
   (about twenty small kernels per sample);
 - ``unpadded``: ``networks.GEMM_ALIGNMENT = 1``;
@@ -66,8 +63,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "padded": {},
     "unpadded": {"gemm_alignment": 1},
     "compiled_norm": {"fused_norm_kernel": False},
-    "fused_adamw": {"uncompiled_parts": ("_critic_step", "_actor_step")},
-    "compiled_steps": {"compiled_steps": True},
+    "fused_adamw": {"uncompiled_steps": True},
     "eager_sample": {"eager_sample": True},
     "frozen_norm_affine": {"freeze_norm_affine": True},
     "zeroed_grads": {"zeroed_grads": True},
@@ -79,11 +75,11 @@ VARIANTS: dict[str, dict[str, Any]] = {
 """Variant name -> changes: ``gemm_alignment`` (networks.GEMM_ALIGNMENT), ``fused_norm_kernel``
 (networks.FUSED_NORM_KERNEL), ``inductor`` option values and
 ``freeze_norm_affine`` (`freeze_norm_affine`), ``zeroed_grads`` (`zeroed_grads`), ``uncompiled_parts`` (update
-parts the agents then leave uncompiled), ``compiled_steps`` (the agents' ``optimizer_step_parts`` join their
+parts the agents then leave uncompiled), ``uncompiled_steps`` (the agents' ``optimizer_step_parts`` leave their
 compiled parts) and ``eager_sample`` (the replay samples eagerly)."""
 
 AGENT_CLASSES: tuple[type, ...] = (sac.SacAgent, flashsac.FlashSacAgent)
-"""The agents whose compiled parts a variant's ``uncompiled_parts`` removes and ``compiled_steps`` adds to."""
+"""The agents whose compiled parts a variant's ``uncompiled_parts`` and ``uncompiled_steps`` remove from."""
 
 NORM_LAYERS: tuple[type, ...] = (networks.StackedLayerNorm, flashsac._BatchNorm, flashsac._RmsNorm)
 """The normalization layers of SAC and FlashSAC whose affine parameters ``frozen_norm_affine`` freezes."""
@@ -135,10 +131,10 @@ def applied(variant: str) -> Iterator[None]:
     grads = zeroed_grads() if changes.get("zeroed_grads") else contextlib.nullcontext()
     parts = {cls: cls.compiled_parts for cls in AGENT_CLASSES}
     for cls in AGENT_CLASSES:
-        added = tuple(p for p in cls.optimizer_step_parts if p not in cls.compiled_parts)
-        cls.compiled_parts = tuple(
-            p for p in cls.compiled_parts if p not in changes.get("uncompiled_parts", ())
-        ) + (added if changes.get("compiled_steps") else ())
+        removed = set(changes.get("uncompiled_parts", ()))
+        if changes.get("uncompiled_steps"):
+            removed |= set(cls.optimizer_step_parts)
+        cls.compiled_parts = tuple(p for p in cls.compiled_parts if p not in removed)
     try:
         with inductor_config.patch(changes.get("inductor", {})), grads:
             yield

@@ -114,17 +114,16 @@ def test_compiled_norm_turns_the_fused_kernel_off_inside_the_block_only():
     assert networks.FUSED_NORM_KERNEL
 
 
-def test_compiled_steps_adds_only_the_missing_optimizer_steps_and_restores_the_parts():
+def test_fused_adamw_leaves_every_optimizer_step_out_of_the_compiled_parts_and_restores_them():
     from trainrt.algos.flashsac import FlashSacAgent
     from trainrt.algos.sac import SacAgent
 
     variants = _script()
     before = {cls: cls.compiled_parts for cls in (SacAgent, FlashSacAgent)}
-    with variants.applied("compiled_steps"):
-        assert SacAgent.compiled_parts == before[SacAgent]  # SAC's steps are compiled parts already
-        added = FlashSacAgent.compiled_parts[len(before[FlashSacAgent]) :]
-        assert FlashSacAgent.compiled_parts[: len(before[FlashSacAgent])] == before[FlashSacAgent]
-        assert (
-            set(added) == set(FlashSacAgent.optimizer_step_parts) == {"_actor_step", "_critic_optimizer_step"}
-        )
+    for cls in before:
+        assert set(cls.optimizer_step_parts) <= set(cls.compiled_parts)  # compiled as shipped
+    with variants.applied("fused_adamw"):
+        for cls, parts in before.items():
+            assert cls.compiled_parts == tuple(p for p in parts if p not in cls.optimizer_step_parts)
+            assert len(cls.compiled_parts) == len(parts) - 2
     assert {cls: cls.compiled_parts for cls in before} == before

@@ -310,8 +310,7 @@ def test_the_optimizer_step_parts_compile_whole_and_match_the_eager_update(algo)
     target EMA). With a scheduled (tensor) learning rate and both update shapes, no
     recompilation after the first two updates, and the weights, the target, the moments and the step counters
     of torch's own `AdamW.step` to float rounding (a learning rate frozen at its traced value would be off by
-    the schedule's change, about the step size). FlashSAC's are not compiled parts by default (adr/0025); the
-    test compiles them as `benchmarks/learner_variants.py --variants compiled_steps` does."""
+    the schedule's change, about the step size). Both agents compile them by default (adr/0025)."""
     import torch._dynamo
 
     from trainrt.algos.adamw_step import init_adamw_state
@@ -325,7 +324,7 @@ def test_the_optimizer_step_parts_compile_whole_and_match_the_eager_update(algo)
         torch.manual_seed(0)
         agent, buffer = _agent_with_data(algo, seed=0, actor_update_period=2, lr_decay_updates=8, **schedule)
         assert type(agent).optimizer_step_parts == steps
-        assert (set(steps) <= set(type(agent).compiled_parts)) == (algo == "sac")
+        assert set(steps) <= set(type(agent).compiled_parts)
         if compiled:
             torch._dynamo.reset()
             for optimizer in (agent.actor_optimizer, agent.critic_optimizer):

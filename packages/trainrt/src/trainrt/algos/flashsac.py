@@ -376,6 +376,8 @@ class FlashSacAgent(Agent):
         "_actor_loss",
         "_critic_target",
         "_critic_loss",
+        "_critic_optimizer_step",
+        "_actor_step",
         "_project_actor",
         "_project_critic",
         "_record_losses",
@@ -580,10 +582,9 @@ class FlashSacAgent(Agent):
         return loss, expected_value(log_probs.detach().exp(), self.support).mean()
 
     def _critic_optimizer_step(self) -> None:
-        """The critic's AdamW step alone (the target's EMA follows the projection). Neither it nor `_actor_step`
-        is a compiled part by default, so both run torch's fused kernel: compiled together with the projections
-        the step failed in inductor on CUDA (torch 2.11); compiled apart (`optimizer_step_parts`) it works and
-        awaits its GPU checks (adr/0025)."""
+        """The critic's AdamW step alone (the target's EMA follows the projection), a compiled part of its
+        own: compiled together with the projections the step failed in inductor on CUDA (torch 2.11), apart
+        from them it compiles (adr/0025)."""
         adamw_step(self.critic_optimizer)
 
     def _project_actor(self) -> None:
