@@ -35,7 +35,7 @@ compiled graph and times it as `trainrt bench learner` does (``fused`` mode). Va
 Reports ms per update of every round, the median per variant and each variant's speedup over the first.
 With ``--profile`` each variant's first round also profiles one replay of the iteration's updates, as
 `benchmarks/profile_iteration.py` profiles the learner (GPU time per kernel family, the top kernels, the
-idle gaps), so two variants' kernels can be compared side by side.
+idle gaps), so two variants' kernels can be compared side by side; ``--profile-top 0`` lists every kernel.
 Interleaving puts machine drift on every variant alike. The acceptance number stays
 ``tail_env_steps_per_sec`` of a training run.
 """
@@ -167,6 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--profile", action="store_true", help="profile each variant's first round")
+    parser.add_argument(
+        "--profile-top",
+        type=int,
+        default=25,
+        help="kernels listed per profile, by GPU time (0: every kernel)",
+    )
     parser.add_argument("--out", default=None)
     parser.add_argument("overrides", nargs="*", help="key=value overrides, as for trainrt train")
     args = parser.parse_args(argv)
@@ -217,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 if profile_kernels is not None and round_index == 0:
                     profiles[variant] = profile_kernels(
-                        lambda agent=agent: agent.replay_updates(params.updates_per_iteration)
+                        lambda agent=agent: agent.replay_updates(params.updates_per_iteration),
+                        top=args.profile_top,
                     )
             ms = timing["fused_ms_per_update"]
             runs[variant].append(ms)

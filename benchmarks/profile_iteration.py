@@ -10,7 +10,8 @@ iteration, the two-stream schedule) from the preset plus any ``key=value`` overr
    sharing the GPU is a ratio measured in one process;
 2. profiles one collector iteration and one learner iteration (CUDA graph replays; the profiler sees the
    kernels inside them; on a machine without CUDA it lists CPU ops instead, as a smoke test) and reports GPU time per kernel family: physics (Warp), compiled (Triton), matrix
-   products, other torch kernels, copies and fills; and the 25 kernels that take the most time;
+   products, other torch kernels, copies and fills; and the kernels that take the most time (``--top``, 25 by
+   default, 0 for every kernel);
 3. finds where the device sat idle in those two profiles: the idle time between consecutive kernels summed by
    the families on either side, and the largest single gaps (``--trace-dir`` also writes both timelines, for
    Perfetto or chrome://tracing). The profiler does not see the kernels of a conditional node's body after
@@ -109,9 +110,9 @@ def idle_gaps(kernels: list[tuple[float, float, str]], top: int = 12) -> dict[st
     }
 
 
-def profile_kernels(fn: Any, trace: str | None = None) -> dict[str, Any]:
-    """GPU time per kernel family, the top kernels and the idle gaps of one call of ``fn``; with ``trace``,
-    the profiler's timeline is also written there (chrome://tracing or Perfetto)."""
+def profile_kernels(fn: Any, trace: str | None = None, top: int = 25) -> dict[str, Any]:
+    """GPU time per kernel family, the ``top`` kernels by time (0: every kernel) and the idle gaps of one call
+    of ``fn``; with ``trace``, the profiler's timeline is also written there (chrome://tracing or Perfetto)."""
     from torch.profiler import ProfilerActivity, profile
 
     on_gpu = torch.cuda.is_available()
@@ -137,7 +138,8 @@ def profile_kernels(fn: Any, trace: str | None = None) -> dict[str, Any]:
         family["us"] += us
         family["kernels"] += count
     total = sum(f["us"] for f in families.values())
-    top = sorted(per_kernel.items(), key=lambda item: -item[1][0])[:25]
+    ranked = sorted(per_kernel.items(), key=lambda item: -item[1][0])
+    ranked = ranked[:top] if top > 0 else ranked
     return {
         "gpu_busy_ms": total / 1e3,
         "kernel_launches": sum(f["kernels"] for f in families.values()),
@@ -147,7 +149,7 @@ def profile_kernels(fn: Any, trace: str | None = None) -> dict[str, Any]:
         },
         "top_kernels": [
             {"name": name[:120], "ms": us / 1e3, "calls": count, "family": kernel_family(name)}
-            for name, (us, count) in top
+            for name, (us, count) in ranked
         ],
         **idle_gaps(spans),
     }
@@ -159,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--task", default="g1_walk_flat")
     parser.add_argument("--sim", default="mjwarp")
     parser.add_argument("--iterations", type=int, default=5)
+    parser.add_argument(
+        "--top", type=int, default=25, help="kernels listed per profile, by GPU time (0: all)"
+    )
     parser.add_argument("--out", default=None)
     parser.add_argument(
         "--trace-dir",
@@ -233,11 +238,11 @@ def main(argv: list[str] | None = None) -> int:
         "learner_ms_per_update": 1e3 * learn_s / updates,
         "collector_ms_per_step": 1e3 * collect_s / steps,
         "schedule": overlapped.diagnostics(),
-        "collector_profile": profile_kernels(collect, _trace(args.trace_dir, "collector")),
+        "collector_profile": profile_kernels(collect, _trace(args.trace_dir, "collector"), args.top),
         # the constraint solver's iterations in the collector's latest substep (its conditional loop runs
         # as long as the slowest world needs)
         "collector_solver_iterations": env.backend.diagnostics().solver_iterations,
-        "learner_profile": profile_kernels(learn, _trace(args.trace_dir, "learner")),
+        "learner_profile": profile_kernels(learn, _trace(args.trace_dir, "learner"), args.top),
     }
     # Last, because it advances the physics without the env around it (no resets, no commands): the bare
     # physics step from the collector's own states, replayed as a graph of K control steps.

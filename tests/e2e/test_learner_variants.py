@@ -20,7 +20,7 @@ def test_variants_alternate_and_write_their_timings(tmp_path):
     out = tmp_path / "variants.json"
     command = [
         sys.executable, str(SCRIPT), "--sim=mujoco", "--variants=padded,frozen_norm_affine", "--rounds=2",
-        "--iterations=1", "--profile", f"--out={out}", *TINY_LEARNER,
+        "--iterations=1", "--profile", "--profile-top=0", f"--out={out}", *TINY_LEARNER,
     ]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -33,6 +33,9 @@ def test_variants_alternate_and_write_their_timings(tmp_path):
     assert list(data["profiles"]) == ["padded", "frozen_norm_affine"]
     for profile in data["profiles"].values():
         assert profile["kernel_launches"] > 0 and profile["gpu_busy_ms"] > 0 and profile["top_kernels"]
+        # --profile-top=0: every kernel listed, so the list adds up to the profile's totals
+        assert sum(k["calls"] for k in profile["top_kernels"]) == profile["kernel_launches"]
+        assert sum(k["ms"] for k in profile["top_kernels"]) == pytest.approx(profile["gpu_busy_ms"])
     lines = [line for line in result.stdout.splitlines() if line.startswith("round ")]
     assert [line.split(":")[0] for line in lines] == [
         "round 0 padded", "round 0 frozen_norm_affine", "round 1 padded", "round 1 frozen_norm_affine",
