@@ -278,6 +278,15 @@ def count_env_step(
         (env.command_manager, "reset", "command manager (reset)"),
         (env.event_manager, "apply_reset", "event manager (reset)"),
         (env.event_manager, "apply_interval", "event manager (interval)"),
+        # the same four when every term draws apart (the step's draws first, then the math)
+        (env.command_manager, "draw_compute_", "command manager (update)"),
+        (env.command_manager, "apply_compute", "command manager (update)"),
+        (env.command_manager, "draw_reset_", "command manager (reset)"),
+        (env.command_manager, "apply_reset", "command manager (reset)"),
+        (env.event_manager, "draw_reset_", "event manager (reset)"),
+        (env.event_manager, "apply_reset_drawn", "event manager (reset)"),
+        (env.event_manager, "draw_interval_", "event manager (interval)"),
+        (env.event_manager, "apply_interval_drawn", "event manager (interval)"),
         (env.curriculum_manager, "compute", "curriculum manager"),
     ]
     with contextlib.ExitStack() as stack:

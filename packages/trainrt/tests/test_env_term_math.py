@@ -2,10 +2,14 @@
 
 From the same saved state (every tensor and generator the env reaches), a run of env steps with the term
 math compiled must leave what the eager steps leave: integers, flags and generator states exactly, floats
-to float32 rounding (fusion may reorder a sum). Episodes end inside the compared steps (short time-outs),
-so the done flags, the episode statistics and the resets are part of the comparison. On the CPU inductor
-compiles C++ (MuJoCo Warp on its CPU device, which can snapshot its state); with a CUDA device (marked ``gpu``) it compiles Triton kernels, with the constraint solver
-off so that the physics itself repeats.
+to float32 rounding (fusion may reorder a sum, or contract a multiply and an add). The reset payload is
+compiled math too; its last bits go through the physics into the next states and land on every element at
+the scale of its tensor's largest (about 1e-6 of it on the CPU). So floats compare within 1e-5 relative and
+1e-6 absolute, or 1e-5 of their tensor's largest magnitude. Episodes end inside the compared steps (short
+time-outs), so the done flags, the episode statistics and the resets are part of the comparison. On the CPU
+inductor compiles C++ (MuJoCo Warp on its CPU device, which can snapshot its state); with a CUDA device
+(marked ``gpu``) it compiles Triton kernels, with the constraint solver off so that the physics itself
+repeats.
 """
 
 from __future__ import annotations
@@ -17,13 +21,20 @@ import torch
 from state_snapshot import StateSnapshot, compare, without_constraints
 
 from trainrt.envs import ManagerBasedRlEnv
+from trainrt.managers import EventTermCfg
 from trainrt.managers.noise import NoiseCfg
+from trainrt.mdp import UniformVelocityCommand
 from trainrt.tasks import make_task_cfg
 
 NUM_ENVS = 4
 STEPS = 12
 EPISODE_STEPS = 5  # time-outs, and so resets, inside the compared steps
 TASKS = ("g1_walk_flat", "g1_motion_tracking")
+TOL = {
+    "rtol": 1e-5,
+    "atol": 1e-6,
+    "rtol_of_largest": 1e-5,
+}  # compiled floats against eager (module docstring)
 _CUDA = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
 
@@ -65,8 +76,8 @@ def _same_steps_compiled_and_eager(env: ManagerBasedRlEnv) -> dict[str, float]:
     state.restore()
     assert env.compile_term_math()
     _run(env, actions)
-    assert env.term_math_reasons() == {}  # both parts compiled
-    facts = compare(eager, state.current(), rtol=1e-5, atol=1e-6)
+    assert env.term_math_reasons() == {}  # every part compiled
+    facts = compare(eager, state.current(), **TOL)
     assert facts["exact_tensors"] > 10 and facts["float_tensors"] > 10
     return facts
 
@@ -74,7 +85,7 @@ def _same_steps_compiled_and_eager(env: ManagerBasedRlEnv) -> dict[str, float]:
 @pytest.mark.parametrize("task", TASKS)
 def test_compiled_term_math_leaves_the_eager_state_on_the_cpu(task):
     env = _env(task, "mjwarp", "cpu")
-    assert env.term_math_reasons() == {"terms": "not requested", "observations": "not requested"}
+    assert env.term_math_reasons() == dict.fromkeys(env.TERM_MATH_PARTS, "not requested")
     _same_steps_compiled_and_eager(env)
 
 
@@ -130,12 +141,12 @@ def test_term_math_that_cannot_compile_runs_eagerly_and_says_why():
     assert env.compile_term_math()  # accepted; the first step decides
     _run(env, actions)
     reasons = env.term_math_reasons()
-    assert list(reasons) == ["terms"], reasons  # the observations stay compiled
+    assert list(reasons) == ["terms"], reasons  # the other parts stay compiled
     assert reasons["terms"].startswith("compiling failed:")
-    # the failed step ran eagerly once (twice would double the episode sums); observations stay compiled
-    compare(eager, state.current(), rtol=1e-5, atol=1e-6)
+    # the failed step ran eagerly once (twice would double the episode sums); the other parts stay compiled
+    compare(eager, state.current(), **TOL)
     env.uncompile_term_math("disabled")
-    assert env.term_math_reasons() == {"terms": "disabled", "observations": "disabled"}
+    assert env.term_math_reasons() == dict.fromkeys(env.TERM_MATH_PARTS, "disabled")
 
 
 def _noisy_terms(env: ManagerBasedRlEnv) -> list:
@@ -178,3 +189,65 @@ def test_noise_without_a_separate_draw_keeps_the_observations_eager_and_says_so(
     }
     env.reset()
     _run(env, _actions(env)[:2])  # the eager path draws through add_
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_resets_with_every_draw_made_first_leave_the_state_of_inline_draws_exactly(task):
+    """The step's resets and updates as draws first, then math (what compiles), against each term drawing as
+    it runs: the generator yields the same numbers to the same places, so every tensor matches bit for bit."""
+    env = _env(task, "mjwarp", "cpu")
+    assert env._inline_drawers == []  # every built-in command term and event draws apart
+    env.reset()
+    actions = _actions(env)
+    _run(env, actions[:2])
+    state = StateSnapshot(env)
+    finished_before = int(env._finished_episodes)
+    env._inline_drawers = ["(forced for the reference)"]
+    _run(env, actions)
+    inline = state.current()
+    assert int(env._finished_episodes) > finished_before  # resets happened inside the compared steps
+    state.restore()
+    env._inline_drawers = []
+    _run(env, actions)
+    facts = compare(inline, state.current(), rtol=0.0, atol=0.0)
+    assert facts["exact_tensors"] > 10 and facts["float_tensors"] > 10
+
+
+class _InlineVelocityCommand(UniformVelocityCommand):
+    """A command term written against the older interface: `_resample` draws as it runs."""
+
+    def _resample(self, env_mask: torch.Tensor) -> None:
+        self._draw.uniform_(0.0, 1.0, generator=self.env.rng)
+        self._resample_drawn(env_mask)
+
+
+def _inline_push(env: ManagerBasedRlEnv, env_mask: torch.Tensor) -> None:
+    """An interval event as a plain function: it draws as it runs."""
+    kick = torch.rand(env.num_envs, 1, device=env.device, generator=env.rng) * 0.1
+    qvel = env.backend.qvel
+    qvel[:, :1] = torch.where(env_mask.unsqueeze(1), qvel[:, :1] + kick.to(qvel.dtype), qvel[:, :1])
+
+
+def test_terms_that_draw_as_they_run_keep_the_resets_eager_and_say_which():
+    cfg = make_task_cfg("g1_walk_flat")
+    commands = dict(cfg.commands)
+    name = next(n for n, c in commands.items() if c.cls is UniformVelocityCommand)
+    commands[name] = dataclasses.replace(commands[name], cls=_InlineVelocityCommand)
+    events = {
+        **cfg.events,
+        "inline_push": EventTermCfg(_inline_push, mode="interval", interval_range_s=(0.02, 0.04)),
+    }
+    cfg = dataclasses.replace(
+        cfg, commands=commands, events=events, episode_length_s=EPISODE_STEPS * 0.02 - 1e-6
+    )
+    env = ManagerBasedRlEnv(cfg, sim="mjwarp", num_envs=NUM_ENVS, device="cpu", seed=7)
+    assert not env.command_manager.get_term(name).draws_apart
+    assert env.compile_term_math() is False
+    reasons = env.term_math_reasons()
+    assert set(reasons) == {"reset_payload", "after_reset"}, reasons  # terms and observations compile
+    expected = f"command term {name!r}, event 'inline_push' draw as they run (no draw_ apart from the math)"
+    assert reasons["reset_payload"] == reasons["after_reset"] == expected
+    env.reset()
+    finished_before = int(env._finished_episodes)
+    _run(env, _actions(env)[:8])  # the inline path: resets and pushes happen, drawing as they run
+    assert int(env._finished_episodes) > finished_before

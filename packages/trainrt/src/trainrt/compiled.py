@@ -76,6 +76,19 @@ class CompiledOnFirstCall:
             return self.fn(*args)
 
 
+def where_into(rows: torch.Tensor, value: torch.Tensor, target: torch.Tensor) -> None:
+    """``target[rows] = value[rows]`` in place, ``target`` possibly a strided view (a payload's columns).
+
+    Eagerly one select written straight into ``target``; under torch.compile, which cannot trace an ``out=``
+    into a view, a select copied into it (fused into the same kernel). ``value`` may be float32 where
+    ``target`` is float64: the select widens it exactly, as ``.to()`` would.
+    """
+    if torch.compiler.is_compiling():
+        target.copy_(torch.where(rows, value, target))
+    else:
+        torch.where(rows, value, target, out=target)
+
+
 @cold_path
 def compile_refusal(requested: bool, device: torch.device) -> str | None:
     """Why parts a config asks about stay eager: ``"not requested"``, ``"cpu device"`` (they compile on CUDA

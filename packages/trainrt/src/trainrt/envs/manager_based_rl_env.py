@@ -13,6 +13,10 @@ One control step (``step``):
 7. commands advance and interval events fire;
 8. observations of all rows (reset rows observe their new state).
 
+When every command term and event keeps its random draws apart from its math, steps 6 and 7 make all their
+draws first, in the order above, and then run their math in two parts on either side of the reset
+transaction, which `compile_term_math` can compile (``_reset_and_advance_drawn``).
+
 Quantities several terms read (rotated velocities, a command's reference, anchor-relative targets) are
 memoized in ``state_cache`` between the points where the state or the commands change, so each is computed
 once per state instead of once per reading term (see ``StateCache``).
@@ -234,6 +238,12 @@ class ManagerBasedRlEnv:
 
         # The per-step term math after physics, eager until `compile_term_math`.
         self._step_terms = CompiledOnFirstCall(self._evaluate_step_terms)
+        # The step's resets and updates as draws and then math, when every command and event keeps them apart.
+        self._inline_drawers = [
+            f"command term {name!r}" for name in self.command_manager.terms_drawing_inline()
+        ] + [f"event {name!r}" for name in self.event_manager.terms_drawing_inline()]
+        self._reset_payload_math = CompiledOnFirstCall(self._build_reset_payload)
+        self._after_reset_math = CompiledOnFirstCall(self._after_reset)
 
         self.event_manager.apply_startup()
 
@@ -276,7 +286,6 @@ class ManagerBasedRlEnv:
     def _step(self, action: torch.Tensor) -> StepResult:
         cache = self.state_cache
         result = self._result
-        valid = result.valid
         self.action_manager.process_action(action)
         self.action_manager.apply_action()
         self.backend.step()
@@ -291,13 +300,12 @@ class ManagerBasedRlEnv:
         for final, obs in self._obs_pairs:
             final.copy_(obs)
 
-        torch.logical_and(self._done, valid, out=self._finished)
-        self._record_episode_end(self._finished)
-        self.nonfinite_resets.add_((~valid).sum())
-        self._reset_rows(self._done)
-
-        self.command_manager.compute(self.step_dt)
-        self.event_manager.apply_interval(self.step_dt)
+        if self._inline_drawers:
+            self._reset_rows(self._done)
+            self.command_manager.compute(self.step_dt)
+            self.event_manager.apply_interval(self.step_dt)
+        else:
+            self._reset_and_advance_drawn(self._done)
         cache.invalidate()
         self.observation_manager.compute(update_history=True)
         keep = self._finished.unsqueeze(1)
@@ -306,7 +314,8 @@ class ManagerBasedRlEnv:
         return result
 
     def _evaluate_step_terms(self) -> None:
-        """After physics: finite rows, terminations, rewards and metrics, and the step's flags and reward.
+        """After physics: finite rows, terminations, rewards and metrics, the step's flags and reward, and the
+        statistics of the episodes that end.
 
         No random draws and no host logic on tensor values, so `compile_term_math` can fuse it into a few
         kernels."""
@@ -322,30 +331,87 @@ class ManagerBasedRlEnv:
         torch.logical_or(result.terminated, result.truncated, out=self._done)
         torch.where(valid, reward, self._zero_reward, out=result.reward)
 
+        torch.logical_and(self._done, valid, out=self._finished)
+        self._record_episode_end(self._finished)
+        self.nonfinite_resets.add_((~valid).sum())
+
+    def _reset_and_advance_drawn(self, env_mask: torch.Tensor) -> None:
+        """`_reset_rows`, then the commands' update and the interval events, with every random draw made first.
+
+        The draws come in the order the operations make them (command resets, reset events, event timers;
+        then command updates, interval events), so the generator yields the same numbers to the same places.
+        The updates' draws wait until the payload's math has read the resets' (a command term draws both into
+        the same buffers). The math then draws nothing and can run compiled (`compile_term_math`)."""
+        self.state_cache.invalidate()
+        self.curriculum_manager.compute(env_mask)
+        self.command_manager.draw_reset_()
+        self.event_manager.draw_reset_()
+        self._reset_payload_math(env_mask)
+        self.command_manager.draw_compute_()
+        self.event_manager.draw_interval_()
+        self.backend.reset(env_mask, self.reset_payload, self.reset_spec)
+        self._after_reset_math(env_mask)
+
+    def _build_reset_payload(self, env_mask: torch.Tensor) -> None:
+        """The reset payload of rows where ``env_mask`` is True: defaults, commands, reset events (drawn)."""
+        self._fill_default_payload()
+        self.command_manager.apply_reset(env_mask)
+        self.state_cache.invalidate()
+        self.event_manager.apply_reset_drawn(env_mask)
+
+    def _after_reset(self, env_mask: torch.Tensor) -> None:
+        """After the reset transaction: the managers' per-row resets, then the commands' update and the
+        interval events (drawn)."""
+        self.state_cache.invalidate()
+        self._reset_manager_rows(env_mask)
+        self.command_manager.apply_compute(self.step_dt)
+        self.event_manager.apply_interval_drawn(self.step_dt)
+
     @cold_path
     def compile_term_math(self) -> bool:
-        """Fuse the per-step term math with torch.compile: terminations, rewards and metrics after physics
-        (`_evaluate_step_terms`), and the observation terms (`ObservationManager`; its noise is drawn
-        eagerly first, from ``rng``, in the same order). Same math, a few kernels instead of one per op.
+        """Fuse the per-step term math with torch.compile: terminations, rewards, metrics and the episode
+        statistics after physics (`_evaluate_step_terms`); the observation terms (`ObservationManager`; its
+        noise is drawn eagerly first, from ``rng``, in the same order); and the math on either side of the
+        reset transaction (`_build_reset_payload`, `_after_reset`: the commands, the events, the managers'
+        row resets), whose draws `_reset_and_advance_drawn` makes first, in the same order. Same math, a
+        few kernels instead of one per op. The last two need every command term and every reset and
+        interval event to draw apart from its math (`CommandTerm.draws_apart`, `EventTerm`); otherwise they
+        stay eager and `term_math_reasons` names the terms.
 
         Each part compiles at its first call (the next step; make it a warm-up step, before any CUDA graph
         capture). A part that fails to compile runs eagerly from then on, and `term_math_reasons` says
-        why. Returns whether torch.compile accepted both parts."""
+        why. Returns whether torch.compile accepted every part."""
         terms = self._step_terms.compile()
         observations = self.observation_manager.compile()
-        return terms and observations
+        if self._inline_drawers:
+            reason = f"{', '.join(self._inline_drawers)} draw as they run (no draw_ apart from the math)"
+            self._reset_payload_math.uncompile(reason)
+            self._after_reset_math.uncompile(reason)
+            return False
+        resets = self._reset_payload_math.compile() & self._after_reset_math.compile()
+        return terms and observations and resets
 
     @cold_path
     def uncompile_term_math(self, reason: str) -> None:
         """Run the per-step term math eagerly again, recording ``reason``."""
         self._step_terms.uncompile(reason)
         self.observation_manager.uncompile(reason)
+        self._reset_payload_math.uncompile(reason)
+        self._after_reset_math.uncompile(reason)
+
+    TERM_MATH_PARTS = ("terms", "observations", "reset_payload", "after_reset")
+    """The parts of the per-step math that `compile_term_math` compiles."""
 
     @cold_path
     def term_math_reasons(self) -> dict[str, str]:
-        """Why each part of the per-step term math runs eagerly, ``{"terms" | "observations": reason}``
-        (empty when both run compiled)."""
-        parts = {"terms": self._step_terms, "observations": self.observation_manager.compiled_frames}
+        """Why each part of the per-step term math runs eagerly, ``{part: reason}`` over `TERM_MATH_PARTS`
+        (empty when all run compiled)."""
+        parts = {
+            "terms": self._step_terms,
+            "observations": self.observation_manager.compiled_frames,
+            "reset_payload": self._reset_payload_math,
+            "after_reset": self._after_reset_math,
+        }
         return {name: part.fallback_reason for name, part in parts.items() if not part.compiled}
 
     def _reset_rows(self, env_mask: torch.Tensor) -> None:
@@ -358,12 +424,20 @@ class ManagerBasedRlEnv:
         self.event_manager.apply_reset(env_mask)
         self.backend.reset(env_mask, self.reset_payload, self.reset_spec)
         self.state_cache.invalidate()
+        self._reset_manager_rows(env_mask, draw_timers=True)
+
+    def _reset_manager_rows(self, env_mask: torch.Tensor, draw_timers: bool = False) -> None:
+        """The managers' per-row state and the episode length of rows where ``env_mask`` is True; the event
+        timers draw here when ``draw_timers``, else `EventManager.draw_reset_` drew them."""
         self.action_manager.reset(env_mask)
         self.observation_manager.reset(env_mask)
         self.reward_manager.reset(env_mask)
         self.termination_manager.reset(env_mask)
         self.metrics_manager.reset(env_mask)
-        self.event_manager.reset(env_mask)
+        if draw_timers:
+            self.event_manager.reset(env_mask)
+        else:
+            self.event_manager.reset_drawn(env_mask)
         self.episode_length_buf.masked_fill_(env_mask, 0)
 
     def _fill_default_payload(self) -> None:

@@ -12,7 +12,7 @@ from trainrt.managers.base import (
 )
 from trainrt.managers.command import CommandManager, CommandTerm, CommandTermCfg
 from trainrt.managers.curriculum import CurriculumManager, CurriculumTermCfg
-from trainrt.managers.event import EVENT_MODES, EventManager, EventTermCfg
+from trainrt.managers.event import EVENT_MODES, EventManager, EventTerm, EventTermCfg
 from trainrt.managers.metrics import MetricsManager, MetricTermCfg
 from trainrt.managers.noise import GaussianNoiseCfg, NoiseCfg, UniformNoiseCfg
 from trainrt.managers.null import (
@@ -38,6 +38,7 @@ __all__ = [
     "CurriculumManager",
     "CurriculumTermCfg",
     "EventManager",
+    "EventTerm",
     "EventTermCfg",
     "GaussianNoiseCfg",
     "JointPositionAction",

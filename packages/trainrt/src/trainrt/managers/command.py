@@ -5,6 +5,10 @@ Each step a term's timers count down by ``step_dt``; rows whose timer expired ge
 all rows. A reset resamples the rows that start an episode. The env resets commands before the reset events
 run, so a reset event (or the term itself, through ``env.reset_payload``) can start the episode from the
 freshly sampled command, e.g. the reference state of a motion clip at the sampled time.
+
+A term whose draws stand apart from its math (it implements ``_draw_`` and ``_resample_drawn`` instead of
+``_resample``) lets the env make every draw of the reset and the update first, in the same order, and run the
+math compiled (``draw_reset_`` / ``apply_reset``, ``draw_compute_`` / ``apply_compute``).
 """
 
 from __future__ import annotations
@@ -37,10 +41,14 @@ class CommandTermCfg:
 
 
 class CommandTerm:
-    """Base of command terms. Subclasses implement ``command``, ``_resample`` and optionally ``_update``.
+    """Base of command terms. Subclasses implement ``command`` and either ``_resample`` or the pair
+    ``_draw_`` / ``_resample_drawn``, and optionally ``_update``.
 
     ``_resample(env_mask)`` must change only the rows where ``env_mask`` (num_envs,) is True and draw every
-    random number from ``self.env.rng``. Parameters are declared in ``PARAMS`` and read from ``self.params``.
+    random number from ``self.env.rng``. A term that implements ``_draw_(generator)`` (draw, for all rows, into
+    persistent buffers every random number the next resample uses) and ``_resample_drawn(env_mask)`` (the
+    math, drawing nothing) gets ``_resample`` from them, and its resets and updates can run compiled; its
+    ``_update`` must draw nothing then. Parameters are declared in ``PARAMS`` and read from ``self.params``.
     """
 
     PARAMS: ClassVar[Mapping[str, Any]] = {}
@@ -61,18 +69,70 @@ class CommandTerm:
         self.resampled = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
         """Rows resampled by the timer in the last ``compute`` (num_envs,)."""
         self._time_draw = torch.zeros(env.num_envs, device=env.device)
+        self._split = self.draws_apart
 
     @property
     def command(self) -> torch.Tensor:
         """The current command (num_envs, D)."""
         raise NotImplementedError(f"{type(self).__name__} must implement the command property")
 
+    @property
+    def draws_apart(self) -> bool:
+        """Whether every draw stands apart from the math: ``_draw_`` and ``_resample_drawn`` implemented, and
+        ``_resample``, ``reset`` and ``compute`` left to this base (a term changes what a step does through
+        ``draw_compute_`` and ``apply_compute`` then)."""
+        cls, base = type(self), CommandTerm
+        return (
+            cls._draw_ is not base._draw_
+            and cls._resample_drawn is not base._resample_drawn
+            and cls._resample is base._resample
+            and cls.reset is base.reset
+            and cls.compute is base.compute
+        )
+
+    def _draw_(self, generator: torch.Generator) -> None:
+        """Draw, for all rows, every random number the next ``_resample_drawn`` uses (split terms only)."""
+        raise NotImplementedError(f"{type(self).__name__} implements _resample, not _draw_")
+
+    def _resample_drawn(self, env_mask: torch.Tensor) -> None:
+        """New commands for rows where ``env_mask`` (num_envs,) is True from the numbers ``_draw_`` drew;
+        no random draws and no host logic on tensor values (split terms only)."""
+        raise NotImplementedError(f"{type(self).__name__} implements _resample, not _resample_drawn")
+
     def _resample(self, env_mask: torch.Tensor) -> None:
         """Draw new commands for rows where ``env_mask`` (num_envs,) is True."""
-        raise NotImplementedError(f"{type(self).__name__} must implement _resample")
+        if type(self)._draw_ is CommandTerm._draw_:
+            raise NotImplementedError(
+                f"{type(self).__name__} must implement _resample (or _draw_ and _resample_drawn)"
+            )
+        self._draw_(self.env.rng)
+        self._resample_drawn(env_mask)
 
     def _update(self) -> None:
         """Per-step update for all rows after resampling (default: nothing)."""
+
+    # A reset, and a step's update, each as its draws (all rows, fixed shapes) and then the math.
+
+    def draw_reset_(self, generator: torch.Generator) -> None:
+        """Every draw of ``reset``, in its order: the new timers, then the term's own."""
+        self._time_draw.uniform_(self._time_low, self._time_low + self._time_span, generator=generator)
+        self._draw_(generator)
+
+    def apply_reset(self, env_mask: torch.Tensor) -> None:
+        """``reset``'s math from the numbers ``draw_reset_`` drew."""
+        self.time_left.copy_(torch.where(env_mask, self._time_draw, self.time_left))
+        self._resample_drawn(env_mask)
+
+    def draw_compute_(self, generator: torch.Generator) -> None:
+        """Every draw of ``compute``, in its order (the same as a reset's: all rows draw, the timers pick)."""
+        self.draw_reset_(generator)
+
+    def apply_compute(self, dt: float) -> None:
+        """``compute``'s math from the numbers ``draw_compute_`` drew."""
+        self.time_left.sub_(dt)
+        torch.le(self.time_left, 1e-6, out=self.resampled)
+        self.apply_reset(self.resampled)
+        self._update()
 
     def _resample_rows(self, env_mask: torch.Tensor) -> None:
         self._time_draw.uniform_(self._time_low, self._time_low + self._time_span, generator=self.env.rng)
@@ -81,6 +141,10 @@ class CommandTerm:
 
     def compute(self, dt: float) -> None:
         """Count the timers down by ``dt``, resample expired rows, then update all rows."""
+        if self._split:
+            self.draw_compute_(self.env.rng)
+            self.apply_compute(dt)
+            return
         self.time_left.sub_(dt)
         torch.le(self.time_left, 1e-6, out=self.resampled)
         self._resample_rows(self.resampled)
@@ -88,6 +152,10 @@ class CommandTerm:
 
     def reset(self, env_mask: torch.Tensor) -> None:
         """Resample command and timer for rows where ``env_mask`` (num_envs,) is True."""
+        if self._split:
+            self.draw_reset_(self.env.rng)
+            self.apply_reset(env_mask)
+            return
         self._resample_rows(env_mask)
 
 
@@ -125,6 +193,36 @@ class CommandManager(ManagerBase):
         """Resample the rows where ``env_mask`` (num_envs,) is True in every term."""
         for term in self._terms.values():
             term.reset(env_mask)
+
+    @property
+    def draws_apart(self) -> bool:
+        """Whether every term's draws stand apart from its math (`CommandTerm.draws_apart`)."""
+        return all(term.draws_apart for term in self._terms.values())
+
+    @cold_path
+    def terms_drawing_inline(self) -> list[str]:
+        """Names of the terms whose draws do not stand apart (they keep the resets and updates eager)."""
+        return [name for name, term in self._terms.items() if not term.draws_apart]
+
+    def draw_reset_(self) -> None:
+        """Every draw of ``reset``, term by term, from the env's generator."""
+        for term in self._terms.values():
+            term.draw_reset_(self._env.rng)
+
+    def apply_reset(self, env_mask: torch.Tensor) -> None:
+        """``reset``'s math from the numbers `draw_reset_` drew."""
+        for term in self._terms.values():
+            term.apply_reset(env_mask)
+
+    def draw_compute_(self) -> None:
+        """Every draw of ``compute``, term by term, from the env's generator."""
+        for term in self._terms.values():
+            term.draw_compute_(self._env.rng)
+
+    def apply_compute(self, dt: float) -> None:
+        """``compute``'s math from the numbers `draw_compute_` drew."""
+        for term in self._terms.values():
+            term.apply_compute(dt)
 
     @cold_path
     def _table_header(self) -> list[str]:

@@ -5,6 +5,10 @@ tensor, and must change only the rows where the mask is True. Reset events write
 (``env.reset_payload``); the env applies one reset transaction per step afterwards. Interval events run every
 step with the mask of rows whose timer expired (possibly none: shapes never change); each row's timer is
 drawn from ``interval_range_s`` with the env's generator, and redrawn when it fires or the row resets.
+
+An event class built on ``EventTerm`` keeps its draws apart from its math (``draw_`` then ``apply``). When every
+reset and interval event does, the env makes all the draws of a step's resets and interval events first, in
+the same order, and can run the rest compiled (``draw_reset_`` / ``apply_reset`` and so on).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainrt.hotpath import cold_path
-from trainrt.managers.base import ManagerBase, callable_name, resolve_term, stateful_terms
+from trainrt.managers.base import ManagerBase, ManagerTermBase, callable_name, resolve_term, stateful_terms
 
 if TYPE_CHECKING:
     from trainrt.envs.manager_based_rl_env import ManagerBasedRlEnv
@@ -46,19 +50,55 @@ class EventTermCfg:
             raise ValueError(f"interval_range_s is only valid for mode 'interval', not {self.mode!r}")
 
 
+class EventTerm(ManagerTermBase):
+    """Base of event classes whose draws stand apart from their math.
+
+    ``draw_(generator)`` draws, for all rows, every random number the next ``apply`` uses into persistent
+    buffers; ``apply(env, env_mask)`` changes the rows where ``env_mask`` is True from them and draws nothing
+    (no host logic on tensor values either, so it can run compiled). Calling the term does both.
+    """
+
+    def draw_(self, generator: torch.Generator) -> None:
+        """Draw every random number of the next ``apply``, for all rows."""
+        raise NotImplementedError(f"{type(self).__name__} must implement draw_")
+
+    def apply(self, env: ManagerBasedRlEnv, env_mask: torch.Tensor) -> None:
+        """The event for rows where ``env_mask`` (num_envs,) is True, from the numbers ``draw_`` drew."""
+        raise NotImplementedError(f"{type(self).__name__} must implement apply")
+
+    def __call__(self, env: ManagerBasedRlEnv, env_mask: torch.Tensor) -> None:
+        """Draw, then apply, for rows where ``env_mask`` (num_envs,) is True."""
+        self.draw_(env.rng)
+        self.apply(env, env_mask)
+
+
+def _draws_apart(fn: Callable) -> bool:
+    """Whether an event term is an `EventTerm` that keeps the split (``__call__`` not replaced)."""
+    return isinstance(fn, EventTerm) and type(fn).__call__ is EventTerm.__call__
+
+
 class _IntervalTimer:
     """Per-row countdown of one interval event (num_envs,) seconds."""
 
     def __init__(self, low: float, high: float, env: ManagerBasedRlEnv) -> None:
         self.low, self.span = float(low), float(high - low)
         self.time_left = torch.zeros(env.num_envs, device=env.device)
-        self._draw = torch.zeros(env.num_envs, device=env.device)
         self.fired = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
+        # One buffer for the reset's draw and one for the interval's: a step makes both draws before using either.
+        self._draws = torch.zeros(2, env.num_envs, device=env.device)
 
-    def redraw(self, env_mask: torch.Tensor, generator: torch.Generator) -> None:
+    def draw_(self, generator: torch.Generator, at_reset: bool) -> None:
+        """Draw a new interval for every row (`apply` keeps the masked ones), for the reset or the interval."""
+        self._draws[int(at_reset)].uniform_(self.low, self.low + self.span, generator=generator)
+
+    def apply(self, env_mask: torch.Tensor, at_reset: bool) -> None:
+        """Take the interval `draw_` drew in rows where ``env_mask`` is True."""
+        self.time_left.copy_(torch.where(env_mask, self._draws[int(at_reset)], self.time_left))
+
+    def redraw(self, env_mask: torch.Tensor, generator: torch.Generator, at_reset: bool) -> None:
         """Draw a new interval for rows where ``env_mask`` is True."""
-        self._draw.uniform_(self.low, self.low + self.span, generator=generator)
-        self.time_left.copy_(torch.where(env_mask, self._draw, self.time_left))
+        self.draw_(generator, at_reset)
+        self.apply(env_mask, at_reset)
 
 
 class EventManager(ManagerBase):
@@ -81,9 +121,15 @@ class EventManager(ManagerBase):
                 low, high = term_cfg.interval_range_s  # type: ignore[misc]
                 self._timers.append(_IntervalTimer(low, high, env))
         self._stateful = stateful_terms(fns)
+        self._inline = [
+            name
+            for mode in ("reset", "interval")
+            for name, fn, _ in self._by_mode[mode]
+            if not _draws_apart(fn)
+        ]
         all_rows = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
         for timer in self._timers:
-            timer.redraw(all_rows, env.rng)
+            timer.redraw(all_rows, env.rng, at_reset=True)
 
     def get_term(self, name: str) -> Callable:
         """Return the event callable ``name`` (the instance, for class terms)."""
@@ -121,13 +167,62 @@ class EventManager(ManagerBase):
             timer.time_left.sub_(dt)
             torch.le(timer.time_left, 1e-6, out=timer.fired)
             fn(env, timer.fired, **params)
-            timer.redraw(timer.fired, env.rng)
+            timer.redraw(timer.fired, env.rng, at_reset=False)
 
     def reset(self, env_mask: torch.Tensor) -> None:
         """Redraw the interval timers of rows where ``env_mask`` (num_envs,) is True; reset stateful terms."""
         for timer in self._timers:
-            timer.redraw(env_mask, self._env.rng)
+            timer.redraw(env_mask, self._env.rng, at_reset=True)
         super().reset(env_mask)
+
+    # The same three operations as their draws (all rows, fixed shapes) and then their math, for events that
+    # keep them apart (`draws_apart`). The env draws for the reset (`draw_reset_`), runs the reset events'
+    # math, draws for the interval (`draw_interval_`), applies the reset transaction, then runs the rest: the
+    # generator yields the numbers the operations above draw, in their order, and no draw overwrites a
+    # buffer before its math has read it (each timer keeps its reset and interval draws apart).
+
+    @property
+    def draws_apart(self) -> bool:
+        """Whether every reset and interval event is an `EventTerm` (startup events may draw as they run)."""
+        return not self._inline
+
+    @cold_path
+    def terms_drawing_inline(self) -> list[str]:
+        """Names of the reset and interval events that draw as they run (they keep the resets eager)."""
+        return list(self._inline)
+
+    def draw_reset_(self) -> None:
+        """Every draw of `apply_reset`, then of `reset` (the timers)."""
+        for _, fn, _ in self._by_mode["reset"]:
+            fn.draw_(self._env.rng)
+        for timer in self._timers:
+            timer.draw_(self._env.rng, at_reset=True)
+
+    def apply_reset_drawn(self, env_mask: torch.Tensor) -> None:
+        """`apply_reset`'s math from the numbers `draw_reset_` drew."""
+        for _, fn, params in self._by_mode["reset"]:
+            fn.apply(self._env, env_mask, **params)
+
+    def reset_drawn(self, env_mask: torch.Tensor) -> None:
+        """`reset`'s math from the numbers `draw_reset_` drew."""
+        for timer in self._timers:
+            timer.apply(env_mask, at_reset=True)
+        super().reset(env_mask)
+
+    def draw_interval_(self) -> None:
+        """Every draw of `apply_interval`, event by event: its own, then its timer's."""
+        for timer, (_, fn, _) in zip(self._timers, self._by_mode["interval"]):
+            fn.draw_(self._env.rng)
+            timer.draw_(self._env.rng, at_reset=False)
+
+    def apply_interval_drawn(self, dt: float) -> None:
+        """`apply_interval`'s math from the numbers `draw_interval_` drew."""
+        env = self._env
+        for timer, (_, fn, params) in zip(self._timers, self._by_mode["interval"]):
+            timer.time_left.sub_(dt)
+            torch.le(timer.time_left, 1e-6, out=timer.fired)
+            fn.apply(env, timer.fired, **params)
+            timer.apply(timer.fired, at_reset=False)
 
     @cold_path
     def _table_header(self) -> list[str]:

@@ -47,6 +47,25 @@ class NullCommandManager(NullManager):
     def compute(self, dt: float) -> None:
         """Nothing to advance."""
 
+    draws_apart = True
+    """No terms draw (so nothing keeps the resets eager)."""
+
+    def terms_drawing_inline(self) -> list[str]:
+        """No terms."""
+        return []
+
+    def draw_reset_(self) -> None:
+        """Nothing to draw."""
+
+    def apply_reset(self, env_mask: torch.Tensor) -> None:
+        """Nothing to resample."""
+
+    def draw_compute_(self) -> None:
+        """Nothing to draw."""
+
+    def apply_compute(self, dt: float) -> None:
+        """Nothing to advance."""
+
 
 class NullEventManager(NullManager):
     """Event manager for tasks without events."""
@@ -73,6 +92,28 @@ class NullEventManager(NullManager):
         """No reset events."""
 
     def apply_interval(self, dt: float) -> None:
+        """No interval events."""
+
+    draws_apart = True
+    """No events draw (so nothing keeps the resets eager)."""
+
+    def terms_drawing_inline(self) -> list[str]:
+        """No events."""
+        return []
+
+    def draw_reset_(self) -> None:
+        """Nothing to draw."""
+
+    def apply_reset_drawn(self, env_mask: torch.Tensor) -> None:
+        """No reset events."""
+
+    def reset_drawn(self, env_mask: torch.Tensor) -> None:
+        """No timers."""
+
+    def draw_interval_(self) -> None:
+        """Nothing to draw."""
+
+    def apply_interval_drawn(self, dt: float) -> None:
         """No interval events."""
 
 

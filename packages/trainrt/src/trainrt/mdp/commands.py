@@ -1,7 +1,8 @@
 """Command terms: a uniform base-velocity command with heading control and standing rows, and a gait clock.
 
 Both draw every random number from ``env.rng`` for all rows and keep the draws of the rows being resampled
-(``torch.where`` on the row mask), so shapes never depend on how many rows resample.
+(``torch.where`` on the row mask), so shapes never depend on how many rows resample. Their draws stand apart
+from their math (``_draw_``, ``_resample_drawn``), so the env can run that math compiled.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
+from trainrt.compiled import where_into
 from trainrt.hotpath import cold_path
 from trainrt.managers import CommandTerm, CommandTermCfg
 from trainrt.mdp.math import wrap_to_pi
@@ -87,9 +89,12 @@ class UniformVelocityCommand(CommandTerm):
         """The commanded ``(vx, vy, wz)`` (num_envs, 3)."""
         return self.vel_command_b
 
-    def _resample(self, env_mask: torch.Tensor) -> None:
-        """Draw velocities, heading target and row kind for rows where ``env_mask`` (num_envs,) is True."""
-        self._draw.uniform_(0.0, 1.0, generator=self.env.rng)
+    def _draw_(self, generator: torch.Generator) -> None:
+        """Draw the velocities, heading target and row kind of every row."""
+        self._draw.uniform_(0.0, 1.0, generator=generator)
+
+    def _resample_drawn(self, env_mask: torch.Tensor) -> None:
+        """New velocities, heading target and row kind for rows where ``env_mask`` (num_envs,) is True."""
         values = self._low + self._span * self._draw[:, :4]
         kinds = self._draw[:, 4:] < self._kind_thresholds
         # standing rows observe a zero command from their first step, before any _update
@@ -102,7 +107,7 @@ class UniformVelocityCommand(CommandTerm):
         """Heading rows: yaw rate from the heading error; standing rows: zero command."""
         heading_error = wrap_to_pi(self.heading_target - self.env.robot.heading_w)
         wz = torch.clamp(self._stiffness * heading_error, self._wz_low, self._wz_high)
-        torch.where(self.is_heading_env, wz, self.vel_command_b[:, 2], out=self.vel_command_b[:, 2])
+        where_into(self.is_heading_env, wz, self.vel_command_b[:, 2])
         self.vel_command_b.masked_fill_(self.is_standing_env.unsqueeze(1), 0.0)
 
 
@@ -148,9 +153,12 @@ class GaitPhaseCommand(CommandTerm):
         """Phase of the left and right foot (num_envs, 2) in [0, 1)."""
         return torch.remainder(self.phase.unsqueeze(1) + self._foot_offsets, 1.0)
 
-    def _resample(self, env_mask: torch.Tensor) -> None:
-        """Draw a uniform phase for rows where ``env_mask`` (num_envs,) is True."""
-        self._draw.uniform_(0.0, 1.0, generator=self.env.rng)
+    def _draw_(self, generator: torch.Generator) -> None:
+        """Draw a uniform phase for every row."""
+        self._draw.uniform_(0.0, 1.0, generator=generator)
+
+    def _resample_drawn(self, env_mask: torch.Tensor) -> None:
+        """The drawn phase for rows where ``env_mask`` (num_envs,) is True."""
         torch.where(env_mask, self._draw, self.phase, out=self.phase)
 
     def _update(self) -> None:

@@ -3,7 +3,8 @@
 Reset events compose on the env's reset payload (``env.reset_payload``), which holds the default state (or
 what a command term wrote there) when they run; the env applies it in one reset transaction. Interval events
 write the live state (``backend.qvel``) with ``torch.where`` on the mask. Startup events write per-world
-model fields once. Every draw comes from ``env.rng``, for all rows, so shapes never depend on the mask.
+model fields once. Every draw comes from ``env.rng``, for all rows, so shapes never depend on the mask. The
+reset and interval events are ``EventTerm``s: their draws (``draw_``) stand apart from their math (``apply``).
 
 Range dicts use the keys ``x, y, z`` (linear, m or m/s) and ``roll, pitch, yaw`` (angular, rad or rad/s);
 missing keys mean ``(0, 0)``.
@@ -18,8 +19,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import mujoco
 import torch
 
+from trainrt.compiled import where_into
 from trainrt.hotpath import cold_path
-from trainrt.managers import REQUIRED, ManagerTermBase
+from trainrt.managers import REQUIRED, EventTerm, ManagerTermBase
 from trainrt.mdp.math import quat_apply_inverse, quat_from_euler_xyz, quat_mul, quat_normalize
 from trainrt.mdp.name_matching import match_names
 from trainrt.mdp.state_layout import robot_state_layout
@@ -28,14 +30,6 @@ if TYPE_CHECKING:
     from trainrt.envs import ManagerBasedRlEnv
 
 RANGE_KEYS = ("x", "y", "z", "roll", "pitch", "yaw")
-
-
-def _where_into(rows: torch.Tensor, value: torch.Tensor, target: torch.Tensor) -> None:
-    """``target[rows] = value[rows]`` in one select written in place (``target`` may be a strided view).
-
-    ``value`` may be float32 where ``target`` is float64: the select widens it exactly, as ``.to()`` would.
-    """
-    torch.where(rows, value, target, out=target)
 
 
 @cold_path
@@ -55,7 +49,7 @@ def range_bounds(owner: str, ranges: Mapping[str, Sequence[float]], device: torc
     return torch.tensor(bounds, device=device).T.contiguous()
 
 
-class ResetRootStateUniform(ManagerTermBase):
+class ResetRootStateUniform(EventTerm):
     """Offset the root pose and set the root velocity of reset rows, uniformly within ranges.
 
     Position offsets add to the payload's root position; the orientation becomes ``q(roll, pitch, yaw) * q``;
@@ -81,10 +75,13 @@ class ResetRootStateUniform(ManagerTermBase):
         self._low, self._span = bounds[0], bounds[1] - bounds[0]
         self._draw = torch.zeros(env.num_envs, 12, device=env.device)
 
-    def __call__(self, env: ManagerBasedRlEnv, env_mask: torch.Tensor) -> None:
+    def draw_(self, generator: torch.Generator) -> None:
+        """Draw the pose offsets and velocities of every row."""
+        self._draw.uniform_(0.0, 1.0, generator=generator)
+
+    def apply(self, env: ManagerBasedRlEnv, env_mask: torch.Tensor) -> None:
         """Write the payload's root pose and velocity for rows where ``env_mask`` is True."""
         lay, qpos, qvel = self.layout, env.reset_payload["qpos"], env.reset_payload["qvel"]
-        self._draw.uniform_(0.0, 1.0, generator=env.rng)
         draw = self._low + self._span * self._draw
         pose, vel = draw[:, :6], draw[:, 6:]
         pos = qpos[:, lay.root_pos].to(torch.float32) + pose[:, :3]
@@ -93,13 +90,13 @@ class ResetRootStateUniform(ManagerTermBase):
         ang_vel_b = quat_apply_inverse(quat, vel[:, 3:])
         rows = env_mask.unsqueeze(1)
         # Each select writes the payload in place (a float32 value widens exactly to a float64 payload).
-        _where_into(rows, pos, qpos[:, lay.root_pos])
-        _where_into(rows, quat, qpos[:, lay.root_quat])
-        _where_into(rows, vel[:, :3], qvel[:, lay.root_lin_vel])
-        _where_into(rows, ang_vel_b, qvel[:, lay.root_ang_vel])
+        where_into(rows, pos, qpos[:, lay.root_pos])
+        where_into(rows, quat, qpos[:, lay.root_quat])
+        where_into(rows, vel[:, :3], qvel[:, lay.root_lin_vel])
+        where_into(rows, ang_vel_b, qvel[:, lay.root_ang_vel])
 
 
-class ResetJointsAroundDefault(ManagerTermBase):
+class ResetJointsAroundDefault(EventTerm):
     """Offset the joint positions and set the joint velocities of reset rows, uniformly within ranges.
 
     Positions add ``U(position_range)`` to the payload's joint positions (the default pose unless a command
@@ -131,19 +128,22 @@ class ResetJointsAroundDefault(ManagerTermBase):
         self.lower, self.upper = limits[:, 0], limits[:, 1]
         self._draw = torch.zeros(env.num_envs, 2, env.robot.num_joints, device=env.device)
 
-    def __call__(self, env: ManagerBasedRlEnv, env_mask: torch.Tensor) -> None:
+    def draw_(self, generator: torch.Generator) -> None:
+        """Draw the joint offsets and velocities of every row."""
+        self._draw.uniform_(0.0, 1.0, generator=generator)
+
+    def apply(self, env: ManagerBasedRlEnv, env_mask: torch.Tensor) -> None:
         """Write the payload's joint positions and velocities for rows where ``env_mask`` is True."""
         lay, qpos, qvel = self.layout, env.reset_payload["qpos"], env.reset_payload["qvel"]
-        self._draw.uniform_(0.0, 1.0, generator=env.rng)
         draw = self._low + self._span * self._draw
         offset, velocity = draw[:, 0], draw[:, 1]
         q = torch.clamp(qpos[:, lay.joint_pos].to(torch.float32) + offset, self.lower, self.upper)
         rows = env_mask.unsqueeze(1)
-        _where_into(rows, q, qpos[:, lay.joint_pos])
-        _where_into(rows, velocity, qvel[:, lay.joint_vel])
+        where_into(rows, q, qpos[:, lay.joint_pos])
+        where_into(rows, velocity, qvel[:, lay.joint_vel])
 
 
-class PushByVelocity(ManagerTermBase):
+class PushByVelocity(EventTerm):
     """Kick the root of the masked rows: add a uniform velocity change to the live ``backend.qvel``.
 
     Linear components (``x, y, z``) are world frame; angular ones (``roll, pitch, yaw``) are root frame (the
@@ -164,13 +164,16 @@ class PushByVelocity(ManagerTermBase):
         self._draw = torch.zeros(env.num_envs, 6, device=env.device)
         self._root = slice(self.layout.root_lin_vel.start, self.layout.root_ang_vel.stop)
 
-    def __call__(self, env: ManagerBasedRlEnv, env_mask: torch.Tensor) -> None:
+    def draw_(self, generator: torch.Generator) -> None:
+        """Draw the velocity change of every row."""
+        self._draw.uniform_(0.0, 1.0, generator=generator)
+
+    def apply(self, env: ManagerBasedRlEnv, env_mask: torch.Tensor) -> None:
         """Add the kick to the root velocity of rows where ``env_mask`` is True."""
         qvel = env.backend.qvel
-        self._draw.uniform_(0.0, 1.0, generator=env.rng)
         kick = self.bounds[0] + self._span * self._draw
         root = qvel[:, self._root]
-        _where_into(env_mask.unsqueeze(1), root + kick.to(qvel.dtype), root)
+        where_into(env_mask.unsqueeze(1), root + kick.to(qvel.dtype), root)
 
 
 class RandomizeGeomFriction(ManagerTermBase):

@@ -176,7 +176,7 @@ class Collector:
             reasons["record"] = self._record.fallback_reason
         return {
             "step_math_compiled": not reasons,
-            "step_math_fallback_reason": joined_reasons(reasons, parts=4),
+            "step_math_fallback_reason": joined_reasons(reasons, parts=len(self.env.TERM_MATH_PARTS) + 2),
         }
 
     @cold_path

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 
 import simcore
+from trainrt.compiled import where_into
 from trainrt.hotpath import cold_path
 from trainrt.managers import REQUIRED, CommandTerm, CommandTermCfg, ManagerTermBase
 from trainrt.mdp.events import range_bounds
@@ -323,7 +324,10 @@ class MotionCommand(CommandTerm):
 
     # --- lifecycle -------------------------------------------------------------------------------------------------
 
-    def compute(self, dt: float) -> None:
+    def draw_compute_(self, generator: torch.Generator) -> None:
+        """A step draws nothing: the clip sets the pace, there is no resampling timer."""
+
+    def apply_compute(self, dt: float) -> None:
         """Advance every row by ``dt`` (one frame of ``frame_dt``) and update the failure statistics.
 
         The clip sets the pace (no resampling timer); a ``dt`` other than ``frame_dt`` is refused rather than
@@ -345,7 +349,15 @@ class MotionCommand(CommandTerm):
     def _frame_bins(self) -> torch.Tensor:
         return torch.clamp(self.frame * self.num_bins // self.num_frames, 0, self.num_bins - 1)
 
-    def _resample(self, env_mask: torch.Tensor) -> None:
+    def _draw_(self, generator: torch.Generator) -> None:
+        """Draw, for every row, the start frame's bin and offset (adaptive sampler only), then the root and joint
+        perturbations."""
+        if self._fixed_start is None:
+            self._draw.uniform_(0.0, 1.0, generator=generator)
+        self._perturb.uniform_(0.0, 1.0, generator=generator)
+        self._joint_draw.uniform_(self._joint_offset[0], self._joint_offset[1], generator=generator)
+
+    def _resample_drawn(self, env_mask: torch.Tensor) -> None:
         """Rows where ``env_mask`` (num_envs,) is True: record failures, sample start frames, fill the payload."""
         env = self.env
         # env.terminated excludes non-finite rows (a blown-up world is not the clip's fault) and is
@@ -358,7 +370,8 @@ class MotionCommand(CommandTerm):
         self._write_reset_state(env_mask)
 
     def _sample_start_frames(self) -> torch.Tensor:
-        """Start frames for every row (num_envs,) from the adaptive bin distribution, uniform within the bin."""
+        """Start frames for every row (num_envs,) from the adaptive bin distribution, uniform within the bin
+        (from the numbers `_draw_` drew)."""
         weights = self.bin_failure_rate + self._uniform_ratio / self.num_bins
         size = self._kernel.shape[0]
         padded = torch.cat((weights, weights[-1:].expand(size - 1)))
@@ -368,7 +381,6 @@ class MotionCommand(CommandTerm):
         plogp_sum = (probabilities * torch.log(probabilities.clamp_min(1e-12))).sum()
         torch.add(plogp_sum * -self._entropy_scale, self._entropy_offset, out=self.sampling_entropy)
         cdf = torch.cumsum(probabilities, dim=0)
-        self._draw.uniform_(0.0, 1.0, generator=self.env.rng)
         bins = torch.searchsorted(cdf, (self._draw[:, 0] * cdf[-1]).contiguous(), right=True)
         bins = bins.clamp_(max=self.num_bins - 1)
         # long + float32 promotes the bin index to float32 inside the add, as .to(torch.float32) did.
@@ -377,10 +389,10 @@ class MotionCommand(CommandTerm):
         return start.clamp_(0, self.num_frames - 2)
 
     def _write_reset_state(self, env_mask: torch.Tensor) -> None:
-        """The reference state at each row's frame plus perturbations, into the reset payload's masked rows."""
+        """The reference state at each row's frame plus the drawn perturbations, into the reset payload's
+        masked rows."""
         env, clip, lay = self.env, self.clip, self.layout
         qpos, qvel = env.reset_payload["qpos"], env.reset_payload["qvel"]
-        self._perturb.uniform_(0.0, 1.0, generator=env.rng)
         perturb = self._perturb_low + self._perturb_span * self._perturb
         pose, vel = perturb[:, :6], perturb[:, 6:]
         j = clip.joint_pos.shape[1]
@@ -391,7 +403,6 @@ class MotionCommand(CommandTerm):
         root_vel = ref[:, 7 + j : 13 + j] + vel  # linear and angular, world frame
         root_lin_vel = root_vel[:, :3]
         root_ang_vel_b = quat_apply_inverse(root_quat, root_vel[:, 3:])
-        self._joint_draw.uniform_(self._joint_offset[0], self._joint_offset[1], generator=env.rng)
         joint_pos = torch.clamp(ref[:, 7 : 7 + j] + self._joint_draw, self._joint_lower, self._joint_upper)
         joint_vel = ref[:, 13 + j :]
         rows = env_mask.unsqueeze(1)
@@ -400,8 +411,8 @@ class MotionCommand(CommandTerm):
             qpos_block, qvel_block = self._payload_blocks
             qpos_value = torch.cat((root_pos, root_quat, joint_pos), dim=1)
             qvel_value = torch.cat((root_lin_vel, root_ang_vel_b, joint_vel), dim=1)
-            torch.where(rows, qpos_value, qpos[:, qpos_block], out=qpos[:, qpos_block])
-            torch.where(rows, qvel_value, qvel[:, qvel_block], out=qvel[:, qvel_block])
+            where_into(rows, qpos_value, qpos[:, qpos_block])
+            where_into(rows, qvel_value, qvel[:, qvel_block])
             return
         for target, cols, value in (
             (qpos, lay.root_pos, root_pos),
