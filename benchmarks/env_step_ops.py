@@ -161,13 +161,20 @@ def _counted(
     torch_counter: OpCounter,
     warp_counter: WarpLaunchCounter,
 ) -> Callable:
-    """``fn`` wrapped to add the torch kernel ops and Warp launches of each call to ``sink[label]``."""
+    """``fn`` wrapped to add the torch kernel ops and Warp launches of each call to ``sink[label]``.
+
+    A counted call inside another counted call of the same sink (a command term's update calling its own
+    counted resample, say) belongs to the outer one and is not counted again."""
 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
+        if id(sink) in _OPEN_SINKS:
+            return fn(*args, **kwargs)
+        _OPEN_SINKS.add(id(sink))
         t0, w0 = torch_counter.kernel_ops, warp_counter.total
         try:
             return fn(*args, **kwargs)
         finally:
+            _OPEN_SINKS.discard(id(sink))
             entry = sink.setdefault(label, [0, 0])
             entry[0] += torch_counter.kernel_ops - t0
             entry[1] += warp_counter.total - w0
@@ -175,11 +182,17 @@ def _counted(
     return wrapped
 
 
+_OPEN_SINKS: set[int] = set()
+"""Sinks with a counted call in progress (`_counted`)."""
+
+
 def _term_targets(env: Any) -> Iterator[tuple[list, int, int, str]]:
     """``(entries, row, column, label)`` of every term callable in the managers' term lists.
 
     ``entries[row][column]`` is the callable; the label names the manager and the term.
     """
+    from trainrt.managers import EventTerm
+
     managers = (
         ("reward", env.reward_manager, "_evaluated", 0, 1),
         ("termination", env.termination_manager, "_terms", 0, 1),
@@ -194,14 +207,34 @@ def _term_targets(env: Any) -> Iterator[tuple[list, int, int, str]]:
     for mode in ("reset", "interval"):
         entries = getattr(env.event_manager, "_by_mode", {}).get(mode, [])
         for row, entry in enumerate(entries):
-            yield entries, row, 1, f"event ({mode}): {entry[0]}"
+            if not isinstance(entry[1], EventTerm):  # split terms are counted through their methods
+                yield entries, row, 1, f"event ({mode}): {entry[0]}"
+
+
+def _method_targets(env: Any) -> Iterator[tuple[Any, str, str]]:
+    """``(term, method, label)`` of the term methods counted in place of a call: an `EventTerm`'s draw and
+    apply, and a command term's reset and compute, or their draws and math when it keeps them apart (then
+    the reset and compute only call those)."""
+    from trainrt.managers import EventTerm
+
+    for mode in ("reset", "interval"):
+        for name, fn, _ in getattr(env.event_manager, "_by_mode", {}).get(mode, []):
+            if isinstance(fn, EventTerm):
+                for attr in ("draw_", "apply"):
+                    yield fn, attr, f"event ({mode}): {name}"
+    for name, term in getattr(env.command_manager, "_terms", {}).items():
+        split = term.draws_apart
+        for attr in ("compute", "reset"):
+            methods = (f"draw_{attr}_", f"apply_{attr}") if split else (attr,)
+            for method in methods:
+                yield term, method, f"command ({attr}): {name}"
 
 
 @contextlib.contextmanager
 def _counting_terms(
     env: Any, sink: dict[str, list[int]], torch_counter: OpCounter, warp_counter: WarpLaunchCounter
 ) -> Iterator[None]:
-    """Attribute the ops of every term call (and of each command term's compute/reset) to the term."""
+    """Attribute the ops of every term call (and of the term methods of `_method_targets`) to the term."""
     restore: list[tuple[list, int, tuple]] = []
     for entries, row, column, label in _term_targets(env):
         entry = entries[row]
@@ -212,13 +245,8 @@ def _counting_terms(
             *entry[column + 1 :],
         )
     with contextlib.ExitStack() as stack:
-        for name, term in getattr(env.command_manager, "_terms", {}).items():
-            for attr in ("compute", "reset"):
-                stack.enter_context(
-                    _counting_calls(
-                        term, attr, sink, f"command ({attr}): {name}", torch_counter, warp_counter
-                    )
-                )
+        for term, attr, label in _method_targets(env):
+            stack.enter_context(_counting_calls(term, attr, sink, label, torch_counter, warp_counter))
         try:
             yield
         finally:

@@ -13,6 +13,7 @@ from trainrt.managers import (
     ActionTermCfg,
     CommandTerm,
     CommandTermCfg,
+    EventTerm,
     EventTermCfg,
     GaussianNoiseCfg,
     JointPositionAction,
@@ -145,6 +146,38 @@ class UniformTargetCommand(CommandTerm):
 
     def _update(self) -> None:
         self.updates += 1
+
+
+class CountCallsApart(EventTerm):
+    """`CountCalls` with its (empty) draw apart from its math, so the env's resets can run drawn first."""
+
+    def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
+        self.count = torch.zeros(env.num_envs, dtype=torch.long, device=env.device)
+        self.calls = 0
+        self.draws = 0
+
+    def draw_(self, generator: torch.Generator) -> None:
+        self.draws += 1
+
+    def apply(self, env: ManagerBasedRlEnv, env_mask: torch.Tensor) -> None:
+        self.count += env_mask.long()
+        self.calls += 1
+
+
+class UniformTargetCommandApart(UniformTargetCommand):
+    """`UniformTargetCommand` with its draw apart from its resample."""
+
+    def __init__(self, cfg: CommandTermCfg, env: ManagerBasedRlEnv) -> None:
+        super().__init__(cfg, env)
+        self._draw = torch.zeros(env.num_envs, 2, device=env.device)
+
+    _resample = CommandTerm._resample  # the base's: draw, then the drawn resample
+
+    def _draw_(self, generator: torch.Generator) -> None:
+        self._draw.uniform_(-1.0, 1.0, generator=generator)
+
+    def _resample_drawn(self, env_mask: torch.Tensor) -> None:
+        self._command.copy_(torch.where(env_mask.unsqueeze(1), self._draw, self._command))
 
 
 # --- configs -----------------------------------------------------------------------------------------------

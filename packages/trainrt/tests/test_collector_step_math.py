@@ -109,7 +109,7 @@ def test_the_collector_compiles_nothing_on_the_cpu_and_says_so():
         "step_math_compiled": False,
         # the env here is built without build_env, which compiles its term math where asked to
         "step_math_fallback_reason": "terms: not requested; observations: not requested; "
-        "act: cpu device; record: cpu device",
+        "reset_payload: not requested; after_reset: not requested; act: cpu device; record: cpu device",
     }
 
 
@@ -130,7 +130,10 @@ def test_a_record_that_cannot_compile_runs_eagerly_and_says_why():
     assert collector.compile_math()  # accepted; the first step decides
     _steps(collector, 3)
     reason = collector.math_diagnostics()["step_math_fallback_reason"]
-    assert reason.startswith("terms: not requested; observations: not requested; record: compiling failed:")
+    assert reason.startswith(
+        "terms: not requested; observations: not requested; reset_payload: not requested; "
+        "after_reset: not requested; record: compiling failed:"
+    )
     assert collector.agent.act_compiled  # the action stays compiled
     # the failed step ran eagerly once (twice would write two replay rows and double the episode sums)
     compare(eager, state.current(), rtol=1e-5, atol=1e-6)

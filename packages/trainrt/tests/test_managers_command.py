@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import pytest
 import torch
-from managers_toy_scene import UniformTargetCommand, make_env, toy_cfg
+from managers_toy_scene import UniformTargetCommand, UniformTargetCommandApart, make_env, toy_cfg
 
 from trainrt.managers import CommandTermCfg, NullCommandManager
 
 
-def _commands(low: float, high: float):
-    return {"target": CommandTermCfg(UniformTargetCommand, resampling_time_range_s=(low, high))}
+def _commands(low: float, high: float, cls: type = UniformTargetCommand):
+    return {"target": CommandTermCfg(cls, resampling_time_range_s=(low, high))}
 
 
-def test_commands_resample_when_their_timer_expires():
-    env = make_env(toy_cfg(commands=_commands(0.03, 0.03), terminations={}))
+@pytest.mark.parametrize("cls", [UniformTargetCommand, UniformTargetCommandApart])
+def test_commands_resample_when_their_timer_expires(cls):
+    """The same with a term that draws as it resamples (the step's eager path) and one that draws apart
+    (the step's draws first, then the math)."""
+    env = make_env(toy_cfg(commands=_commands(0.03, 0.03, cls), terminations={}, events={}))
+    assert env.command_manager.draws_apart is (cls is UniformTargetCommandApart)
+    assert bool(env._inline_drawers) is (cls is UniformTargetCommand)  # which path the step takes
     env.reset()
     command = env.command_manager.command("target")
     changed = []
@@ -68,3 +73,18 @@ def test_bad_command_configs_fail_early():
         CommandTermCfg(UniformTargetCommand, resampling_time_range_s=(2.0, 1.0))
     with pytest.raises(ValueError, match="CommandTerm"):
         make_env(toy_cfg(commands={"target": CommandTermCfg(dict)}))
+
+
+class _OwnCompute(UniformTargetCommandApart):
+    def compute(self, dt: float) -> None:
+        super().compute(dt)
+
+
+def test_a_term_that_replaces_compute_or_resample_does_not_count_as_drawing_apart():
+    env = make_env(toy_cfg(commands=_commands(1.0, 1.0, _OwnCompute), events={}))
+    assert not env.command_manager.get_term("target").draws_apart
+    assert env.command_manager.terms_drawing_inline() == ["target"]
+    assert env._inline_drawers == ["command term 'target'"]
+    env = make_env(toy_cfg(commands=_commands(1.0, 1.0, UniformTargetCommand)))
+    with pytest.raises(NotImplementedError, match="implements _resample, not _draw_"):
+        env.command_manager.get_term("target").draw_reset_(env.rng)

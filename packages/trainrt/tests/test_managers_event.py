@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from managers_toy_scene import CountCalls, make_env, toy_cfg
+from managers_toy_scene import CountCalls, CountCallsApart, make_env, toy_cfg
 
 from trainrt.managers import EventTermCfg, NullEventManager
 
@@ -18,9 +18,12 @@ def test_startup_event_runs_once_for_all_rows():
     assert boot.calls == 1
 
 
-def test_interval_event_fires_on_each_rows_timer():
-    events = {"tick": EventTermCfg(CountCalls, "interval", interval_range_s=(0.03, 0.03))}
+@pytest.mark.parametrize("cls", [CountCalls, CountCallsApart])
+def test_interval_event_fires_on_each_rows_timer(cls):
+    """The same for an event that draws as it runs and an `EventTerm` (drawn first, then applied)."""
+    events = {"tick": EventTermCfg(cls, "interval", interval_range_s=(0.03, 0.03))}
     env = make_env(toy_cfg(events=events, terminations={}))  # step_dt 0.01 -> fires every 3rd step
+    assert env.event_manager.draws_apart is (cls is CountCallsApart)
     env.reset()
     tick = env.event_manager.get_term("tick")
     action = torch.zeros(env.num_envs, env.num_actions)
@@ -31,6 +34,8 @@ def test_interval_event_fires_on_each_rows_timer():
     assert history == [0, 0, 1, 1, 1, 2, 2, 2, 3]
     assert tick.count.tolist() == [3] * env.num_envs
     assert tick.calls == 9  # called every step with a fixed-shape mask
+    if cls is CountCallsApart:
+        assert tick.draws == 9  # one draw per call, made before it
 
 
 def test_interval_timers_are_per_row_and_in_range():
@@ -41,8 +46,9 @@ def test_interval_timers_are_per_row_and_in_range():
     assert time_left.unique().numel() > 1
 
 
-def test_interval_timer_restarts_when_a_row_resets():
-    events = {"tick": EventTermCfg(CountCalls, "interval", interval_range_s=(0.03, 0.03))}
+@pytest.mark.parametrize("cls", [CountCalls, CountCallsApart])
+def test_interval_timer_restarts_when_a_row_resets(cls):
+    events = {"tick": EventTermCfg(cls, "interval", interval_range_s=(0.03, 0.03))}
     env = make_env(toy_cfg(events=events, episode_length_s=0.02))  # episodes of 2 steps
     env.reset()
     tick = env.event_manager.get_term("tick")
@@ -79,3 +85,19 @@ def test_no_events_uses_the_null_manager():
     env.reset()
     env.step(torch.zeros(env.num_envs, env.num_actions))
     assert "no event terms" in str(env.event_manager)
+
+
+def test_reset_events_as_event_terms_draw_once_per_reset_and_say_when_a_function_draws_inline():
+    events = {"count": EventTermCfg(CountCallsApart, "reset")}
+    env = make_env(toy_cfg(events=events, episode_length_s=0.02))  # episodes of 2 steps
+    env.reset()
+    count = env.event_manager.get_term("count")
+    assert count.draws == count.calls == 1  # the full reset
+    for _ in range(4):
+        env.step(torch.zeros(env.num_envs, env.num_actions))
+    assert count.draws == count.calls == 5  # every step runs the reset path, with fixed shapes
+    assert count.count.tolist() == [3] * env.num_envs  # the full reset and two time-outs
+    events["shift"] = EventTermCfg(_shift_root_x, "reset", params={"offset": 0.0})
+    env = make_env(toy_cfg(events=events))
+    assert not env.event_manager.draws_apart
+    assert env.event_manager.terms_drawing_inline() == ["shift"]
