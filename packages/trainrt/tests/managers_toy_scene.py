@@ -148,20 +148,20 @@ class UniformTargetCommand(CommandTerm):
         self.updates += 1
 
 
-class CountCallsApart(EventTerm):
-    """`CountCalls` with its (empty) draw apart from its math, so the env's resets can run drawn first."""
+class CountCallsApart(CountCalls, EventTerm):
+    """`CountCalls` as an `EventTerm`: its (empty) draw apart from its math; ``draws`` counts the draws."""
+
+    __call__ = EventTerm.__call__  # draw, then apply
 
     def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
-        self.count = torch.zeros(env.num_envs, dtype=torch.long, device=env.device)
-        self.calls = 0
+        super().__init__(cfg, env)
         self.draws = 0
 
     def draw_(self, generator: torch.Generator) -> None:
         self.draws += 1
 
     def apply(self, env: ManagerBasedRlEnv, env_mask: torch.Tensor) -> None:
-        self.count += env_mask.long()
-        self.calls += 1
+        CountCalls.__call__(self, env, env_mask)
 
 
 class UniformTargetCommandApart(UniformTargetCommand):

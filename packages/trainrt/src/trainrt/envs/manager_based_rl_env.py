@@ -6,8 +6,8 @@ One control step (``step``):
    substeps with those targets held;
 2. rows whose ``qpos``/``qvel`` went non-finite are detected on the device;
 3. terminations (failures kept apart from time-outs), rewards (weighted, times ``step_dt``), metrics;
-4. the observation of every row is computed before any reset (the final observation of done rows);
-5. finished episodes are added to the device statistics;
+4. finished episodes are added to the device statistics;
+5. the observation of every row is computed before any reset (the final observation of done rows);
 6. done rows (including non-finite ones) are reset: curriculum, default payload, command resample, reset
    events filling the payload, ONE ``backend.reset(mask, payload, spec)``, then the managers' per-row resets;
 7. commands advance and interval events fire;
