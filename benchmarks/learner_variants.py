@@ -35,7 +35,8 @@ compiled graph and times it as `trainrt bench learner` does (``fused`` mode). Va
 Reports ms per update of every round, the median per variant and each variant's speedup over the first.
 With ``--profile`` each variant's first round also profiles one replay of the iteration's updates, as
 `benchmarks/profile_iteration.py` profiles the learner (GPU time per kernel family, the top kernels, the
-idle gaps), so two variants' kernels can be compared side by side; ``--profile-top 0`` lists every kernel.
+idle gaps), so two variants' kernels can be compared side by side; ``--profile-top 0`` lists every kernel
+and ``--trace-dir`` also writes each profiled timeline, kernels in launch order.
 Interleaving puts machine drift on every variant alike. The acceptance number stays
 ``tail_env_steps_per_sec`` of a training run.
 """
@@ -158,6 +159,16 @@ def _profile_iteration() -> Any:
     return module
 
 
+def _trace_path(directory: str | None, variant: str) -> str | None:
+    """Where ``variant``'s profiled timeline goes (None: not written)."""
+    if directory is None:
+        return None
+    from pathlib import Path
+
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    return str(Path(directory) / f"{variant}.json")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--algo", default="sac")
@@ -172,6 +183,11 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=25,
         help="kernels listed per profile, by GPU time (0: every kernel)",
+    )
+    parser.add_argument(
+        "--trace-dir",
+        default=None,
+        help="with --profile, also write each profiled variant's timeline there (<variant>.json, Perfetto)",
     )
     parser.add_argument("--out", default=None)
     parser.add_argument("overrides", nargs="*", help="key=value overrides, as for trainrt train")
@@ -224,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
                 if profile_kernels is not None and round_index == 0:
                     profiles[variant] = profile_kernels(
                         lambda agent=agent: agent.replay_updates(params.updates_per_iteration),
+                        trace=_trace_path(args.trace_dir, variant),
                         top=args.profile_top,
                     )
             ms = timing["fused_ms_per_update"]

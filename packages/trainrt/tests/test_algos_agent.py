@@ -315,9 +315,10 @@ def test_the_optimizer_step_parts_compile_whole_and_match_the_eager_update(algo)
 
     from trainrt.algos.adamw_step import init_adamw_state
 
-    steps = {"sac": ("_critic_step", "_actor_step"), "flashsac": ("_critic_optimizer_step", "_actor_step")}[
-        algo
-    ]
+    steps = {
+        "sac": ("_critic_step", "_actor_step"),
+        "flashsac": ("_critic_optimizer_step", "_actor_step", "_temperature_step"),
+    }[algo]
     schedule = {"lr_schedule": "warmup_cosine", "lr_warmup_updates": 3, "lr_final_ratio": 0.1}
     finals = {}
     for compiled in (False, True):
@@ -327,7 +328,7 @@ def test_the_optimizer_step_parts_compile_whole_and_match_the_eager_update(algo)
         assert set(steps) <= set(type(agent).compiled_parts)
         if compiled:
             torch._dynamo.reset()
-            for optimizer in (agent.actor_optimizer, agent.critic_optimizer):
+            for optimizer in (agent.actor_optimizer, agent.critic_optimizer, agent.alpha_optimizer):
                 init_adamw_state(optimizer)
             agent._parts = {
                 name: torch.compile(getattr(agent, name), fullgraph=True, dynamic=False) for name in steps
@@ -340,7 +341,8 @@ def test_the_optimizer_step_parts_compile_whole_and_match_the_eager_update(algo)
     for net in ("actor", "critic", "critic_target"):
         for name, value in eager[net].items():
             torch.testing.assert_close(fused[net][name], value, rtol=1e-5, atol=1e-6, msg=f"{net}.{name}")
-    for opt in ("actor_optimizer", "critic_optimizer"):
+    torch.testing.assert_close(fused["log_alpha"], eager["log_alpha"], rtol=1e-6, atol=1e-7)
+    for opt in ("actor_optimizer", "critic_optimizer", "alpha_optimizer"):
         for index, state in eager[opt]["state"].items():
             for key, value in state.items():
                 torch.testing.assert_close(
@@ -366,3 +368,80 @@ def test_init_adamw_state_keeps_existing_state_and_refuses_what_the_step_does_no
     )
     with pytest.raises(ValueError, match="amsgrad"):
         init_adamw_state(torch.optim.AdamW([torch.nn.Parameter(torch.ones(1))], amsgrad=True))
+
+
+def test_adamw_step_with_given_gradients_matches_the_step_on_backward_gradients():
+    """Gradients handed to `adamw_step` (FlashSAC's temperature computes its own) step the parameters as the
+    same values left by a backward would: eagerly bit for bit, compiled to float rounding; a list of the wrong
+    length is refused."""
+    import torch._dynamo
+
+    from trainrt.algos.adamw_step import adamw_step, init_adamw_state
+
+    def run(mode: str) -> list[torch.Tensor]:
+        params = [
+            torch.nn.Parameter(torch.linspace(-1.0, 1.0, 6).reshape(2, 3)),
+            torch.nn.Parameter(torch.ones(())),
+        ]
+        optimizer = torch.optim.AdamW(params, lr=0.05, weight_decay=0.01)
+        init_adamw_state(optimizer)
+        step = torch.compile(adamw_step, fullgraph=True, dynamic=False) if mode == "compiled" else adamw_step
+        for k in range(3):
+            grads = [torch.full((2, 3), 0.5 - k) * params[0].detach(), params[1].detach() * (k + 1.0)]
+            if mode == "backward":
+                for param, grad in zip(params, grads):
+                    param.grad = grad.clone()
+                step(optimizer)
+            else:
+                step(optimizer, grads)
+        return [p.detach().clone() for p in params]
+
+    torch._dynamo.reset()
+    expected = run("backward")
+    for mine, theirs in zip(run("given"), expected):
+        assert torch.equal(mine, theirs)
+    for mine, theirs in zip(run("compiled"), expected):  # the functional form rounds differently
+        torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-6)
+    pair = torch.optim.AdamW([torch.nn.Parameter(torch.ones(1)), torch.nn.Parameter(torch.ones(1))])
+    with pytest.raises(ValueError, match="1 gradients for the optimizer's 2 parameters"):
+        adamw_step(pair, [torch.ones(1)])
+
+
+def test_a_part_that_cannot_compile_runs_plain_and_the_others_stay_compiled(monkeypatch):
+    """Compiled parts fall back one by one: a part torch.compile cannot trace whole (here a host branch on a
+    tensor value) runs its plain method from its first call on, the reason names it, the other parts stay
+    compiled, and the updates equal the eager ones to float rounding."""
+    import torch._dynamo
+
+    algo_cls = type(_agent_with_data("sac")[0])
+    monkeypatch.setattr(algo_cls, "compiled_parts", ("_record_losses", "_actor_step"))
+    monkeypatch.setattr(algo_cls, "optimizer_step_parts", ("_actor_step",))
+    original_step = algo_cls._actor_step
+
+    def untraceable_step(self) -> None:
+        if bool(
+            self.log_alpha.detach() > -1e9
+        ):  # a host read of a tensor: a graph break, refused in fullgraph
+            original_step(self)
+
+    monkeypatch.setattr(algo_cls, "_actor_step", untraceable_step)
+    finals = {}
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        torch._dynamo.reset()
+        agent, buffer = _agent_with_data("sac", seed=0, actor_update_period=1)
+        if compiled:
+            agent._compile_parts()
+        for _ in range(3):
+            agent.update(buffer.sample(32, agent.update_rng))
+        finals[compiled] = agent
+    agent = finals[True]
+    assert agent.compile_enabled
+    assert agent.compile_fallback_reason.startswith("_actor_step: compiling failed: ")
+    assert agent._parts["_record_losses"].compiled and not agent._parts["_actor_step"].compiled
+    assert agent.update_diagnostics()["compile_fallback_reason"] == agent.compile_fallback_reason
+    for mine, theirs in zip(agent.actor.parameters(), finals[False].actor.parameters()):
+        torch.testing.assert_close(mine, theirs, rtol=1e-6, atol=1e-7)
+    agent._uncompile_parts("disabled for a test")
+    assert not agent.compile_enabled and agent.compile_fallback_reason == "disabled for a test"
+    assert finals[False].compile_fallback_reason == "not requested" and not finals[False].compile_enabled

@@ -224,3 +224,75 @@ def test_a_reward_scale_set_by_the_largest_return_is_reported_with_the_fix():
         assert make_agent("flashsac", robust, OBS_DIMS, NUM_ACTIONS, "cpu").learning_warnings(outlier) == {}
     sac = make_agent("sac", SacConfig(), OBS_DIMS, NUM_ACTIONS, "cpu")
     assert sac.learning_warnings(outlier) == {}
+
+
+def test_the_temperature_step_is_adamw_on_the_autograd_gradient_of_its_loss():
+    """`_temperature_step` takes the gradient of alpha * (entropy - target) in log alpha without a backward:
+    bit for bit the AdamW step on the gradient autograd gives, over several steps (moments included)."""
+    agent, _ = _agent_and_buffer()
+    reference = torch.nn.Parameter(agent.log_alpha.detach().clone())
+    optimizer = torch.optim.AdamW(
+        [reference], lr=agent.cfg.alpha_lr, betas=agent.cfg.adam_betas, weight_decay=0.0
+    )
+    g = torch.Generator().manual_seed(3)
+    for _ in range(4):
+        log_prob = torch.randn(48, generator=g) * 2.0 - 1.0
+        alpha_loss, entropy = agent._temperature_step(log_prob)
+        expected_entropy = -log_prob.mean()
+        expected_loss = reference.exp() * (expected_entropy - agent.target_entropy)
+        optimizer.zero_grad()
+        expected_loss.backward()
+        optimizer.step()
+        assert torch.equal(entropy, expected_entropy) and torch.equal(alpha_loss, expected_loss.detach())
+        assert torch.equal(agent.log_alpha.detach(), reference.detach())
+    assert agent.log_alpha.requires_grad and not alpha_loss.requires_grad
+
+
+def test_the_whole_update_compiles_part_by_part_and_matches_the_eager_update():
+    """Every compilable part of FlashSAC's update (the inductor C++ backend here; Triton on CUDA, where
+    `capture_update(compile=True)` compiles them) traces whole, none falls back, nothing recompiles after both
+    update shapes have run, and eight updates with a scheduled learning rate and reward scaling end where the
+    eager updates end, to float rounding: weights, target, temperature and every recorded loss."""
+    import torch._dynamo
+
+    finals = {}
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        torch._dynamo.reset()
+        agent, buffer = _agent_and_buffer(
+            actor_update_period=2, lr_schedule="warmup_cosine", lr_warmup_updates=2, lr_decay_updates=8
+        )
+        if compiled:
+            agent._compile_parts()
+        for update in range(8):
+            with torch._dynamo.config.patch(error_on_recompile=compiled and update >= 2):
+                agent.update(buffer.sample(48, agent.update_rng))
+        finals[compiled] = agent
+    eager, fused = finals[False], finals[True]
+    assert fused.compile_enabled and fused.compile_fallback_reason == ""
+    assert all(part.compiled for part in fused._parts.values())
+    assert set(fused._parts) == set(type(fused).compiled_parts)
+    for net in ("actor", "critic", "critic_target"):
+        for (name, mine), theirs in zip(
+            getattr(fused, net).state_dict().items(), getattr(eager, net).state_dict().values()
+        ):
+            torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-6, msg=f"{net}.{name}")
+    torch.testing.assert_close(fused.log_alpha, eager.log_alpha, rtol=1e-6, atol=1e-7)
+    for name, value in eager.losses().items():
+        torch.testing.assert_close(fused.losses()[name], value, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_the_target_critic_moves_tau_of_the_way_to_the_projected_critic():
+    """After each update the target critic is (1 - tau) of itself plus tau of the online critic as re-projected
+    to the norm bounds, for every parameter, and it takes no gradients."""
+    tau = 0.3
+    agent, buffer = _agent_and_buffer(tau=tau)
+    for _ in range(2):
+        before = [p.detach().clone() for p in agent.critic_target.parameters()]
+        agent.update(buffer.sample(48, agent.update_rng))
+        _assert_unit_norm(agent.critic)  # the online critic the target moved toward is the projected one
+        for old, new, online in zip(
+            before, agent.critic_target.parameters(), agent.critic.parameters(), strict=True
+        ):
+            torch.testing.assert_close(new, torch.lerp(old, online.detach(), tau), rtol=0, atol=0)
+    assert not any(p.requires_grad for p in agent.critic_target.parameters())

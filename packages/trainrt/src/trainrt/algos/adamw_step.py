@@ -12,6 +12,9 @@ and the step counters, and their `state_dict` is what checkpoints store. Only th
   fused kernel processes fixed chunks per block and occupies a fraction of the multiprocessors on the
   critic's million parameters (adr/0025 has the measurements).
 
+A caller that computes its gradients itself (FlashSAC's temperature, whose gradient is its loss) hands them
+to `adamw_step` instead of running a backward; the step is the same either way.
+
 The compiled form needs every moment buffer and step counter to exist before it is traced: `init_adamw_state`
 creates the ones ``step()`` would create lazily (same keys, shapes, dtypes and devices; existing state, e.g.
 loaded from a checkpoint, is kept).
@@ -40,24 +43,46 @@ def init_adamw_state(optimizer: torch.optim.AdamW) -> None:
 
 
 @torch.no_grad()
-def adamw_step(optimizer: torch.optim.AdamW) -> None:
+def adamw_step(optimizer: torch.optim.AdamW, grads: list[torch.Tensor] | None = None) -> None:
     """One AdamW step over every parameter of ``optimizer`` that has a gradient.
 
     Eagerly this is ``optimizer.step()``. While torch.compile traces it, it is the functional multi-tensor
     update with device-side step counters (`init_adamw_state` must have run), which inductor fuses.
+
+    Args:
+        optimizer: the AdamW whose parameters step.
+        grads: one gradient per parameter of ``optimizer`` (all groups, in order), for a caller that computes
+            them itself instead of through a backward (FlashSAC's temperature). Eagerly they become the
+            parameters' ``.grad`` before ``step()``, as a backward would have left them; compiled, they go to
+            the functional update directly. None: the parameters' own ``.grad``.
     """
+    if grads is not None:
+        count = sum(len(group["params"]) for group in optimizer.param_groups)
+        if len(grads) != count:
+            raise ValueError(f"adamw_step got {len(grads)} gradients for the optimizer's {count} parameters")
     if not torch.compiler.is_compiling():
+        if grads is not None:
+            params = [p for group in optimizer.param_groups for p in group["params"]]
+            for param, grad in zip(params, grads, strict=True):
+                param.grad = grad
         optimizer.step()
         return
+    first = 0  # index of the group's first parameter in ``grads``
     for group in optimizer.param_groups:
-        params = [p for p in group["params"] if p.grad is not None]
+        if grads is not None:
+            params = list(group["params"])
+            param_grads = list(grads[first : first + len(params)])
+            first += len(params)
+        else:
+            params = [p for p in group["params"] if p.grad is not None]
+            param_grads = [p.grad for p in params]
         if not params:
             continue
         states = [optimizer.state[p] for p in params]
         beta1, beta2 = group["betas"]
         adam(
             params,
-            [p.grad for p in params],
+            param_grads,
             [s["exp_avg"] for s in states],
             [s["exp_avg_sq"] for s in states],
             [],

@@ -21,8 +21,9 @@ and needs no device branch. Every optimizer step drops its gradients before the 
 (`zero_grad()` sets them to None), so a backward hands its gradients to the parameters without a fill
 or an addition; inside a graph they live in the graph's memory pool and nothing outside an update
 reads them. On CPU, when disabled, or when capture fails, updates run eagerly and
-`update_fallback_reason` says why; a failed compilation falls back to uncompiled parts and says so in
-`compile_fallback_reason`.
+`update_fallback_reason` says why. Each compiled part falls back on its own: a part that cannot compile runs
+its plain method while the others stay compiled, and `compile_fallback_reason` names it and says why; an
+update that still fails during warm-up turns every part back to its plain method and says so there.
 
 Acting copy: `act` reads `acting_actor` / `acting_obs_normalizer`, a copy of the learner's actor that
 `publish_policy` refreshes. A collector can then act while the learner updates the live weights on
@@ -46,7 +47,7 @@ from trainrt.algos.distributional import categorical_support, check_support_rang
 from trainrt.algos.lr_schedule import LrSchedule, lr_schedule_from
 from trainrt.algos.networks import check_log_std_range
 from trainrt.algos.normalizer import RunningObsNormalizer
-from trainrt.compiled import CompiledOnFirstCall
+from trainrt.compiled import CompiledOnFirstCall, joined_reasons
 from trainrt.hotpath import cold_path
 from trainrt.replay import Batch
 
@@ -163,10 +164,10 @@ class Agent(abc.ABC):
         self._multi_graph_updates = 0
         self._multi_graph_offset = 0
         self._multi_graph_replays = 0
-        # Parts of the update that `capture_update(compile=True)` compiles (name -> callable).
+        # Parts of the update that `capture_update(compile=True)` compiles (name -> callable), and why none
+        # are compiled ("" once they are; each part then records its own fallback).
         self._parts: dict[str, Callable[..., Any]] = {}
-        self.compile_enabled = False
-        self.compile_fallback_reason = "not requested"
+        self._compile_refusal = "not requested"
         # Learning-rate schedule: a device update counter and per-optimizer tensor learning rates.
         self._lr_schedule: LrSchedule | None = None
         self._lr_targets: list[tuple[dict[str, Any], float]] = []
@@ -414,7 +415,7 @@ class Agent(abc.ABC):
         self.update_graph_enabled = False
         if self.device.type != "cuda":
             self.update_fallback_reason = "cpu device"
-            self.compile_fallback_reason = "cpu device" if compile else "not requested"
+            self._compile_refusal = "cpu device" if compile else "not requested"
             return
         if not enabled:
             self.update_fallback_reason = "disabled by configuration"
@@ -473,27 +474,45 @@ class Agent(abc.ABC):
 
     @cold_path
     def _compile_parts(self) -> None:
-        """Replace the update's declared parts by torch.compile'd versions (fused kernels, same math)."""
+        """Replace the update's declared parts by torch.compile'd versions (fused kernels, same math).
+
+        Each part compiles at its first call (a warm-up update); one that cannot runs its plain method from
+        then on and keeps its reason (`compile_fallback_reason`), while the others stay compiled.
+        """
         if set(self.optimizer_step_parts) & set(self.compiled_parts):
-            for optimizer in (self.actor_optimizer, self.critic_optimizer):
+            for optimizer in (self.actor_optimizer, self.critic_optimizer, self.alpha_optimizer):
                 init_adamw_state(optimizer)  # a compiled `adamw_step` traces the state it steps
-        try:
-            self._parts = {
-                name: torch.compile(getattr(self, name), fullgraph=True, dynamic=False)
-                for name in self.compiled_parts
-            }
-        except Exception as exc:
-            self._uncompile_parts(f"torch.compile unavailable: {type(exc).__name__}: {exc}"[:500])
-            return
-        self.compile_enabled = True
-        self.compile_fallback_reason = ""
+        parts = {name: CompiledOnFirstCall(getattr(self, name)) for name in self.compiled_parts}
+        for part in parts.values():
+            if not part.compile():  # torch.compile refused at once: the same for every part
+                self._uncompile_parts(part.fallback_reason)
+                return
+        self._parts = dict(parts)
+        self._compile_refusal = ""
 
     @cold_path
     def _uncompile_parts(self, reason: str) -> None:
         """Back to the plain parts, recording why."""
         self._parts = {}
-        self.compile_enabled = False
-        self.compile_fallback_reason = reason
+        self._compile_refusal = reason[:500]
+
+    @property
+    def compile_enabled(self) -> bool:
+        """Whether any part of the update runs compiled."""
+        return any(getattr(part, "compiled", True) for part in self._parts.values())
+
+    @property
+    def compile_fallback_reason(self) -> str:
+        """Why the update's parts run eagerly: "" when every part compiled, the one reason when none did for
+        the same reason, else ``"part: reason; ..."`` for the parts that fell back."""
+        if self._compile_refusal or not self._parts:
+            return self._compile_refusal or "not requested"
+        eager = {
+            name: part.fallback_reason
+            for name, part in self._parts.items()
+            if not getattr(part, "compiled", True)
+        }
+        return joined_reasons(eager, parts=len(self._parts))
 
     compiled_parts: ClassVar[tuple[str, ...]] = ()
     """Names of the methods `_update_step` calls through `_part` (the compilable network math)."""

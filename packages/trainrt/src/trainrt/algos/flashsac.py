@@ -378,11 +378,12 @@ class FlashSacAgent(Agent):
         "_critic_loss",
         "_critic_optimizer_step",
         "_actor_step",
+        "_temperature_step",
         "_project_actor",
         "_project_critic",
         "_record_losses",
     )
-    optimizer_step_parts = ("_critic_optimizer_step", "_actor_step")
+    optimizer_step_parts = ("_critic_optimizer_step", "_actor_step", "_temperature_step")
     # BatchNorm on running statistics for acting and export.
     actor_eval_kwargs: ClassVar[dict[str, Any]] = {"training": False}
 
@@ -488,15 +489,18 @@ class FlashSacAgent(Agent):
     # ----------------------------------------------------------------------------------------------
     # learning
     # ----------------------------------------------------------------------------------------------
-    def _reward_scale(self, batch: Batch) -> torch.Tensor:
-        """The reward divisor as a device scalar: std of the discounted return, or at least max |return| / G_max
-        in ``max_return`` mode; 1 when disabled."""
-        if not self.cfg.reward_scaling or batch.return_var is None or batch.return_abs_max is None:
+    def _reward_scale(
+        self, return_var: torch.Tensor | None, return_abs_max: torch.Tensor | None
+    ) -> torch.Tensor:
+        """The reward divisor as a device scalar, from the replay's return statistics (`Batch.return_var`,
+        `Batch.return_abs_max`): std of the discounted return, or at least max |return| / G_max in
+        ``max_return`` mode; 1 when disabled."""
+        if not self.cfg.reward_scaling or return_var is None or return_abs_max is None:
             return torch.ones((), device=self.device)
-        std = torch.sqrt(batch.return_var + 1e-8)
+        std = torch.sqrt(return_var + 1e-8)
         if self.cfg.reward_scale_mode == "return_std":
             return std
-        return torch.maximum(std, batch.return_abs_max / self.cfg.normalized_return_max)
+        return torch.maximum(std, return_abs_max / self.cfg.normalized_return_max)
 
     @cold_path
     def learning_warnings(self, return_statistics: dict[str, float]) -> dict[str, str]:
@@ -529,11 +533,11 @@ class FlashSacAgent(Agent):
         actor_obs: torch.Tensor,
         next_actor_obs: torch.Tensor,
         critic_obs: torch.Tensor,
-        alpha: torch.Tensor,
         noise: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """alpha * log pi - pessimistic Q and log pi (B,); call with the critic frozen."""
         batch_size = actor_obs.shape[0]
+        alpha = self.log_alpha.exp().detach()
         # Current and next observations share one BatchNorm batch; only the current half enters the
         # loss. The critic scores actions with its running statistics (eval mode).
         with self._autocast():
@@ -548,15 +552,25 @@ class FlashSacAgent(Agent):
     def _critic_target(
         self,
         next_actor_obs: torch.Tensor,
-        both_obs: torch.Tensor,
-        action: torch.Tensor,
-        reward: torch.Tensor,
-        continuation: torch.Tensor,
-        alpha: torch.Tensor,
+        critic_obs: torch.Tensor,
+        next_critic_obs: torch.Tensor,
+        transition: tuple[torch.Tensor, ...],
         noise: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Projected target (B, K) from the pessimistic target member, and the next actions (B, A)."""
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """The critic's inputs and its target, from the pessimistic target member; no gradients.
+
+        ``transition`` holds the batch's action, reward, discount, bootstrap, return variance and largest
+        |return| (`Batch` fields; the last two may be None). Returns the observations and next observations in
+        one batch (2B, Dc), the batch's actions followed by the next actions (2B, A), the projected target
+        (B, K), and the statistics the update records (``reward_scale``, ``alpha``, ``target_q_mean``).
+        """
         batch_size = next_actor_obs.shape[0]
+        action, reward, discount, bootstrap, return_var, return_abs_max = transition
+        reward_scale = self._reward_scale(return_var, return_abs_max)
+        reward = reward / reward_scale
+        continuation = discount * bootstrap
+        alpha = self.log_alpha.exp().detach()
+        both_obs = torch.cat([critic_obs, next_critic_obs])
         with torch.no_grad(), self._autocast():
             next_mean, next_log_std = self.actor(next_actor_obs, training=False)
             next_action, next_log_prob = tanh_gaussian_sample(next_mean.float(), next_log_std.float(), noise)
@@ -568,7 +582,13 @@ class FlashSacAgent(Agent):
             target_atoms = reward.unsqueeze(-1) + continuation.unsqueeze(-1) * (
                 self.support - alpha * next_log_prob.unsqueeze(-1)
             )
-            return categorical_projection(chosen, target_atoms, self.cfg.v_min, self.cfg.v_max), both_actions
+            target = categorical_projection(chosen, target_atoms, self.cfg.v_min, self.cfg.v_max)
+        statistics = {
+            "reward_scale": reward_scale,
+            "alpha": alpha,
+            "target_q_mean": expected_value(target, self.support).mean(),
+        }
+        return both_obs, both_actions, target, statistics
 
     def _critic_loss(
         self, both_obs: torch.Tensor, both_actions: torch.Tensor, target: torch.Tensor
@@ -592,66 +612,69 @@ class FlashSacAgent(Agent):
         project_to_unit_norm(self.actor)
 
     def _project_critic(self) -> None:
-        """Re-project the critic's norm-bounded layers (a compilable part)."""
+        """Re-project the critic's norm-bounded layers, then move the target critic toward it (a compilable
+        part: inductor fuses the EMA into the projection's kernels)."""
         project_to_unit_norm(self.critic)
+        with torch.no_grad():
+            torch._foreach_lerp_(self._target_params, self._critic_params, self.cfg.tau)
+
+    def _temperature_step(self, log_prob: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The temperature's AdamW step from the actor's log-probabilities ``log_prob`` (B,) (a compilable part).
+
+        The loss alpha * (entropy - target) shrinks alpha while the entropy exceeds the target. Its gradient in
+        log alpha is the loss itself, so the step takes it without a backward. Returns the loss and the entropy.
+        """
+        with torch.no_grad():
+            entropy = -log_prob.mean()
+            alpha_loss = self.log_alpha.exp() * (entropy - self.target_entropy)
+            adamw_step(self.alpha_optimizer, [alpha_loss])
+        return alpha_loss, entropy
 
     def _update_step(self, batch: Batch, update_actor: bool) -> None:
-        """Actor and temperature (when due), then critic, then target update; losses land in `losses()`."""
-        cfg = self.cfg
+        """Actor and temperature (when due), then critic, then target update; losses land in `losses()`.
+
+        Besides the random draws, the optimizer's gradient bookkeeping and the backward calls, every step
+        runs inside a compilable part, so the compiled update launches no small kernels of its own.
+        """
         batch_size = batch.batch_size
         actor_obs, next_actor_obs, critic_obs, next_critic_obs = self._normalized_groups(batch)
-        reward_scale = self._reward_scale(batch)
-        reward = batch.reward / reward_scale
-        losses: dict[str, torch.Tensor] = {"reward_scale": reward_scale}
         self._part("_advance_lr_schedule")()
+        losses: dict[str, torch.Tensor] = {}
 
         if update_actor:
             with frozen(self.critic):
                 actor_loss, log_prob = self._part("_actor_loss")(
-                    actor_obs,
-                    next_actor_obs,
-                    critic_obs,
-                    self.log_alpha.exp().detach(),
-                    self._policy_noise(batch_size),
+                    actor_obs, next_actor_obs, critic_obs, self._policy_noise(batch_size)
                 )
             self.actor_optimizer.zero_grad()
             actor_loss.backward()
             self._part("_actor_step")()
             self._part("_project_actor")()
-            # Temperature: alpha * (entropy - target) shrinks alpha while entropy exceeds the target.
-            entropy = -log_prob.detach().mean()
-            alpha_loss = self.log_alpha.exp() * (entropy - self.target_entropy)
-            self.alpha_optimizer.zero_grad()
-            alpha_loss.backward()
-            self.alpha_optimizer.step()
+            alpha_loss, entropy = self._part("_temperature_step")(log_prob.detach())
             losses |= {"actor_loss": actor_loss, "alpha_loss": alpha_loss, "entropy": entropy}
 
         # Critic: target from the pessimistic target member, observations and next observations in
         # one BatchNorm batch for both the target and the online critic.
-        both_obs = torch.cat([critic_obs, next_critic_obs])
-        target, both_actions = self._part("_critic_target")(
+        both_obs, both_actions, target, statistics = self._part("_critic_target")(
             next_actor_obs,
-            both_obs,
-            batch.action,
-            reward,
-            batch.discount * batch.bootstrap,
-            self.log_alpha.exp().detach(),
+            critic_obs,
+            next_critic_obs,
+            (
+                batch.action,
+                batch.reward,
+                batch.discount,
+                batch.bootstrap,
+                batch.return_var,
+                batch.return_abs_max,
+            ),
             self._policy_noise(batch_size),
         )
         critic_loss, q_mean = self._part("_critic_loss")(both_obs, both_actions, target)
         self.critic_optimizer.zero_grad()
         critic_loss.backward()
         self._part("_critic_optimizer_step")()
-        self._part("_project_critic")()
-
-        with torch.no_grad():
-            torch._foreach_lerp_(self._target_params, self._critic_params, cfg.tau)
-        losses |= {
-            "critic_loss": critic_loss,
-            "alpha": self.log_alpha.exp(),
-            "q_mean": q_mean,
-            "target_q_mean": expected_value(target, self.support).mean(),
-        }
+        self._part("_project_critic")()  # and the target's EMA
+        losses |= {"critic_loss": critic_loss, "q_mean": q_mean, **statistics}
         self._part("_record_losses")(losses)
 
     # ----------------------------------------------------------------------------------------------
