@@ -30,7 +30,12 @@ compiled graph and times it as `trainrt bench learner` does (``fused`` mode). Va
 - ``combo_kernels``, ``aggressive_fusion``, ``autotune_pointwise``: padded, with that inductor option on
   (horizontal fusion of independent kernels; fusion past the default profitability checks; benchmarking
   more Triton configurations for pointwise and reduction kernels). A variant whose option this torch does
-  not have is reported as skipped.
+  not have is reported as skipped;
+- ``autotune_gemm``: padded, with inductor choosing each matrix product among cuBLAS and its Triton
+  templates by timing them at compile time (minutes more compiling), fusing pointwise work into a chosen
+  template's epilogue; ``triton_gemm``: the same restricted to the Triton templates, with the producers of
+  a product's inputs (FlashSAC's BatchNorm normalization, ReLU and bf16 cast) fused into its loads (prologue
+  fusion), so the normalized activations need not be written and read back.
 
 Reports ms per update of every round, the median per variant and each variant's speedup over the first.
 With ``--profile`` each variant's first round also profiles one replay of the iteration's updates, as
@@ -72,6 +77,14 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "combo_kernels": {"inductor": {"combo_kernels": True}},
     "aggressive_fusion": {"inductor": {"aggressive_fusion": True}},
     "autotune_pointwise": {"inductor": {"max_autotune_pointwise": True}},
+    "autotune_gemm": {"inductor": {"max_autotune_gemm": True}},
+    "triton_gemm": {
+        "inductor": {
+            "max_autotune_gemm": True,
+            "max_autotune_gemm_backends": "TRITON",
+            "prologue_fusion": True,
+        }
+    },
 }
 """Variant name -> changes: ``gemm_alignment`` (networks.GEMM_ALIGNMENT), ``fused_norm_kernel``
 (networks.FUSED_NORM_KERNEL), ``inductor`` option values and
