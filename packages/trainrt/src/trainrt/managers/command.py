@@ -115,12 +115,12 @@ class CommandTerm:
 
     def draw_reset_(self, generator: torch.Generator) -> None:
         """Every draw of ``reset``, in its order: the new timers, then the term's own."""
-        self._time_draw.uniform_(self._time_low, self._time_low + self._time_span, generator=generator)
+        self._draw_timers(generator)
         self._draw_(generator)
 
     def apply_reset(self, env_mask: torch.Tensor) -> None:
         """``reset``'s math from the numbers ``draw_reset_`` drew."""
-        self.time_left.copy_(torch.where(env_mask, self._time_draw, self.time_left))
+        self._set_timers(env_mask)
         self._resample_drawn(env_mask)
 
     def draw_compute_(self, generator: torch.Generator) -> None:
@@ -129,14 +129,30 @@ class CommandTerm:
 
     def apply_compute(self, dt: float) -> None:
         """``compute``'s math from the numbers ``draw_compute_`` drew."""
-        self.time_left.sub_(dt)
-        torch.le(self.time_left, 1e-6, out=self.resampled)
+        self._count_down(dt)
         self.apply_reset(self.resampled)
         self._update()
 
-    def _resample_rows(self, env_mask: torch.Tensor) -> None:
-        self._time_draw.uniform_(self._time_low, self._time_low + self._time_span, generator=self.env.rng)
+    # The timers, shared by both forms: a term that draws inline makes the same timer draw and math, with its
+    # own ``_resample`` drawing after them.
+
+    def _draw_timers(self, generator: torch.Generator) -> None:
+        """A new resampling time for every row into ``_time_draw``."""
+        self._time_draw.uniform_(self._time_low, self._time_low + self._time_span, generator=generator)
+
+    def _set_timers(self, env_mask: torch.Tensor) -> None:
+        """Rows in ``env_mask`` take their drawn resampling time."""
         self.time_left.copy_(torch.where(env_mask, self._time_draw, self.time_left))
+
+    def _count_down(self, dt: float) -> None:
+        """Count the timers down by ``dt``; rows at zero go into ``resampled``."""
+        self.time_left.sub_(dt)
+        torch.le(self.time_left, 1e-6, out=self.resampled)
+
+    def _resample_rows(self, env_mask: torch.Tensor) -> None:
+        """The inline form of a reset: timers, then the term's ``_resample`` (which draws as it goes)."""
+        self._draw_timers(self.env.rng)
+        self._set_timers(env_mask)
         self._resample(env_mask)
 
     def compute(self, dt: float) -> None:
@@ -145,8 +161,7 @@ class CommandTerm:
             self.draw_compute_(self.env.rng)
             self.apply_compute(dt)
             return
-        self.time_left.sub_(dt)
-        torch.le(self.time_left, 1e-6, out=self.resampled)
+        self._count_down(dt)
         self._resample_rows(self.resampled)
         self._update()
 
