@@ -198,3 +198,14 @@ def test_the_run_reports_its_replay_size_at_set_up(tmp_path):
     _run(tmp_path / "run", log=lines.append)
     (line,) = [line for line in lines if line.startswith("replay: ")]
     assert re.fullmatch(r"replay: \d+ envs x \d+ steps per env, \d+\.\d\d GiB on cpu", line), line
+
+
+def test_the_warm_up_line_says_which_learner_parts_run_uncompiled():
+    from trainrt.runner.off_policy_runner import _compile_note
+
+    assert _compile_note({"compile_enabled": True, "compile_fallback_reason": ""}) == ""
+    assert _compile_note({"compile_enabled": False, "compile_fallback_reason": "cpu device"}) == (
+        " [uncompiled: cpu device]"
+    )
+    partly = {"compile_enabled": True, "compile_fallback_reason": "_actor_step: compiling failed: X"}
+    assert _compile_note(partly) == " [parts uncompiled: _actor_step: compiling failed: X]"

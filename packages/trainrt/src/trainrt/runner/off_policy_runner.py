@@ -533,11 +533,7 @@ class OffPolicyRunner:
             f"warm-up done in {self.warmup_time_sec:.1f}s ({self.warmup_env_steps} env steps, outside the "
             f"throughput window); collector: {_graph_status(collector_graph)}; "
             f"learner: {_graph_status(learner_graph)}"
-            + (
-                ""
-                if learner_graph.get("compile_enabled")
-                else f" [uncompiled: {learner_graph.get('compile_fallback_reason')}]"
-            )
+            + _compile_note(learner_graph)
             + (
                 ""
                 if collector_graph.get("step_math_compiled")
@@ -1004,6 +1000,15 @@ def _same_path(a: Path, b: Path) -> bool:
         return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
     except OSError:
         return False
+
+
+@cold_path
+def _compile_note(learner: dict[str, Any]) -> str:
+    """The warm-up line's note on the learner's compiled parts: none when all compiled, else which did not."""
+    reason = learner.get("compile_fallback_reason")
+    if not learner.get("compile_enabled"):
+        return f" [uncompiled: {reason}]"
+    return f" [parts uncompiled: {reason}]" if reason else ""
 
 
 def _graph_status(facts: dict[str, Any]) -> str:
