@@ -445,3 +445,45 @@ def test_a_part_that_cannot_compile_runs_plain_and_the_others_stay_compiled(monk
     agent._uncompile_parts("disabled for a test")
     assert not agent.compile_enabled and agent.compile_fallback_reason == "disabled for a test"
     assert finals[False].compile_fallback_reason == "not requested" and not finals[False].compile_enabled
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_optimizer_steps_stay_eager_while_step_hooks_average_gradients(algo, monkeypatch):
+    """Data-parallel training averages gradients in optimizer step pre-hooks, which only `Optimizer.step()`
+    runs. With hooks on the optimizers, compiling the update keeps every optimizer-step part plain (the
+    reason names the hooks), every step runs its hooks (the critic's each update, the actor's and the
+    temperature's each actor update), and the result is the eager update's."""
+    algo_cls = type(_agent_with_data(algo)[0])
+    monkeypatch.setattr(algo_cls, "compiled_parts", ("_record_losses", *algo_cls.optimizer_step_parts))
+    finals = {}
+    for hooked in (False, True):
+        torch.manual_seed(0)
+        agent, buffer = _agent_with_data(algo, seed=0, actor_update_period=2)
+        calls = {"actor": 0, "critic": 0, "alpha": 0}
+        if hooked:
+            for name in calls:
+
+                def count(optimizer, args, kwargs, name=name, calls=calls):
+                    calls[name] += 1
+
+                getattr(agent, f"{name}_optimizer").register_step_pre_hook(count)
+            agent._compile_parts()
+            steps = set(algo_cls.optimizer_step_parts)
+            assert not any(agent._parts[name].compiled for name in steps)
+            assert agent._parts["_record_losses"].compiled
+            assert "have step hooks (data-parallel gradient averaging)" in agent.compile_fallback_reason
+            assert all(
+                f"{name}: the actor, critic, alpha optimizers" in agent.compile_fallback_reason
+                for name in steps
+            )
+        for _ in range(4):
+            agent.update(buffer.sample(32, agent.update_rng))
+        finals[hooked] = agent
+        if hooked:
+            assert calls == {"actor": 2, "critic": 4, "alpha": 2}
+    for net in ("actor", "critic", "critic_target"):
+        for mine, theirs in zip(
+            getattr(finals[True], net).parameters(), getattr(finals[False], net).parameters()
+        ):
+            assert torch.equal(mine, theirs), net
+    assert torch.equal(finals[True].log_alpha, finals[False].log_alpha)

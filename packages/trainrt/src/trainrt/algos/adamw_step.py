@@ -15,6 +15,10 @@ and the step counters, and their `state_dict` is what checkpoints store. Only th
 A caller that computes its gradients itself (FlashSAC's temperature, whose gradient is its loss) hands them
 to `adamw_step` instead of running a backward; the step is the same either way.
 
+Optimizer step hooks run only inside ``step()``: data-parallel training averages gradients across ranks in a
+step pre-hook (`trainrt.runner.distributed`). `has_step_hooks` tells the agents to keep such an optimizer's
+step eager, where the hooks run.
+
 The compiled form needs every moment buffer and step counter to exist before it is traced: `init_adamw_state`
 creates the ones ``step()`` would create lazily (same keys, shapes, dtypes and devices; existing state, e.g.
 loaded from a checkpoint, is kept).
@@ -23,7 +27,18 @@ loaded from a checkpoint, is kept).
 from __future__ import annotations
 
 import torch
+import torch.optim.optimizer as optimizer_module
 from torch.optim.adam import adam
+
+
+def has_step_hooks(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether ``step()`` would run hooks (the optimizer's own or global ones) that the functional form skips."""
+    return bool(
+        optimizer._optimizer_step_pre_hooks
+        or optimizer._optimizer_step_post_hooks
+        or optimizer_module._global_optimizer_pre_hooks
+        or optimizer_module._global_optimizer_post_hooks
+    )
 
 
 @torch.no_grad()
@@ -64,7 +79,7 @@ def adamw_step(optimizer: torch.optim.AdamW, grads: list[torch.Tensor] | None = 
         if grads is not None:
             params = [p for group in optimizer.param_groups for p in group["params"]]
             for param, grad in zip(params, grads, strict=True):
-                param.grad = grad
+                param.grad = grad.detach().clone()  # a step hook may average it in place
         optimizer.step()
         return
     first = 0  # index of the group's first parameter in ``grads``

@@ -42,7 +42,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, model_validator
 from torch import nn
 
-from trainrt.algos.adamw_step import adamw_step, init_adamw_state
+from trainrt.algos.adamw_step import adamw_step, has_step_hooks, init_adamw_state
 from trainrt.algos.distributional import categorical_support, check_support_range
 from trainrt.algos.lr_schedule import LrSchedule, lr_schedule_from
 from trainrt.algos.networks import check_log_std_range
@@ -477,14 +477,25 @@ class Agent(abc.ABC):
         """Replace the update's declared parts by torch.compile'd versions (fused kernels, same math).
 
         Each part compiles at its first call (a warm-up update); one that cannot runs its plain method from
-        then on and keeps its reason (`compile_fallback_reason`), while the others stay compiled.
+        then on and keeps its reason (`compile_fallback_reason`), while the others stay compiled. The
+        optimizer-step parts stay plain while an optimizer has step hooks (data-parallel training averages
+        gradients in one), since only ``Optimizer.step()`` runs them.
         """
-        if set(self.optimizer_step_parts) & set(self.compiled_parts):
-            for optimizer in (self.actor_optimizer, self.critic_optimizer, self.alpha_optimizer):
+        optimizers = (self.actor_optimizer, self.critic_optimizer, self.alpha_optimizer)
+        hooked = [name for name, opt in zip(("actor", "critic", "alpha"), optimizers) if has_step_hooks(opt)]
+        plain_steps = set(self.optimizer_step_parts) if hooked else set()
+        if (set(self.optimizer_step_parts) - plain_steps) & set(self.compiled_parts):
+            for optimizer in optimizers:
                 init_adamw_state(optimizer)  # a compiled `adamw_step` traces the state it steps
         parts = {name: CompiledOnFirstCall(getattr(self, name)) for name in self.compiled_parts}
-        for part in parts.values():
-            if not part.compile():  # torch.compile refused at once: the same for every part
+        for name, part in parts.items():
+            if name in plain_steps:
+                which = f"the {', '.join(hooked)} optimizer" + (" has" if len(hooked) == 1 else "s have")
+                part.uncompile(
+                    f"{which} step hooks (data-parallel gradient averaging), which only an eager "
+                    "Optimizer.step() runs"
+                )
+            elif not part.compile():  # torch.compile refused at once: the same for every part
                 self._uncompile_parts(part.fallback_reason)
                 return
         self._parts = dict(parts)
