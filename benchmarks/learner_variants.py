@@ -17,6 +17,8 @@ compiled graph and times it as `trainrt bench learner` does (``fused`` mode). Va
 - ``eager_sample``: padded, with the replay's row picking and gathers run eagerly, as before adr/0025
   (about twenty small kernels per sample);
 - ``unpadded``: ``networks.GEMM_ALIGNMENT = 1``;
+- ``bf16_weights``: padded, with FlashSAC's unit-norm layers keeping bf16 copies of their weights
+  (``flashsac.BF16_WEIGHT_COPIES``, adr/0029), so no product casts its weight; SAC has no such layers;
 - ``frozen_norm_affine`` (a measurement, not a learner): padded, with the normalization layers' scales and
   shifts frozen, so the update computes no gradient for them. What it saves against ``padded`` is the cost
   of those gradients: per-column reductions over every row of the batch (SAC's fused kernel computes them
@@ -71,6 +73,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "compiled_norm": {"fused_norm_kernel": False},
     "fused_adamw": {"uncompiled_steps": True},
     "eager_sample": {"eager_sample": True},
+    "bf16_weights": {"bf16_weight_copies": True},
     "frozen_norm_affine": {"freeze_norm_affine": True},
     "zeroed_grads": {"zeroed_grads": True},
     "eager_bookkeeping": {"uncompiled_parts": ("_advance_lr_schedule", "_record_losses")},
@@ -87,7 +90,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     },
 }
 """Variant name -> changes: ``gemm_alignment`` (networks.GEMM_ALIGNMENT), ``fused_norm_kernel``
-(networks.FUSED_NORM_KERNEL), ``inductor`` option values and
+(networks.FUSED_NORM_KERNEL), ``bf16_weight_copies`` (flashsac.BF16_WEIGHT_COPIES), ``inductor`` option values and
 ``freeze_norm_affine`` (`freeze_norm_affine`), ``zeroed_grads`` (`zeroed_grads`), ``uncompiled_parts`` (update
 parts the agents then leave uncompiled), ``uncompiled_steps`` (the agents' ``optimizer_step_parts`` leave their
 compiled parts) and ``eager_sample`` (the replay samples eagerly)."""
@@ -142,6 +145,8 @@ def applied(variant: str) -> Iterator[None]:
     networks.GEMM_ALIGNMENT = changes.get("gemm_alignment", alignment)
     fused_norm_kernel = networks.FUSED_NORM_KERNEL
     networks.FUSED_NORM_KERNEL = changes.get("fused_norm_kernel", fused_norm_kernel)
+    weight_copies = flashsac.BF16_WEIGHT_COPIES
+    flashsac.BF16_WEIGHT_COPIES = changes.get("bf16_weight_copies", weight_copies)
     grads = zeroed_grads() if changes.get("zeroed_grads") else contextlib.nullcontext()
     parts = {cls: cls.compiled_parts for cls in AGENT_CLASSES}
     for cls in AGENT_CLASSES:
@@ -155,6 +160,7 @@ def applied(variant: str) -> Iterator[None]:
     finally:
         networks.GEMM_ALIGNMENT = alignment
         networks.FUSED_NORM_KERNEL = fused_norm_kernel
+        flashsac.BF16_WEIGHT_COPIES = weight_copies
         for cls, names in parts.items():
             cls.compiled_parts = names
 

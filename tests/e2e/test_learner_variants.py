@@ -122,6 +122,16 @@ def test_compiled_norm_turns_the_fused_kernel_off_inside_the_block_only():
     assert networks.FUSED_NORM_KERNEL
 
 
+def test_bf16_weights_turns_flashsac_weight_copies_on_inside_the_block_only():
+    from trainrt.algos import flashsac
+
+    variants = _script()
+    assert not flashsac.BF16_WEIGHT_COPIES
+    with variants.applied("bf16_weights"):
+        assert flashsac.BF16_WEIGHT_COPIES
+    assert not flashsac.BF16_WEIGHT_COPIES
+
+
 def test_fused_adamw_leaves_every_optimizer_step_out_of_the_compiled_parts_and_restores_them():
     from trainrt.algos.flashsac import FlashSacAgent
     from trainrt.algos.sac import SacAgent

@@ -296,3 +296,105 @@ def test_the_target_critic_moves_tau_of_the_way_to_the_projected_critic():
         ):
             torch.testing.assert_close(new, torch.lerp(old, online.detach(), tau), rtol=0, atol=0)
     assert not any(p.requires_grad for p in agent.critic_target.parameters())
+
+
+def _bf16_agent(copies: bool, **overrides):
+    """An agent and replay as `_agent_and_buffer`, learning under bf16 autocast on the CPU, with or without
+    bf16 weight copies."""
+    torch.manual_seed(0)
+    agent, buffer = _agent_and_buffer(**overrides)
+    agent.autocast_enabled = True  # on CUDA the preset's bf16_autocast sets it
+    if copies:
+        agent._keep_bf16_weight_copies()
+    return agent, buffer
+
+
+def _copies_in_step(agent) -> int:
+    """Check every bf16 weight copy of the four networks against its weight; return how many there are."""
+    count = 0
+    for net in (agent.actor, agent.critic, agent.critic_target, agent.acting_actor):
+        for layer in net.modules():
+            if getattr(layer, "weight_bf16", None) is not None:
+                assert torch.equal(layer.weight_bf16, layer.weight.detach().to(torch.bfloat16))
+                count += 1
+    return count
+
+
+def _assert_same_bits(mine, theirs, path: str) -> None:
+    """Every tensor of two nested state trees equal bit for bit, every other leaf equal."""
+    if isinstance(theirs, dict):
+        assert mine.keys() == theirs.keys(), path
+        for key, value in theirs.items():
+            _assert_same_bits(mine[key], value, f"{path}.{key}")
+    elif isinstance(theirs, torch.Tensor):
+        assert torch.equal(mine, theirs), path
+    elif isinstance(theirs, list | tuple):
+        for index, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+            _assert_same_bits(a, b, f"{path}[{index}]")
+    else:
+        assert mine == theirs, path
+
+
+def test_bf16_weight_copies_change_no_bit_of_the_updates_and_follow_every_weight_change():
+    """Under bf16 autocast the products read each unit-norm weight's bf16 copy instead of casting the weight:
+    six updates (actor and temperature every second) end with the same weights, BatchNorm statistics,
+    optimizer moments, temperature, losses and actions bit for bit. The copies track the weights through
+    the projections, the target's EMA, publishing and a checkpoint load, and the products do read them."""
+    runs = {}
+    for copies in (False, True):
+        agent, buffer = _bf16_agent(copies, actor_update_period=2)
+        for _ in range(6):
+            agent.update(buffer.sample(48, agent.update_rng))
+        obs = {k: torch.randn(16, d, generator=torch.Generator().manual_seed(5)) for k, d in OBS_DIMS.items()}
+        runs[copies] = (agent, agent.state_dict(), agent.losses(), agent.act(obs, deterministic=True), obs)
+    plain, with_copies = runs[False], runs[True]
+    assert not plain[0].keeps_bf16_weight_copies and with_copies[0].keeps_bf16_weight_copies
+    _assert_same_bits(with_copies[1], plain[1], "state")
+    for name, value in plain[2].items():
+        assert torch.equal(with_copies[2][name], value), name
+    assert torch.equal(with_copies[3], plain[3])
+    agent = with_copies[0]
+    assert _copies_in_step(agent) == 4 * 5 + 2 * 1  # trunk layers of all four nets, the critics' heads
+    # a checkpoint load rewrites them (here: another agent's weights)
+    other, other_buffer = _bf16_agent(True, actor_update_period=2)
+    other.update(other_buffer.sample(48, other.update_rng))
+    agent.load_state_dict(other.state_dict())
+    assert _copies_in_step(agent) == 22
+    # and the products read them: a changed copy changes the actor's output
+    layer = agent.actor.trunk.embed
+    with agent._autocast():
+        before = agent.actor(with_copies[4]["policy"], training=False)[0]
+        layer.weight_bf16.mul_(0.5)
+        after = agent.actor(with_copies[4]["policy"], training=False)[0]
+    assert not torch.equal(before, after)
+    # the exported policy runs in float32 and carries none
+    exported = agent.actor_for_export()
+    assert all(getattr(m, "weight_bf16", None) is None for m in exported.modules())
+
+
+def test_bf16_weight_copies_compile_whole_and_change_no_bit_of_the_compiled_update():
+    """Compiled part by part (inductor's CPU backend here), the update under bf16 autocast reads the weight
+    copies without a fallback or a recompilation, and eight updates end bit for bit where the compiled update
+    without copies ends: weights, BatchNorm statistics, target and every loss. The copies end in step."""
+    import torch._dynamo
+
+    runs = {}
+    for copies in (False, True):
+        torch._dynamo.reset()
+        agent, buffer = _bf16_agent(
+            copies,
+            actor_update_period=2,
+            lr_schedule="warmup_cosine",
+            lr_warmup_updates=2,
+            lr_decay_updates=8,
+        )
+        agent._compile_parts()
+        for update in range(8):
+            with torch._dynamo.config.patch(error_on_recompile=update >= 2):
+                agent.update(buffer.sample(48, agent.update_rng))
+        assert agent.compile_fallback_reason == ""
+        runs[copies] = agent
+    assert _copies_in_step(runs[True]) == 22
+    for net in ("actor", "critic", "critic_target"):
+        _assert_same_bits(getattr(runs[True], net).state_dict(), getattr(runs[False], net).state_dict(), net)
+    _assert_same_bits(runs[True].losses(), runs[False].losses(), "losses")

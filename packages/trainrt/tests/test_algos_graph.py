@@ -216,3 +216,31 @@ def test_replay_add_and_sample_capture_in_a_graph():
     gb.manual_seed(5)
     a, b = eager.sample(1000, ga), captured.sample(1000, gb)
     assert torch.equal(a.reward, b.reward) and torch.equal(a.next_obs["critic"], b.next_obs["critic"])
+
+
+def test_flashsac_bf16_weight_copies_stay_in_step_inside_the_compiled_learner_graph(monkeypatch):
+    """With `flashsac.BF16_WEIGHT_COPIES` the networks hold bf16 copies of their unit-norm weights. Replayed
+    inside the compiled learner graph, every projection and the target's EMA rewrite them: after the replays
+    (and publishing) each copy is exactly its weight in bf16, in the actor, critic, target and acting actor."""
+    from trainrt.algos import flashsac
+
+    monkeypatch.setattr(flashsac, "BF16_WEIGHT_COPIES", True)
+    agent, buffer = _filled("flashsac", bf16_autocast=True)
+    assert agent.keeps_bf16_weight_copies
+    agent.capture_update(
+        lambda generator: buffer.sample(BATCH, generator), updates_per_replay=2, compile=True
+    )
+    facts = agent.update_diagnostics()
+    assert facts["compile_fallback_reason"] == "" and facts["update_graph_enabled"], facts
+    before = [p.detach().clone() for p in agent.critic_target.parameters()]
+    agent.replay_updates(2)
+    torch.cuda.synchronize()
+    assert any(not torch.equal(a, b) for a, b in zip(before, agent.critic_target.parameters()))
+    copies = 0
+    for net in (agent.actor, agent.critic, agent.critic_target, agent.acting_actor):
+        for layer in net.modules():
+            if getattr(layer, "weight_bf16", None) is not None:
+                assert torch.equal(layer.weight_bf16, layer.weight.detach().to(torch.bfloat16))
+                copies += 1
+    assert copies == 22  # the trunks' 5 layers in all four networks, the two critics' heads
+    assert torch.isfinite(agent.losses()["critic_loss"])

@@ -329,7 +329,13 @@ class Agent(abc.ABC):
         self.num_updates = int(state["num_updates"])
         if "schedule_step" in state:
             self._schedule_step.copy_(state["schedule_step"])
+        self._weights_loaded()
         self.publish_policy()
+
+    def _weights_loaded(self) -> None:
+        """Called after `load_state_dict` wrote the networks, before the acting copy is refreshed: for state
+        derived from the weights (FlashSAC's bf16 weight copies). Nothing by default."""
+        return
 
     def _normalized_groups(
         self, batch: Batch
@@ -596,6 +602,13 @@ class Agent(abc.ABC):
         """Create the acting copy of actor and normalizer (`_init_learner` calls this once, last)."""
         self.acting_actor = copy.deepcopy(self.actor).requires_grad_(False)
         self.acting_obs_normalizer = copy.deepcopy(self.actor_obs_normalizer)
+        self._pair_acting_tensors()
+        self.policy_version = self.num_updates
+
+    @cold_path
+    def _pair_acting_tensors(self) -> None:
+        """List the (acting, live) tensor pairs `publish_policy` copies: every parameter and buffer of the
+        actor and the normalizer. Call again when a module gains a buffer."""
         self._acting_pairs = [
             (dst, src)
             for live, acting in (
@@ -606,7 +619,6 @@ class Agent(abc.ABC):
                 [*acting.parameters(), *acting.buffers()], [*live.parameters(), *live.buffers()], strict=True
             )
         ]
-        self.policy_version = self.num_updates
 
     def publish_policy(self) -> None:
         """Copy the learner's actor and normalizer into the acting copy (sync-free, fixed addresses)."""

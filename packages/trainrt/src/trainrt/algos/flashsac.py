@@ -135,6 +135,13 @@ class FlashSacConfig(CheckedLearnerConfig):
     critic_obs_group: str = "critic"
 
 
+BF16_WEIGHT_COPIES = False
+"""Keep a bf16 copy of every unit-norm weight beside it, rewritten wherever the weight changes (its projection
+after each optimizer step, the target's EMA, a checkpoint load), so that a forward under bf16 autocast reads
+the copy instead of casting the weight again: about 25 cast kernels fewer per update at the presets'
+sizes. The arithmetic is the same bit for bit (adr/0029); the speed is to be measured on the GPU
+(`benchmarks/learner_variants.py --variants padded,bf16_weights`), so it is off until then."""
+
 REWARD_SCALE_WARNING_RATIO = 4.0
 """`FlashSacAgent.learning_warnings` reports a reward scale whose max |return| term exceeds this many return
 stds (the tracking runs of adr/0017 sat at about 15)."""
@@ -144,8 +151,28 @@ stds (the tracking runs of adr/0017 sat at about 15)."""
 # norm-bounded layers over member-stacked activations (M, B, D): the twin critic is M = 2 independent
 # networks evaluated with one batched GEMM per layer, the actor is M = 1
 # --------------------------------------------------------------------------------------------------
+class _Bf16Weight(torch.autograd.Function):
+    """A weight's bf16 copy in the forward; in the backward the gradient goes to the float32 weight, cast as
+    autocast's own cast of the weight would send it."""
+
+    @staticmethod
+    def forward(ctx: Any, weight: torch.Tensor, copy: torch.Tensor) -> torch.Tensor:
+        return copy
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return grad.to(torch.float32), None
+
+
 class _UnitLinear(nn.Module):
-    """M linear layers (M, B, in) -> (M, B, out) whose weight vectors (one per output unit) keep unit norm."""
+    """M linear layers (M, B, in) -> (M, B, out) whose weight vectors (one per output unit) keep unit norm.
+
+    With `keep_bf16_copy_` the layer also holds ``weight_bf16``, the weight in bf16, which every change of the
+    weight through this module rewrites (`project_`, `refresh_bf16_copy_`); under bf16 autocast the forward
+    multiplies by it instead of casting the weight.
+    """
+
+    weight_bf16: torch.Tensor | None
 
     def __init__(self, members: int, in_features: int, out_features: int, *, bias: bool = False):
         super().__init__()
@@ -154,16 +181,40 @@ class _UnitLinear(nn.Module):
             nn.init.orthogonal_(member)
         self.weight = nn.Parameter(weight.transpose(1, 2).contiguous())  # (M, in, out)
         self.bias = nn.Parameter(torch.zeros(members, 1, out_features)) if bias else None
+        self.register_buffer("weight_bf16", None, persistent=False)  # not in checkpoints: derived
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(M, B, in) -> (M, B, out)."""
-        out = aligned_bmm(x, self.weight.to(x.dtype))
+        copy = self.weight_bf16
+        kind = x.device.type
+        if (
+            copy is not None
+            and torch.is_autocast_enabled(kind)
+            and torch.get_autocast_dtype(kind) == copy.dtype
+        ):
+            # What autocast does to the product's operands, with the weight's cast made beforehand.
+            out = aligned_bmm(x.to(copy.dtype), _Bf16Weight.apply(self.weight, copy))
+        else:
+            out = aligned_bmm(x, self.weight.to(x.dtype))
         return out if self.bias is None else out + self.bias.to(out.dtype)
 
     @torch.no_grad()
     def project_(self) -> None:
-        """Rescale every output unit's weight vector to unit L2 norm."""
+        """Rescale every output unit's weight vector to unit L2 norm (and rewrite the bf16 copy)."""
         self.weight.div_(self.weight.norm(dim=1, keepdim=True).clamp(min=1e-8))
+        self.refresh_bf16_copy_()
+
+    @torch.no_grad()
+    def keep_bf16_copy_(self) -> None:
+        """Hold a bf16 copy of the weight from now on (see the class docstring)."""
+        if self.weight_bf16 is None:
+            self.weight_bf16 = self.weight.detach().to(torch.bfloat16)
+
+    @torch.no_grad()
+    def refresh_bf16_copy_(self) -> None:
+        """Rewrite the bf16 copy from the weight, in place (a captured graph keeps its address)."""
+        if self.weight_bf16 is not None:
+            self.weight_bf16.copy_(self.weight)
 
 
 class _BatchNorm(nn.Module):
@@ -242,6 +293,30 @@ def project_to_unit_norm(module: nn.Module) -> None:
     for layer in module.modules():
         if isinstance(layer, _PROJECTED_LAYERS):
             layer.project_()
+
+
+@torch.no_grad()
+def keep_bf16_weight_copies(module: nn.Module) -> None:
+    """Give every unit-norm linear layer of `module` a bf16 copy of its weight (`BF16_WEIGHT_COPIES`)."""
+    for layer in module.modules():
+        if isinstance(layer, _UnitLinear):
+            layer.keep_bf16_copy_()
+
+
+@torch.no_grad()
+def refresh_bf16_weight_copies(module: nn.Module) -> None:
+    """Rewrite the bf16 weight copies of `module` from its weights (after a change outside `project_`)."""
+    for layer in module.modules():
+        if isinstance(layer, _UnitLinear):
+            layer.refresh_bf16_copy_()
+
+
+@torch.no_grad()
+def drop_bf16_weight_copies(module: nn.Module) -> None:
+    """Remove the bf16 weight copies of `module` (an exported policy runs in float32 and needs none)."""
+    for layer in module.modules():
+        if isinstance(layer, _UnitLinear):
+            layer.weight_bf16 = None
 
 
 class _InvertedResidualBlock(nn.Module):
@@ -411,6 +486,8 @@ class FlashSacAgent(Agent):
             self.target_entropy = per_dim * num_actions
         else:
             self.target_entropy = cfg.target_entropy
+        if BF16_WEIGHT_COPIES and self.autocast_enabled:
+            self._keep_bf16_weight_copies()
         self.zeta_cdf = zeta_hold_cdf(cfg.noise_hold_zeta_exponent, cfg.noise_hold_max_steps).to(self.device)
         self.held_noise: torch.Tensor | None = None
         self.hold_steps_left: torch.Tensor | None = None
@@ -617,6 +694,7 @@ class FlashSacAgent(Agent):
         project_to_unit_norm(self.critic)
         with torch.no_grad():
             torch._foreach_lerp_(self._target_params, self._critic_params, self.cfg.tau)
+        refresh_bf16_weight_copies(self.critic_target)
 
     def _temperature_step(self, log_prob: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The temperature's AdamW step from the actor's log-probabilities ``log_prob`` (B,) (a compilable part).
@@ -678,8 +756,36 @@ class FlashSacAgent(Agent):
         self._part("_record_losses")(losses)
 
     # ----------------------------------------------------------------------------------------------
+    # bf16 weight copies (BF16_WEIGHT_COPIES)
+    # ----------------------------------------------------------------------------------------------
+    @cold_path
+    def _keep_bf16_weight_copies(self) -> None:
+        """Give the actor, the critic, the target critic and the acting actor bf16 copies of their unit-norm
+        weights; `publish_policy` copies the actor's into the acting actor from then on."""
+        for net in (self.actor, self.critic, self.critic_target, self.acting_actor):
+            keep_bf16_weight_copies(net)
+        self._pair_acting_tensors()
+
+    @property
+    def keeps_bf16_weight_copies(self) -> bool:
+        """Whether the networks hold bf16 copies of their unit-norm weights."""
+        return any(getattr(m, "weight_bf16", None) is not None for m in self.critic.modules())
+
+    def _weights_loaded(self) -> None:
+        """Rewrite the bf16 weight copies from the loaded weights (the acting copy follows when published)."""
+        for net in (self.actor, self.critic, self.critic_target):
+            refresh_bf16_weight_copies(net)
+
+    # ----------------------------------------------------------------------------------------------
     # checkpoint and export
     # ----------------------------------------------------------------------------------------------
+    @cold_path
+    def actor_for_export(self) -> nn.Module:
+        """The base export, without bf16 weight copies (it runs in float32)."""
+        policy = super().actor_for_export()
+        drop_bf16_weight_copies(policy)
+        return policy
+
     @cold_path
     def state_dict(self) -> dict[str, Any]:
         """The base snapshot plus the held exploration noise and its per-env hold counters."""
