@@ -33,6 +33,9 @@ compiled graph and times it as `trainrt bench learner` does (``fused`` mode). Va
   (horizontal fusion of independent kernels; fusion past the default profitability checks; benchmarking
   more Triton configurations for pointwise and reduction kernels). A variant whose option this torch does
   not have is reported as skipped;
+- ``combo_projections``: padded, with inductor's horizontal fusion for the parts that update many
+  independent tensors only (FlashSAC's projections with the target's EMA, SAC's optimizer steps with
+  the EMA), so their per-tensor reductions and updates share a few launches;
 - ``autotune_gemm``: padded, with inductor choosing each matrix product among cuBLAS and its Triton
   templates by timing them at compile time (minutes more compiling), fusing pointwise work into a chosen
   template's epilogue; ``triton_gemm``: the same restricted to the Triton templates, with the producers of
@@ -81,6 +84,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "aggressive_fusion": {"inductor": {"aggressive_fusion": True}},
     "autotune_pointwise": {"inductor": {"max_autotune_pointwise": True}},
     "autotune_gemm": {"inductor": {"max_autotune_gemm": True}},
+    "combo_projections": {
+        "part_options": {
+            part: {"combo_kernels": True, "combo_kernels_pointwise_only": False}
+            for part in ("_project_actor", "_project_critic", "_critic_step", "_actor_step")
+        }
+    },
     "triton_gemm": {
         "inductor": {
             "max_autotune_gemm": True,
@@ -93,7 +102,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
 (networks.FUSED_NORM_KERNEL), ``bf16_weight_copies`` (flashsac.BF16_WEIGHT_COPIES), ``inductor`` option values and
 ``freeze_norm_affine`` (`freeze_norm_affine`), ``zeroed_grads`` (`zeroed_grads`), ``uncompiled_parts`` (update
 parts the agents then leave uncompiled), ``uncompiled_steps`` (the agents' ``optimizer_step_parts`` leave their
-compiled parts) and ``eager_sample`` (the replay samples eagerly)."""
+compiled parts), ``part_options`` (inductor options for single parts, by name: the agents'
+``part_compile_options``) and ``eager_sample`` (the replay samples eagerly)."""
 
 AGENT_CLASSES: tuple[type, ...] = (sac.SacAgent, flashsac.FlashSacAgent)
 """The agents whose compiled parts a variant's ``uncompiled_parts`` and ``uncompiled_steps`` remove from."""
@@ -134,7 +144,11 @@ def zeroed_grads() -> Iterator[None]:
 
 def missing_options(variant: str) -> list[str]:
     """The inductor options of ``variant`` this torch does not have."""
-    return [k for k in VARIANTS[variant].get("inductor", {}) if not hasattr(inductor_config, k)]
+    changes = VARIANTS[variant]
+    names = set(changes.get("inductor", {}))
+    for options in changes.get("part_options", {}).values():
+        names |= set(options)
+    return sorted(k for k in names if not hasattr(inductor_config, k))
 
 
 @contextlib.contextmanager
@@ -149,6 +163,10 @@ def applied(variant: str) -> Iterator[None]:
     flashsac.BF16_WEIGHT_COPIES = changes.get("bf16_weight_copies", weight_copies)
     grads = zeroed_grads() if changes.get("zeroed_grads") else contextlib.nullcontext()
     parts = {cls: cls.compiled_parts for cls in AGENT_CLASSES}
+    part_options = {cls: cls.part_compile_options for cls in AGENT_CLASSES}
+    for cls in AGENT_CLASSES:
+        wanted = changes.get("part_options", {})
+        cls.part_compile_options = {k: v for k, v in wanted.items() if k in cls.compiled_parts}
     for cls in AGENT_CLASSES:
         removed = set(changes.get("uncompiled_parts", ()))
         if changes.get("uncompiled_steps"):
@@ -163,6 +181,7 @@ def applied(variant: str) -> Iterator[None]:
         flashsac.BF16_WEIGHT_COPIES = weight_copies
         for cls, names in parts.items():
             cls.compiled_parts = names
+            cls.part_compile_options = part_options[cls]
 
 
 def _profile_iteration() -> Any:

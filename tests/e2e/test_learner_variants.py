@@ -132,6 +132,20 @@ def test_bf16_weights_turns_flashsac_weight_copies_on_inside_the_block_only():
     assert not flashsac.BF16_WEIGHT_COPIES
 
 
+def test_combo_projections_sets_inductor_options_for_single_parts_inside_the_block_only():
+    from trainrt.algos.flashsac import FlashSacAgent
+    from trainrt.algos.sac import SacAgent
+
+    variants = _script()
+    assert not FlashSacAgent.part_compile_options and not SacAgent.part_compile_options
+    with variants.applied("combo_projections"):
+        assert set(FlashSacAgent.part_compile_options) == {"_project_actor", "_project_critic", "_actor_step"}
+        assert set(SacAgent.part_compile_options) == {"_critic_step", "_actor_step"}
+        assert all(o["combo_kernels"] for o in FlashSacAgent.part_compile_options.values())
+    assert not FlashSacAgent.part_compile_options and not SacAgent.part_compile_options
+    assert variants.missing_options("combo_projections") == []  # this torch has both options
+
+
 def test_fused_adamw_leaves_every_optimizer_step_out_of_the_compiled_parts_and_restores_them():
     from trainrt.algos.flashsac import FlashSacAgent
     from trainrt.algos.sac import SacAgent

@@ -487,3 +487,22 @@ def test_optimizer_steps_stay_eager_while_step_hooks_average_gradients(algo, mon
         ):
             assert torch.equal(mine, theirs), net
     assert torch.equal(finals[True].log_alpha, finals[False].log_alpha)
+
+
+def test_a_part_compiles_with_its_own_inductor_options(monkeypatch):
+    """`part_compile_options` reach torch.compile for that part alone: an option inductor does not know makes
+    that part fall back at its first call, naming the option, and the other parts compile."""
+    import torch._dynamo
+
+    algo_cls = type(_agent_with_data("sac")[0])
+    monkeypatch.setattr(algo_cls, "compiled_parts", ("_record_losses", "_advance_lr_schedule"))
+    monkeypatch.setattr(
+        algo_cls, "part_compile_options", {"_record_losses": {"no_such_inductor_option": True}}
+    )
+    torch._dynamo.reset()
+    agent, buffer = _agent_with_data("sac", seed=0)
+    agent._compile_parts()
+    agent.update(buffer.sample(32, agent.update_rng))
+    assert agent._parts["_advance_lr_schedule"].compiled and not agent._parts["_record_losses"].compiled
+    assert agent.compile_fallback_reason.startswith("_record_losses: ")
+    assert "no_such_inductor_option" in agent.compile_fallback_reason

@@ -45,11 +45,12 @@ class CompiledOnFirstCall:
             return self.fn(*args)
 
     @cold_path
-    def compile(self) -> bool:
-        """Switch to ``torch.compile(fn, fullgraph=True, dynamic=False)``; False (eager, reason recorded)
-        when torch.compile refuses at once. Whether it stays compiled is decided at its first call."""
+    def compile(self, options: dict[str, Any] | None = None) -> bool:
+        """Switch to ``torch.compile(fn, fullgraph=True, dynamic=False)`` (with inductor ``options``, if any);
+        False (eager, reason recorded) when torch.compile refuses at once. Whether it stays compiled is decided
+        at its first call."""
         try:
-            self._active = torch.compile(self.fn, fullgraph=True, dynamic=False)
+            self._active = torch.compile(self.fn, fullgraph=True, dynamic=False, options=options or None)
         except Exception as exc:
             self.uncompile(f"torch.compile unavailable: {type(exc).__name__}: {exc}")
             return False

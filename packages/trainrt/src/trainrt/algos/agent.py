@@ -501,9 +501,8 @@ class Agent(abc.ABC):
                     f"{which} step hooks (data-parallel gradient averaging), which only an eager "
                     "Optimizer.step() runs"
                 )
-            elif not part.compile():  # torch.compile refused at once: the same for every part
-                self._uncompile_parts(part.fallback_reason)
-                return
+            else:  # compiles at its first call; refused at once (say, an unknown option), it runs plain
+                part.compile(self.part_compile_options.get(name))
         self._parts = dict(parts)
         self._compile_refusal = ""
 
@@ -533,6 +532,10 @@ class Agent(abc.ABC):
 
     compiled_parts: ClassVar[tuple[str, ...]] = ()
     """Names of the methods `_update_step` calls through `_part` (the compilable network math)."""
+
+    part_compile_options: ClassVar[dict[str, dict[str, Any]]] = {}
+    """Inductor options for single parts, by name (none by default; `benchmarks/learner_variants.py` sets
+    some to measure them)."""
 
     optimizer_step_parts: ClassVar[tuple[str, ...]] = ("_critic_step", "_actor_step")
     """The parts `_update_step` calls that step an optimizer through `adamw_step`; compiling any of them needs
