@@ -222,6 +222,8 @@ def test_flashsac_bf16_weight_copies_stay_in_step_inside_the_compiled_learner_gr
     """With `flashsac.BF16_WEIGHT_COPIES` the networks hold bf16 copies of their unit-norm weights. Replayed
     inside the compiled learner graph, every projection and the target's EMA rewrite them: after the replays
     (and publishing) each copy is exactly its weight in bf16, in the actor, critic, target and acting actor."""
+    from test_algos_flashsac import _copies_in_step
+
     from trainrt.algos import flashsac
 
     monkeypatch.setattr(flashsac, "BF16_WEIGHT_COPIES", True)
@@ -236,11 +238,5 @@ def test_flashsac_bf16_weight_copies_stay_in_step_inside_the_compiled_learner_gr
     agent.replay_updates(2)
     torch.cuda.synchronize()
     assert any(not torch.equal(a, b) for a, b in zip(before, agent.critic_target.parameters()))
-    copies = 0
-    for net in (agent.actor, agent.critic, agent.critic_target, agent.acting_actor):
-        for layer in net.modules():
-            if getattr(layer, "weight_bf16", None) is not None:
-                assert torch.equal(layer.weight_bf16, layer.weight.detach().to(torch.bfloat16))
-                copies += 1
-    assert copies == 22  # the trunks' 5 layers in all four networks, the two critics' heads
+    assert _copies_in_step(agent) == 22  # the trunks' 5 layers in all four networks, the two critics' heads
     assert torch.isfinite(agent.losses()["critic_loss"])

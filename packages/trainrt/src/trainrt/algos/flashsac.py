@@ -295,28 +295,28 @@ def project_to_unit_norm(module: nn.Module) -> None:
             layer.project_()
 
 
+def _unit_linear_layers(module: nn.Module) -> list[_UnitLinear]:
+    return [layer for layer in module.modules() if isinstance(layer, _UnitLinear)]
+
+
 @torch.no_grad()
 def keep_bf16_weight_copies(module: nn.Module) -> None:
     """Give every unit-norm linear layer of `module` a bf16 copy of its weight (`BF16_WEIGHT_COPIES`)."""
-    for layer in module.modules():
-        if isinstance(layer, _UnitLinear):
-            layer.keep_bf16_copy_()
+    for layer in _unit_linear_layers(module):
+        layer.keep_bf16_copy_()
 
 
 @torch.no_grad()
 def refresh_bf16_weight_copies(module: nn.Module) -> None:
     """Rewrite the bf16 weight copies of `module` from its weights (after a change outside `project_`)."""
-    for layer in module.modules():
-        if isinstance(layer, _UnitLinear):
-            layer.refresh_bf16_copy_()
+    for layer in _unit_linear_layers(module):
+        layer.refresh_bf16_copy_()
 
 
-@torch.no_grad()
 def drop_bf16_weight_copies(module: nn.Module) -> None:
     """Remove the bf16 weight copies of `module` (an exported policy runs in float32 and needs none)."""
-    for layer in module.modules():
-        if isinstance(layer, _UnitLinear):
-            layer.weight_bf16 = None
+    for layer in _unit_linear_layers(module):
+        layer.weight_bf16 = None
 
 
 class _InvertedResidualBlock(nn.Module):
