@@ -187,11 +187,9 @@ class _UnitLinear(nn.Module):
         """(M, B, in) -> (M, B, out)."""
         copy = self.weight_bf16
         kind = x.device.type
-        if (
-            copy is not None
-            and torch.is_autocast_enabled(kind)
-            and torch.get_autocast_dtype(kind) == copy.dtype
-        ):
+        # host-side autocast state, not tensor values
+        autocast_on, autocast_dtype = torch.is_autocast_enabled(kind), torch.get_autocast_dtype(kind)
+        if copy is not None and autocast_on and autocast_dtype == copy.dtype:
             # What autocast does to the product's operands, with the weight's cast made beforehand.
             out = aligned_bmm(x.to(copy.dtype), _Bf16Weight.apply(self.weight, copy))
         else:
