@@ -164,6 +164,12 @@ class _Bf16Weight(torch.autograd.Function):
         return grad.to(torch.float32), None
 
 
+def _autocasts_to(x: torch.Tensor, dtype: torch.dtype) -> bool:
+    """Whether autocast is on for ``x``'s device and casts products to ``dtype`` (host state, not a tensor)."""
+    kind = x.device.type
+    return torch.is_autocast_enabled(kind) and torch.get_autocast_dtype(kind) == dtype
+
+
 class _UnitLinear(nn.Module):
     """M linear layers (M, B, in) -> (M, B, out) whose weight vectors (one per output unit) keep unit norm.
 
@@ -186,10 +192,7 @@ class _UnitLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(M, B, in) -> (M, B, out)."""
         copy = self.weight_bf16
-        kind = x.device.type
-        # host-side autocast state, not tensor values
-        autocast_on, autocast_dtype = torch.is_autocast_enabled(kind), torch.get_autocast_dtype(kind)
-        if copy is not None and autocast_on and autocast_dtype == copy.dtype:
+        if copy is not None and _autocasts_to(x, copy.dtype):
             # What autocast does to the product's operands, with the weight's cast made beforehand.
             out = aligned_bmm(x.to(copy.dtype), _Bf16Weight.apply(self.weight, copy))
         else:
@@ -710,7 +713,7 @@ class FlashSacAgent(Agent):
         """Actor and temperature (when due), then critic, then target update; losses land in `losses()`.
 
         Besides the random draws, the optimizer's gradient bookkeeping and the backward calls, every step
-        runs inside a compilable part, so the compiled update launches no small kernels of its own.
+        runs inside a compilable part: between the compiled parts only the draws launch kernels.
         """
         batch_size = batch.batch_size
         actor_obs, next_actor_obs, critic_obs, next_critic_obs = self._normalized_groups(batch)
@@ -767,7 +770,7 @@ class FlashSacAgent(Agent):
     @property
     def keeps_bf16_weight_copies(self) -> bool:
         """Whether the networks hold bf16 copies of their unit-norm weights."""
-        return any(getattr(m, "weight_bf16", None) is not None for m in self.critic.modules())
+        return any(layer.weight_bf16 is not None for layer in _unit_linear_layers(self.critic))
 
     def _weights_loaded(self) -> None:
         """Rewrite the bf16 weight copies from the loaded weights (the acting copy follows when published)."""
