@@ -177,6 +177,44 @@ def test_batch_norm_uses_running_statistics_when_acting_and_batch_statistics_whe
     assert not torch.equal(running, agent.actor.trunk.input_norm.running_mean)
 
 
+@pytest.mark.parametrize("rows", [slice(None, 40), slice(40, None)])
+def test_networks_asked_for_some_rows_give_those_rows_with_the_whole_batch_statistics(rows):
+    # The update asks the critic for one half of a joint batch (the loss's, the target's) and the actor for
+    # the current half: those rows must be the full output's, and every row must still move the BatchNorm.
+    agent, _ = _agent_and_buffer()
+    g = torch.Generator().manual_seed(3)
+    obs, action = torch.randn(80, OBS_DIMS["critic"], generator=g), torch.rand(80, NUM_ACTIONS, generator=g)
+    actor_obs = torch.randn(80, OBS_DIMS["policy"], generator=g)
+    for net, inputs in ((agent.critic, (obs, action)), (agent.actor, (actor_obs,))):
+        before = {k: v.clone() for k, v in net.state_dict().items()}
+        whole = net(*inputs, training=True)
+        after_whole = {k: v.clone() for k, v in net.state_dict().items()}
+        net.load_state_dict(before)
+        part = net(*inputs, training=True, rows=rows)
+        if isinstance(whole, tuple):  # the actor: mean and log-std
+            assert all(torch.equal(w[rows], p) for w, p in zip(whole, part, strict=True))
+        else:  # the twin critic: (2, rows, atoms)
+            assert part.shape == (2, len(range(80)[rows]), whole.shape[-1])
+            assert torch.equal(whole[:, rows], part)
+        after_part = net.state_dict()
+        assert all(torch.equal(after_whole[k], after_part[k]) for k in after_whole)
+        assert any(not torch.equal(before[k], after_part[k]) for k in before if "running" in k)
+        # The gradient reaching the weights through the chosen rows alone is the full output's restricted.
+        net.load_state_dict(before)
+        net.zero_grad()
+        out = net(*inputs, training=True)
+        (out[0][rows] if isinstance(out, tuple) else out[:, rows]).square().sum().backward()
+        whole_grads = [p.grad.clone() for p in net.parameters() if p.grad is not None]
+        net.load_state_dict(before)
+        net.zero_grad()
+        out = net(*inputs, training=True, rows=rows)
+        (out[0] if isinstance(out, tuple) else out).square().sum().backward()
+        part_grads = [p.grad.clone() for p in net.parameters() if p.grad is not None]
+        assert len(whole_grads) == len(part_grads) > 0
+        for w, p in zip(whole_grads, part_grads, strict=True):
+            torch.testing.assert_close(p, w, rtol=1e-5, atol=1e-6)
+
+
 def test_target_entropy_comes_from_a_fixed_action_std():
     agent = make_agent("flashsac", _config(target_action_std=0.2), OBS_DIMS, NUM_ACTIONS, "cpu")
     assert agent.target_entropy == pytest.approx(NUM_ACTIONS * 0.5 * math.log(2 * math.pi * math.e * 0.04))

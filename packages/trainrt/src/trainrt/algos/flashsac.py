@@ -350,12 +350,16 @@ class _FlashTrunk(nn.Module):
         )
         self.output_norm = _RmsNorm(members, hidden_dim)
 
-    def forward(self, x: torch.Tensor, training: bool) -> torch.Tensor:
-        """Inputs (M, B, in) -> features (M, B, hidden)."""
+    def forward(self, x: torch.Tensor, training: bool, rows: slice | None = None) -> torch.Tensor:
+        """Inputs (M, B, in) -> features (M, B, hidden), or (M, R, hidden) of the rows in ``rows``.
+
+        Every row enters the BatchNorm statistics; only the rows asked for pass the row-wise RMSNorm (and
+        whatever head follows), so a caller that needs half of a joint batch does not pay for the other half.
+        """
         x = self.embed(self.input_norm(x, training))
         for block in self.blocks:
             x = block(x, training)
-        return self.output_norm(x)
+        return self.output_norm(x if rows is None else x[:, rows])
 
 
 class FlashSacActor(nn.Module):
@@ -386,9 +390,14 @@ class FlashSacActor(nn.Module):
             nn.init.zeros_(self.head.weight[num_actions:])
             nn.init.zeros_(self.head.bias)
 
-    def forward(self, obs: torch.Tensor, training: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        """Pre-squash mean (B, A) and bounded log-std (B, A)."""
-        out = self.head(self.trunk(obs.unsqueeze(0), training)).squeeze(0)  # either head takes (1, B, H)
+    def forward(
+        self, obs: torch.Tensor, training: bool, rows: slice | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pre-squash mean (B, A) and bounded log-std (B, A); (R, A) each for the rows in ``rows`` only (all rows
+        still set the BatchNorm statistics)."""
+        out = self.head(self.trunk(obs.unsqueeze(0), training, rows)).squeeze(
+            0
+        )  # either head takes (1, B, H)
         mean, raw_log_std = out.chunk(2, dim=-1)
         return mean, bounded_log_std(raw_log_std, self.log_std_min, self.log_std_max)
 
@@ -411,10 +420,13 @@ class FlashSacCritic(nn.Module):
         )
         self.head = _UnitLinear(2, cfg.critic_hidden_dim, cfg.num_atoms, bias=True)
 
-    def forward(self, obs: torch.Tensor, action: torch.Tensor, training: bool) -> torch.Tensor:
-        """Return-distribution logits of both members (2, B, num_atoms)."""
+    def forward(
+        self, obs: torch.Tensor, action: torch.Tensor, training: bool, rows: slice | None = None
+    ) -> torch.Tensor:
+        """Return-distribution logits of both members (2, B, num_atoms), or (2, R, num_atoms) for the rows in
+        ``rows`` only (all rows still set the BatchNorm statistics)."""
         x = torch.cat([obs, action.to(obs.dtype)], dim=-1)
-        return self.head(self.trunk(x.unsqueeze(0).expand(2, *x.shape), training))
+        return self.head(self.trunk(x.unsqueeze(0).expand(2, *x.shape), training, rows))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -619,10 +631,10 @@ class FlashSacAgent(Agent):
         # Current and next observations share one BatchNorm batch; only the current half enters the
         # loss. The critic scores actions with its running statistics (eval mode).
         with self._autocast():
-            mean, log_std = self.actor(torch.cat([actor_obs, next_actor_obs]), training=True)
-            action, log_prob = tanh_gaussian_sample(
-                mean[:batch_size].float(), log_std[:batch_size].float(), noise
+            mean, log_std = self.actor(
+                torch.cat([actor_obs, next_actor_obs]), training=True, rows=slice(None, batch_size)
             )
+            action, log_prob = tanh_gaussian_sample(mean.float(), log_std.float(), noise)
             q_logits = self.critic(critic_obs, action, training=False)
         q_value = expected_value(F.softmax(q_logits.float(), dim=-1), self.support).min(0).values
         return (alpha * log_prob - q_value).mean(), log_prob
@@ -653,7 +665,9 @@ class FlashSacAgent(Agent):
             next_mean, next_log_std = self.actor(next_actor_obs, training=False)
             next_action, next_log_prob = tanh_gaussian_sample(next_mean.float(), next_log_std.float(), noise)
             both_actions = torch.cat([action, next_action])
-            target_logits = self.critic_target(both_obs, both_actions, training=True)[:, batch_size:]
+            target_logits = self.critic_target(
+                both_obs, both_actions, training=True, rows=slice(batch_size, None)
+            )
             target_probs = F.softmax(target_logits.float(), dim=-1)
             first_is_lower = expected_value(target_probs, self.support).argmin(0) == 0
             chosen = torch.where(first_is_lower.unsqueeze(-1), target_probs[0], target_probs[1])
@@ -674,7 +688,7 @@ class FlashSacAgent(Agent):
         """Cross-entropy of both members to the target on the current half of the batch, and the mean Q."""
         batch_size = target.shape[0]
         with self._autocast():
-            logits = self.critic(both_obs, both_actions, training=True)[:, :batch_size]
+            logits = self.critic(both_obs, both_actions, training=True, rows=slice(None, batch_size))
         log_probs = F.log_softmax(logits.float(), dim=-1)
         loss = -(target.unsqueeze(0) * log_probs).sum(-1).mean()
         return loss, expected_value(log_probs.detach().exp(), self.support).mean()
