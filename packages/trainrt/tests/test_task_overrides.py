@@ -13,6 +13,7 @@ import simcore
 from trainrt.config import OverrideError, TrainConfig, apply_overrides, cpu_demo_preset
 from trainrt.runner.build import build_env, make_env_cfg
 from trainrt.tasks import make_task_cfg
+from trainrt.tasks.term_overrides import merge_term_overrides
 from trainrt.tasks.g1_motion_tracking.mdp import DEFAULT_MOTION_FILE
 
 
@@ -67,6 +68,32 @@ def test_nested_ranges_merge_key_by_key():
     reference = make_task_cfg("g1_motion_tracking").events["push_robot"].params["velocity_range"]
     assert push["x"] == (-1.0, 1.0)
     assert {k: v for k, v in push.items() if k != "x"} == {k: v for k, v in reference.items() if k != "x"}
+
+
+def test_a_pattern_override_wins_over_the_tasks_own_per_joint_entries():
+    # Per-joint dicts are {pattern: value}, first match wins: the override's entries must come first.
+    def scales(*overrides: str) -> list[float]:
+        env = build_env(_cfg("g1_walk_flat", *overrides), num_envs=1)
+        try:
+            return env.action_manager.get_term("joint_pos").scale.tolist()
+        finally:
+            env.close()
+
+    task = scales()
+    assert len(set(task)) > 1 and 0.5 not in task
+    assert scales('task.actions.joint_pos.params.scale={".*": 0.5}') == [0.5] * len(task)
+    one = scales('task.actions.joint_pos.params.scale={"left_hip_pitch_joint": 0.5}')
+    names = build_env(_cfg("g1_walk_flat"), num_envs=1).action_manager.get_term("joint_pos").joint_names
+    hip = names.index("left_hip_pitch_joint")
+    assert one[hip] == 0.5 and one[:hip] + one[hip + 1 :] == task[:hip] + task[hip + 1 :]
+
+
+def test_an_evaluations_pattern_wins_over_the_runs_when_merged():
+    run = {"joint_pos": {"params": {"scale": {"left_.*": 0.3}}}}
+    evaluation = {"joint_pos": {"params": {"scale": {".*": 0.5}}}}
+    merged = merge_term_overrides(run, evaluation)
+    assert list(merged["joint_pos"]["params"]["scale"].items()) == [(".*", 0.5), ("left_.*", 0.3)]
+    assert run == {"joint_pos": {"params": {"scale": {"left_.*": 0.3}}}}  # inputs untouched
 
 
 def test_resolved_overrides_round_trip_through_config_json(tmp_path):

@@ -13,7 +13,8 @@ section                   keys of one term's changes
 ``commands``              ``params``, ``resampling_time_range_s``
 ========================  =================================================================================
 
-``params`` is merged over the term's params (a nested dict such as a ``velocity_range`` is merged key by key);
+``params`` is merged over the term's params (a nested dict such as a ``velocity_range`` is merged key by key, the
+override's keys first, so that in a ``{pattern: value}`` dict, where the first matching pattern wins, they win);
 ``enabled: false`` removes the term. Every name is checked: an unknown term lists the task's terms, an unknown
 key lists the keys above, an unknown param lists the term's declared params, and a value whose type differs
 from the task's value (or the declared default) is refused. Cold path only.
@@ -83,11 +84,21 @@ def checked_value(key: str, value: Any, current: Any) -> Any:
     if isinstance(current, Mapping):
         if not isinstance(value, Mapping):
             raise ValueError(f"{key}: expected a mapping like {dict(current)!r}, got {value!r}")
-        merged = dict(current)
-        for name, item in value.items():
-            merged[name] = checked_value(f"{key}.{name}", item, current.get(name))
-        return merged
+        return _given_keys_first(
+            {name: checked_value(f"{key}.{name}", item, current.get(name)) for name, item in value.items()},
+            current,
+        )
     return value
+
+
+def _given_keys_first(given: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any]:
+    """``given`` followed by the entries of ``current`` it does not replace.
+
+    Order matters where keys are patterns and the first match wins (an action's per-joint ``scale``, a term's
+    per-joint values): an override ``{".*": 0.5}`` must win over the task's own per-joint entries, as an
+    override of one joint's name wins for that joint.
+    """
+    return dict(given) | {name: item for name, item in current.items() if name not in given}
 
 
 def _term_callable(term_cfg: Any) -> Any:
@@ -168,10 +179,10 @@ def set_motion_file(env_cfg: EnvCfg, task: str, motion_file: str) -> None:
 @cold_path
 def merge_term_overrides(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     """Deep-merge two per-term override dicts (``extra`` wins), e.g. an evaluation's over a run's."""
-    merged = copy.deepcopy(dict(base))
-    for key, value in extra.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = merge_term_overrides(merged[key], value)
-        else:
-            merged[key] = copy.deepcopy(value)
-    return merged
+    merged = {
+        key: merge_term_overrides(base[key], value)
+        if isinstance(value, Mapping) and isinstance(base.get(key), Mapping)
+        else copy.deepcopy(value)
+        for key, value in extra.items()
+    }
+    return _given_keys_first(merged, copy.deepcopy(dict(base)))
