@@ -68,6 +68,22 @@ def test_records_name_the_acting_policy_and_the_learner_view(overlap):
     assert schedule.diagnostics()["data_staleness_iterations"] == (1 if overlap else 0)
 
 
+def test_a_ring_no_longer_than_an_iteration_learns_sequentially_and_says_why():
+    # Overlapped, the learner's view leaves out the rows an iteration overwrites: with no row left it would
+    # fail in freeze_view. The schedule falls back on every device, with the reason.
+    _, _, agent, replay, collector = _parts()
+    schedule = IterationSchedule(
+        collector, agent, replay, steps_per_iteration=6, updates_per_iteration=UPDATES, overlap=True
+    )
+    assert not schedule.overlap_enabled
+    assert "capacity_per_env=6 (algo.params.buffer_size_per_env)" in schedule.overlap_fallback_reason
+    clock = IterationClock("cpu")
+    clock.start()
+    schedule.run(clock)
+    clock.synchronize_split()
+    assert schedule.records[0].learner_view_steps == PREFILL + 6  # sequential: this iteration's rows too
+
+
 def _state(agent, replay):
     tensors = [p.detach().clone() for p in [*agent.actor.parameters(), *agent.critic.parameters()]]
     tensors += [replay.obs["policy"].clone(), replay.reward.clone(), replay.valid.clone()]

@@ -1,11 +1,13 @@
 """End to end on the CPU: a tiny training run writes a valid summary and checkpoints, resumes, and records
 interruptions and failures (mujoco backend, 2 envs, tiny networks)."""
 
+import io
 import json
 import os
 import shutil
 import signal
 
+import numpy as np
 import pytest
 import torch
 from tiny_runs import TINY_RUN
@@ -152,6 +154,86 @@ def test_resume_refuses_a_finished_run_or_another_algorithm_before_starting(trai
         OffPolicyRunner(tiny_config(tmp_path / "new", "sac", "g1_walk_flat", f"training.resume={tmp_path}"))
 
 
+def test_resume_refuses_other_network_sizes_before_anything_is_written(trained_run, tmp_path):
+    run_dir, _, _ = trained_run
+    copy = tmp_path / "resized"
+    shutil.copytree(run_dir, copy)
+    before = {path.name: path.read_bytes() for path in copy.iterdir() if path.is_file()}
+    cfg = tiny_config(
+        copy, "sac", "g1_walk_flat", f"training.resume={copy}", "algo.max_iterations=3",
+        "algo.params.actor_hidden_dim=16",
+    )  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"ckpt_000002.pt: its weights do not fit the networks this config builds \(RuntimeError: .*size "
+        r"mismatch.*\); algo.params that differ from the run's: actor_hidden_dim=16 \(the run used 8\); drop "
+        r"those overrides to resume",
+    ):
+        OffPolicyRunner(cfg, log=lambda line: None)
+    assert {path.name: path.read_bytes() for path in copy.iterdir() if path.is_file()} == before
+
+
+def _nan_motion(path):
+    from g1_assets import g1_clip_or_skip
+
+    from trainrt.motion import read_motion_arrays
+
+    arrays = read_motion_arrays(g1_clip_or_skip())
+    arrays["joint_pos"][3, 2] = float("nan")
+    np.savez(path, **arrays)
+
+
+@pytest.mark.parametrize(
+    ("algo", "task", "override", "make", "message"),
+    [
+        (
+            "sac", "g1_walk_flat", "algo.params.actor_obs_group=bogus", None,
+            r"^actor_obs_group='bogus' is not an observation group; .* \(change algo.params.actor_obs_group\)$",
+        ),
+        (
+            "flashsac", "g1_motion_tracking", "task.motion_file={path}", _nan_motion,
+            r"^motion field 'joint_pos' has NaN .* \(change task.motion_file, now .*clip.npz\)$",
+        ),
+        (
+            "flashsac", "g1_motion_tracking", "task.motion_file={path}", lambda path: path.write_text("fps\n"),
+            r"clip.npz is not a readable .npz motion file: it is a text file",
+        ),
+    ],
+    ids=["observation-group", "nan-motion", "text-motion"],
+)  # fmt: skip
+def test_input_the_env_or_agent_cannot_use_is_refused_before_anything_is_written(
+    tmp_path, algo, task, override, make, message
+):
+    path = tmp_path / "clip.npz"
+    if make is not None:
+        make(path)
+    cfg = tiny_config(tmp_path / "run", algo, task, override.format(path=path))
+    with pytest.raises(ValueError, match=message):
+        OffPolicyRunner(cfg, log=lambda line: None)
+    assert not (tmp_path / "run").exists()  # the corrected command can use the directory
+
+
+def test_the_probe_of_the_config_does_not_change_what_a_run_does(tmp_path, monkeypatch):
+    """The probe's env and agent draw on their own generators, not on the ones training uses."""
+    OffPolicyRunner(tiny_config(tmp_path / "probed"), log=lambda line: None).run()
+    monkeypatch.setattr(OffPolicyRunner, "_probe_config", lambda self, checkpoint: None)
+    OffPolicyRunner(tiny_config(tmp_path / "unprobed"), log=lambda line: None).run()
+    probed, unprobed = load_checkpoint(tmp_path / "probed"), load_checkpoint(tmp_path / "unprobed")
+    # weights, optimizer states and generators of the agent, the env's and torch's generators
+    first, second = ({**_tensors(c["agent"]), **_tensors(c["rng"], "rng")} for c in (probed, unprobed))
+    assert first.keys() == second.keys() and len(first) > 100
+    for name, tensor in first.items():
+        assert torch.equal(tensor, second[name]), name
+
+
+def _tensors(state, prefix=""):
+    """The tensors of a nested state dict by their dotted path."""
+    if isinstance(state, torch.Tensor):
+        return {prefix: state}
+    items = state.items() if isinstance(state, dict) else enumerate(state) if isinstance(state, list) else ()
+    return {k: v for key, value in items for k, v in _tensors(value, f"{prefix}.{key}").items()}
+
+
 def test_resume_play_and_eval_refuse_a_checkpoint_whose_actions_mean_other_targets(trained_run, tmp_path):
     """A task whose action bounds changed since the checkpoint (adr/0014) is refused before anything runs."""
     from trainrt.runner.evaluate import evaluate_run
@@ -290,6 +372,88 @@ def test_a_second_ctrl_c_stops_at_once(tmp_path, monkeypatch):
     summary = load_run_summary(tmp_path / "run")
     assert summary.status == "interrupted" and summary.completed_iterations == 1  # iteration 2 never ended
     assert load_checkpoint(tmp_path / "run")["iteration"] == 1
+
+
+class _CtrlCMidWrite(io.BytesIO):
+    """A file whose second write a Ctrl-C interrupts: torch.save reports that as a RuntimeError."""
+
+    def write(self, data):
+        if self.tell() > 0:
+            raise KeyboardInterrupt
+        return super().write(data)
+
+
+def _save_then_stop(second):
+    """A checkpoint save that a second Ctrl-C (or a full disk) stops, as ``second`` says."""
+
+    def save(run_dir, iteration, payload):
+        if second == "ctrl_c":
+            raise KeyboardInterrupt
+        if second == "ctrl_c_in_torch_save":
+            torch.save(payload, _CtrlCMidWrite())
+        raise OSError(28, "No space left on device")
+
+    return save
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "why"),
+    [
+        (KeyboardInterrupt, "ctrl_c", "a second Ctrl-C stopped its write"),
+        (KeyboardInterrupt, "ctrl_c_in_torch_save", "a second Ctrl-C stopped its write"),
+        (RunInterrupted, "ctrl_c_in_torch_save", "a second Ctrl-C stopped its write"),
+        (KeyboardInterrupt, "disk_full", "OSError: [Errno 28] No space left on device"),
+    ],
+)
+def test_a_save_stopped_during_an_interrupt_still_leaves_the_interrupted_summary(
+    tmp_path, monkeypatch, first, second, why
+):
+    real_collect = Collector.collect
+    calls = []
+
+    def collect_then_stop(self, num_steps):
+        calls.append(num_steps)
+        if len(calls) == 2:  # during iteration 2
+            raise first(signal.SIGTERM) if first is RunInterrupted else first()
+        real_collect(self, num_steps)
+
+    monkeypatch.setattr(Collector, "collect", collect_then_stop)
+    monkeypatch.setattr(runner_module, "save_checkpoint", _save_then_stop(second))
+    cfg = tiny_config(
+        tmp_path / "run", "sac", "g1_walk_flat", "algo.max_iterations=3", "training.checkpoint_every=0"
+    )
+    lines = []
+    with pytest.raises(KeyboardInterrupt) as raised:
+        OffPolicyRunner(cfg, log=lines.append).run()
+    assert type(raised.value) is first  # the stop that came first decides the exit code
+    summary = load_run_summary(tmp_path / "run")
+    name = "SIGTERM" if first is RunInterrupted else "SIGINT"
+    assert summary.status == "interrupted" and summary.signal == name
+    assert summary.completed_iterations == 1
+    abandoned = f"the checkpoint of iteration 1 was abandoned ({why})"
+    assert summary.error == f"interrupted by {name}; {abandoned}"
+    assert f"checkpoint of iteration 1 abandoned ({why}); writing the summary" in lines
+    assert summary.checkpoint_path is None and not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_signals_while_the_interrupted_summary_is_written_are_ignored(tmp_path, monkeypatch):
+    _signal_during_iteration_2(monkeypatch, signal.SIGINT)
+    real_write = runner_module.write_run_summary
+
+    def write_after_a_ctrl_c(path, summary):
+        if summary["status"] == "interrupted":
+            os.kill(os.getpid(), signal.SIGINT)
+        return real_write(path, summary)
+
+    monkeypatch.setattr(runner_module, "write_run_summary", write_after_a_ctrl_c)
+    cfg = tiny_config(
+        tmp_path / "run", "sac", "g1_walk_flat", "algo.max_iterations=4", "training.checkpoint_every=0"
+    )
+    with pytest.raises(KeyboardInterrupt):
+        OffPolicyRunner(cfg, log=lambda line: None).run()
+    summary = load_run_summary(tmp_path / "run")
+    assert summary.status == "interrupted" and summary.completed_iterations == 2
+    assert load_checkpoint(tmp_path / "run")["iteration"] == 2
 
 
 def test_a_time_limit_ends_the_run_like_its_last_iteration(tmp_path):

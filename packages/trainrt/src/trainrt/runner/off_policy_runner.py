@@ -14,7 +14,8 @@ Lifecycle of ``OffPolicyRunner.run()``:
 4. **End**: last checkpoint, optional evaluation rollout and ONNX export, ``run_summary.json``.
 
 Ctrl-C, SIGTERM and SIGHUP save a checkpoint of the last completed iteration and write a summary with
-status ``interrupted`` naming the signal (``RunInterrupted`` carries the exit code, 128 + the signal number);
+status ``interrupted`` naming the signal (``RunInterrupted`` carries the exit code, 128 + the signal number;
+a second Ctrl-C abandons that checkpoint, never the summary);
 any exception writes status ``failed`` with the error text and is re-raised. While the run runs, the summary
 says ``running`` and is rewritten at every checkpoint and at most every ``_RUNNING_SUMMARY_EVERY_SEC`` at log
 time, so a run killed without warning (``kill -9``) still leaves the truth on disk.
@@ -35,7 +36,10 @@ export. Rank 0's ``run_summary.json`` sums env steps over ranks and lists each r
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
+import re
 import signal
 import threading
 import time
@@ -219,14 +223,19 @@ class OffPolicyRunner:
         self.stop_signal: str | None = None
         self._stop_at_boundary = False  # inside the iteration loop: signals wait for the iteration's end
         self._stop_request: int | None = None
+        self._summary_on_stop = False  # the interrupted summary is being written
         self.time_limit_reached = False  # the run ended at training.time_limit_sec
         self._overflow_reported: dict[str, int] = {}
         self._learning_reported: set[str] = set()
         self._running_summary_at = 0.0
         self._provenance: dict[str, Any] | None = None
         self._lock: RunDirLock | None = None
+        # The run's clock (warm-up time, training.time_limit_sec) starts with the checks of its input below.
+        self._setup_started = time.perf_counter()
         # A resume that cannot work is a usage error: raised here, before the run (and its summary) starts.
         self._resume_checkpoint = self._load_resume_checkpoint(Path(resume)) if resume is not None else None
+        # So is input the env or agent cannot be built from (a motion file, an observation group, other networks).
+        self._probe_config(self._resume_checkpoint)
         self.run_id = self._run_id_to_continue(resume) if resume is not None else new_run_id()
         # So is a run directory that is in use or holds another run: refused before anything is written.
         if self.ranks.is_main:
@@ -295,11 +304,12 @@ class OffPolicyRunner:
                 self._finish()
             except KeyboardInterrupt as exc:
                 self.stop_signal = exc.signal_name if isinstance(exc, RunInterrupted) else "SIGINT"
-                self.log(
-                    f"\ninterrupted ({self.stop_signal}): saving a checkpoint of the last completed iteration"
-                )
-                self._save_checkpoint_if_new()
-                self._write_summary("interrupted", f"interrupted by {self.stop_signal}")
+                error = self._save_on_interrupt(exc)
+                self._summary_on_stop = True  # signals are ignored while the summary is written
+                try:
+                    self._write_summary("interrupted", error)
+                finally:
+                    self._summary_on_stop = False
                 raise
             except BaseException as exc:
                 error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
@@ -324,13 +334,16 @@ class OffPolicyRunner:
         iteration whose boundary agreement first carries a request), so the exception never
         lands inside a graph replay, a two-stream schedule, a checkpoint write or a lock held by a library
         thread, where unwinding could crash or hang the process before it saves. A second Ctrl-C raises at
-        once (for an iteration that does not end); a second SIGTERM or SIGHUP is ignored so the save can finish.
+        once (for an iteration that does not end, or a save it abandons); a second SIGTERM or SIGHUP is ignored
+        so the save can finish. While the ``interrupted`` summary is written, every signal is ignored.
         """
         if threading.current_thread() is not threading.main_thread():
             return {}
         raised = []
 
         def stop(signum: int, frame: Any) -> None:
+            if self._summary_on_stop:  # the interrupted summary is being written: a small file, let it finish
+                return
             if signum == signal.SIGINT:
                 if self._stop_at_boundary and self._stop_request is None:
                     self._stop_request = signum
@@ -345,6 +358,29 @@ class OffPolicyRunner:
             raise RunInterrupted(signum)
 
         return {sig: signal.signal(sig, stop) for sig in (*_STOP_SIGNALS, signal.SIGINT)}
+
+    @cold_path
+    def _save_on_interrupt(self, stop: KeyboardInterrupt) -> str:
+        """Save the last completed iteration after a stop; the summary's error text (it names an abandoned save).
+
+        A second Ctrl-C during the save stops it at once: it surfaces as ``KeyboardInterrupt``, or as the
+        ``RuntimeError`` of an interrupted ``torch.save`` (the atomic write leaves no torn file). A save that
+        fails is abandoned too: the run stops with its interrupted summary either way.
+        """
+        error = f"interrupted by {self.stop_signal}"
+        iteration = self.completed_iterations
+        self.log(f"\ninterrupted ({self.stop_signal}): saving a checkpoint of the last completed iteration")
+        try:
+            self._save_checkpoint_if_new()
+        except (Exception, KeyboardInterrupt) as err:
+            why = (
+                "a second Ctrl-C stopped its write"
+                if _raised_by_ctrl_c(err, stop)
+                else "".join(traceback.format_exception_only(type(err), err)).strip()
+            )
+            error += f"; the checkpoint of iteration {iteration} was abandoned ({why})"
+            self.log(f"checkpoint of iteration {iteration} abandoned ({why}); writing the summary")
+        return error[-_ERROR_TEXT_LIMIT:]
 
     def _stop_if_requested(self, signum: int | None) -> None:
         """Raise the stop that ``signum`` (the ranks' agreed stop request, a signal number) asks for."""
@@ -361,7 +397,6 @@ class OffPolicyRunner:
     def _set_up(self) -> None:
         """Run directory, resolved config, env, agent, replay; restore the checkpoint on resume."""
         cfg = self.cfg
-        self._setup_started = time.perf_counter()
         checkpoint = self._resume_checkpoint
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if self.ranks.is_main:
@@ -462,15 +497,45 @@ class OffPolicyRunner:
             self.log(
                 f"note: resuming with {self.cfg.algo.num_envs} envs (the run used {saved['algo']['num_envs']})"
             )
-        # The actions must mean the same joint targets (a task's bounds can change between versions,
-        # adr/0014): a one-row CPU MuJoCo env of this config shows how it maps them, before anything is written.
+        return checkpoint
+
+    @cold_path
+    def _probe_config(self, checkpoint: dict[str, Any] | None) -> None:
+        """Build this config's env (one row, CPU MuJoCo) and agent (CPU), before anything is written.
+
+        ``ValueError`` or ``FileNotFoundError`` (usage errors) for input they cannot be built from, naming the
+        setting to change, and for a ``checkpoint`` to resume whose actions or networks differ from them.
+        The parts are dropped and change no generator training uses: they have their own, the agent initializes
+        its networks under a forked global generator, and ``_set_up`` seeds torch's global generator afterwards.
+        """
         sim = self.cfg.sim.model_copy(update={"backend": "mujoco", "device": "cpu"})
-        probe = build_env(self.cfg.model_copy(update={"sim": sim}), num_envs=1)
+        cfg = self.cfg.model_copy(update={"sim": sim})
+        motion_file = cfg.task.motion_file
         try:
-            check_action_mapping(checkpoint, probe)
+            with contextlib.redirect_stdout(io.StringIO()):  # the real env says what it builds
+                probe = build_env(cfg, num_envs=1)
+        except (ValueError, FileNotFoundError) as err:
+            if motion_file is not None:
+                raise _usage_error(
+                    err, "task.motion_file", f"change task.motion_file, now {motion_file}"
+                ) from err
+            raise _usage_error(err, "task.", "check the task.* settings") from err
+        try:
+            try:
+                agent = build_agent(cfg, probe.obs_dims, probe.num_actions, "cpu")
+            except (ValueError, FileNotFoundError) as err:
+                named = [k for k in type(cfg.algo.params).model_fields if re.search(rf"\b{k}\b", str(err))]
+                if named:
+                    key = f"algo.params.{named[0]}"
+                    raise _usage_error(err, key, f"change {key}") from err
+                raise _usage_error(err, "algo.params", "check the algo.params settings") from err
+            if checkpoint is not None:
+                # The actions must mean the same joint targets (a task's bounds can change between versions,
+                # adr/0014), and the checkpoint's weights must fit this config's networks.
+                check_action_mapping(checkpoint, probe)
+                _check_weights_fit(checkpoint, agent, cfg)
         finally:
             probe.close()
-        return checkpoint
 
     @cold_path
     def _warm_up(self) -> None:
@@ -992,6 +1057,44 @@ def _quiet_backend_diagnostics(backend: Any) -> Any:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r".*buffer overflow", category=RuntimeWarning)
         return backend.diagnostics()
+
+
+def _raised_by_ctrl_c(err: BaseException | None, stop: BaseException) -> bool:
+    """Whether ``err`` is a Ctrl-C after ``stop``, or was raised while handling one (torch.save wraps it)."""
+    seen: set[int] = set()
+    while err is not None and err is not stop and id(err) not in seen:
+        if isinstance(err, KeyboardInterrupt):
+            return True
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return False
+
+
+def _usage_error(err: ValueError | FileNotFoundError, key: str, hint: str) -> ValueError | FileNotFoundError:
+    """``err`` as a usage error of its kind, with ``(hint)`` added unless its message names ``key``."""
+    message = str(err)
+    if key not in message:
+        message += f" ({hint})"
+    return FileNotFoundError(message) if isinstance(err, FileNotFoundError) else ValueError(message)
+
+
+@cold_path
+def _check_weights_fit(checkpoint: dict[str, Any], agent: Any, cfg: TrainConfig) -> None:
+    """``ValueError`` naming the differing ``algo.params`` unless the checkpoint's weights load into ``agent``."""
+    try:
+        load_agent_weights(agent, checkpoint)
+    except (RuntimeError, KeyError, ValueError) as err:
+        saved = checkpoint["config"]["algo"]["params"]
+        now = cfg.algo.params.model_dump(mode="json")
+        differ = [
+            f"{k}={now[k]!r} (the run used {saved[k]!r})" for k in now if k in saved and now[k] != saved[k]
+        ]
+        problem = [line.strip() for line in str(err).strip().splitlines()]
+        raise ValueError(
+            f"cannot resume from {checkpoint['path']}: its weights do not fit the networks this config builds "
+            f"({type(err).__name__}: {' '.join(problem[:2])}); algo.params that differ from the run's: "
+            f"{', '.join(differ) or 'none'}; drop those overrides to resume"
+        ) from err
 
 
 def _same_path(a: Path, b: Path) -> bool:

@@ -98,6 +98,12 @@ class IterationSchedule:
     @cold_path
     def _overlap_blocker(self) -> str:
         """Why overlap cannot run here ("" when it can)."""
+        # The learner's view leaves out the rows the iteration overwrites, so the ring must hold more (any device).
+        if self.steps_per_iteration >= self.replay.capacity_per_env:
+            return (
+                f"steps_per_iteration={self.steps_per_iteration} must be below the replay's "
+                f"capacity_per_env={self.replay.capacity_per_env} (algo.params.buffer_size_per_env)"
+            )
         if self.agent.device.type != "cuda":
             return ""  # serial on CPU, same semantics
         collector_graph = self.collector.diagnostics()
@@ -105,11 +111,6 @@ class IterationSchedule:
             return "the collector runs eagerly (overlap needs both graphs)"
         if not self.agent.update_graph_enabled:
             return "the learner runs eagerly (overlap needs both graphs)"
-        if self.steps_per_iteration >= self.replay.capacity_per_env:
-            return (
-                f"steps_per_iteration={self.steps_per_iteration} must be below the replay's "
-                f"capacity_per_env={self.replay.capacity_per_env}"
-            )
         return ""
 
     def run(self, clock: IterationClock) -> None:
