@@ -138,6 +138,79 @@ BAD_INPUTS = [
         2,
         "a trainrt run directory?",
     ),
+    (
+        "eval-a-checkpoint-of-another-run",
+        lambda tmp, run: [
+            "eval",
+            str(_copy(run, tmp / "run")),
+            "--checkpoint",
+            str(_foreign_checkpoint(run, tmp / "other")),
+            "--num-envs",
+            "2",
+            "--steps",
+            "2",
+        ],
+        2,
+        "belongs to run another_run, not to run",
+    ),
+    (
+        "play-a-checkpoint-of-another-run",
+        lambda tmp, run: [
+            "play",
+            str(run),
+            "--checkpoint",
+            str(_foreign_checkpoint(run, tmp / "other")),
+            "--num-envs",
+            "2",
+            "--steps",
+            "2",
+        ],
+        2,
+        "belongs to run another_run, not to run",
+    ),
+    (
+        "export-a-checkpoint-of-another-run",
+        lambda tmp, run: [
+            "export",
+            str(run),
+            "--checkpoint",
+            str(_foreign_checkpoint(run, tmp / "other")),
+            "--output",
+            str(tmp / "policy.onnx"),
+        ],
+        2,
+        "belongs to run another_run, not to run",
+    ),
+    (
+        "export-output-is-a-directory",
+        lambda tmp, run: ["export", str(run), "--output", str(tmp)],
+        2,
+        "is a directory; give a file path, e.g. --output",
+    ),
+    (
+        "eval-out-is-a-directory",
+        lambda tmp, run: ["eval", str(run), "--out", str(tmp), "--num-envs", "2", "--steps", "2"],
+        2,
+        "is a directory; give a file path, e.g. --out",
+    ),
+    (
+        "report-output-is-a-file",
+        lambda tmp, run: ["report", str(run), "--output", str(run / "config.json")],
+        2,
+        "config.json is a file; report writes its PNGs into a folder",
+    ),
+    (
+        "report-of-a-file",
+        lambda tmp, run: ["report", str(_file(tmp))],
+        2,
+        "a_file is a file, not a run directory",
+    ),
+    (
+        "play-truncated-config",
+        lambda tmp, run: ["play", str(_truncated_config_copy(run, tmp / "run")), "--num-envs", "2"],
+        2,
+        "config.json: not valid JSON (empty or truncated)",
+    ),
 ]
 
 
@@ -151,6 +224,23 @@ def _corrupted_copy(run: Path, target: Path) -> Path:
     _copy(run, target)
     _corrupt_every_checkpoint(target)
     return target
+
+
+def _truncated_config_copy(run: Path, target: Path) -> Path:
+    _copy(run, target)
+    config = target / "config.json"
+    config.write_text(config.read_text()[:100])
+    return target
+
+
+def _foreign_checkpoint(run: Path, other: Path) -> Path:
+    """A checkpoint of another run (its own directory ``other``), as the run's newest checkpoint copied."""
+    state = torch.load(checkpoint_path(run, 2), weights_only=False)
+    state["run_id"] = "another_run"
+    path = checkpoint_path(other, 9)
+    path.parent.mkdir(parents=True)
+    torch.save(state, path)
+    return path
 
 
 @pytest.mark.parametrize(("case", "setup", "code", "fragment"), BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
@@ -238,6 +328,24 @@ def test_play_takes_only_checkpoints_of_the_run_that_owns_the_directory(finished
     assert out.returncode == 0, out.stderr[-3000:]
     assert "belongs to run another_run" in out.stderr
     assert json.loads(out.stdout[out.stdout.index("{") :])["iteration"] == 2
+
+
+def test_play_and_export_take_an_iteration_number_as_checkpoint(finished_run, tmp_path):
+    out = trainrt("play", str(finished_run), "--checkpoint", "1", "--num-envs", "2", "--steps", "2")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout[out.stdout.index("{") :])["iteration"] == 1
+    out = trainrt("export", str(finished_run), "--checkpoint", "1", "--output", str(tmp_path / "p.onnx"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout[out.stdout.index("{") :])["iteration"] == 1
+
+
+def test_report_plots_the_scalars_of_a_run_whose_summary_is_damaged(finished_run, tmp_path):
+    run_dir = _copy(finished_run, tmp_path / "run")
+    (run_dir / "run_summary.json").write_text("")
+    out = trainrt("report", str(run_dir))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"{run_dir / 'run_summary.json'}: not valid JSON (empty or truncated)" in out.stderr
+    assert (run_dir / "report" / "episode.png").is_file() and "Traceback" not in out.stderr
 
 
 def test_resuming_a_copied_run_writes_into_the_copy(finished_run, tmp_path):

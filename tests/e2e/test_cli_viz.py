@@ -2,6 +2,7 @@
 `trainrt motion preview/info` and `trainrt config show`, as a user runs them."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -9,6 +10,8 @@ from cli_runs import train, trainrt
 from PIL import Image
 
 import simcore
+from trainrt.cli import resolve_train_config
+from trainrt.runner.manifest import write_resolved_config
 from trainrt.viz.video import read_video
 
 
@@ -86,6 +89,16 @@ def test_motion_preview_and_info_on_the_command_line(tmp_path):
     assert "joint limits:" in info.stdout and "action bounds:" in info.stdout and "fps" in info.stdout
 
 
+def test_motion_info_takes_the_name_of_a_g1_clip(tmp_path):
+    clips = [p for p in simcore.g1_asset_paths().motion_files if "w_obj" not in p.name]
+    if not clips:
+        pytest.skip("G1 motion clips are not fetched")
+    assert not (Path.cwd() / clips[0].name).exists()
+    info = trainrt("motion", "info", clips[0].name, "--json")
+    assert info.returncode == 0, info.stderr[-3000:]
+    assert json.loads(info.stdout)["clip"] == str(clips[0])
+
+
 def test_viewer_without_display_and_missing_renderer_fail_with_the_fix(tracking_run, monkeypatch):
     run_dir, _ = tracking_run
     monkeypatch.delenv("DISPLAY", raising=False)
@@ -100,3 +113,14 @@ def test_config_show_lists_every_key():
     assert "training.video_every = 5" in out.stdout and "algo.params.batch_size = " in out.stdout
     bad = trainrt("config", "show", "training.no_such_key=1")
     assert bad.returncode == 2
+
+
+def test_config_show_of_a_resumed_run_takes_its_algo_and_task(tmp_path):
+    cfg, _ = resolve_train_config("flashsac", "g1_motion_tracking", "mujoco", [], "cpu-demo")
+    write_resolved_config(tmp_path, cfg)
+    out = trainrt("config", "show", "--json", f"training.resume={tmp_path}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    shown = json.loads(out.stdout)
+    assert (shown["algo"]["name"], shown["task"]["name"]) == ("flashsac", "g1_motion_tracking")
+    bad = trainrt("config", "show", "--algo", "sac", f"training.resume={tmp_path}")
+    assert bad.returncode == 2 and "this command says --algo sac;" in bad.stderr

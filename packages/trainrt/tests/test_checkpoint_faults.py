@@ -11,6 +11,7 @@ from trainrt.runner.checkpoint import (
     CheckpointError,
     checkpoint_path,
     load_checkpoint,
+    load_run_checkpoint,
     read_checkpoint_file,
     save_checkpoint,
 )
@@ -84,3 +85,21 @@ def test_only_checkpoints_of_the_directory_s_run_are_taken(tmp_path):
     # an explicit run id wins over the manifest; an explicit file is taken as it is
     assert load_checkpoint(run_dir, run_id="someone_else", log=lines.append)["iteration"] == 5
     assert load_checkpoint(checkpoint_path(run_dir, 5))["run_id"] == "someone_else"
+
+
+def test_a_checkpoint_named_on_the_command_line_must_belong_to_the_run(tmp_path):
+    run_dir, other = tmp_path / "run", tmp_path / "other"
+    save_checkpoint(run_dir, 1, {"run_id": "mine", "agent": {}})
+    (run_dir / "manifest.json").write_text(json.dumps({"run_id": "mine"}))
+    foreign = save_checkpoint(other, 9, {"run_id": "theirs", "agent": {}})
+    (other / "manifest.json").write_text(json.dumps({"run_id": "theirs"}))
+    assert load_run_checkpoint(run_dir, "1")["iteration"] == 1  # an iteration number of the run
+    assert load_run_checkpoint(run_dir, checkpoint_path(run_dir, 1))["iteration"] == 1
+    with pytest.raises(CheckpointError) as caught:
+        load_run_checkpoint(run_dir, foreign)
+    assert str(caught.value) == (
+        f"checkpoint {foreign} belongs to run theirs, not to run mine of {run_dir}: "
+        f"give its own run directory, {other}, instead"
+    )
+    with pytest.raises(FileNotFoundError, match="no checkpoint for iteration 9"):
+        load_run_checkpoint(run_dir, "9")

@@ -168,3 +168,18 @@ def test_resume_starts_from_the_run_config_plus_new_overrides(tmp_path):
     assert resumed.training.resume == str(tmp_path)
     with pytest.raises(ValueError, match="trained --algo sac"):
         resolve_train_config("flashsac", "g1_walk_flat", None, [f"training.resume={tmp_path}"], "auto")
+
+
+def test_resume_without_algo_and_task_takes_the_run_s_and_refuses_other_ones(tmp_path):
+    cfg, _ = resolve_train_config(
+        "flashsac", "g1_motion_tracking", "mujoco", [], "cpu-demo", cuda_available=False
+    )
+    write_resolved_config(tmp_path, cfg)
+    resumed, _ = resolve_train_config(None, None, None, [f"training.resume={tmp_path}"], "auto")
+    assert (resumed.algo.name, resumed.task.name) == ("flashsac", "g1_motion_tracking")
+    resumed, _ = resolve_train_config("flashsac", None, None, [f"training.resume={tmp_path}"], "auto")
+    assert resumed.task.name == "g1_motion_tracking"
+    with pytest.raises(ValueError, match="this command says --task g1_walk_flat; leave --algo/--task out"):
+        resolve_train_config(None, "g1_walk_flat", None, [f"training.resume={tmp_path}"], "auto")
+    new, _ = resolve_train_config(None, None, None, [], "cpu-demo", cuda_available=False)
+    assert (new.algo.name, new.task.name) == ("sac", "g1_walk_flat")

@@ -13,8 +13,8 @@ import simcore
 from trainrt.config import OverrideError, TrainConfig, apply_overrides, cpu_demo_preset
 from trainrt.runner.build import build_env, make_env_cfg
 from trainrt.tasks import make_task_cfg
-from trainrt.tasks.term_overrides import merge_term_overrides
 from trainrt.tasks.g1_motion_tracking.mdp import DEFAULT_MOTION_FILE
+from trainrt.tasks.term_overrides import merge_term_overrides
 
 
 @pytest.fixture(scope="module", autouse=True)

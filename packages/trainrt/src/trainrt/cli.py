@@ -115,10 +115,19 @@ OverridesArg = Annotated[
         show_default=False,
     ),
 ]
-AlgoOpt = Annotated[Algo, typer.Option(help="learner")]
-TaskOpt = Annotated[Task, typer.Option(help="task")]
+AlgoOpt = Annotated[
+    Algo | None, typer.Option(help="learner (default: sac, or the resumed run's with training.resume)")
+]
+TaskOpt = Annotated[
+    Task | None, typer.Option(help="task (default: g1_walk_flat, or the resumed run's with training.resume)")
+]
+DEFAULT_ALGO = "sac"
+DEFAULT_TASK = "g1_walk_flat"
 RunDirArg = Annotated[Path, typer.Argument(help="a run directory written by `trainrt train`")]
-CheckpointFileOpt = Annotated[Path | None, typer.Option(help="a checkpoint file instead of the latest")]
+CheckpointOpt = Annotated[
+    str | None,
+    typer.Option(help="an iteration number or a checkpoint file of the run (default: the newest)"),
+]
 RendererOpt = Annotated[
     Renderer, typer.Option(help="auto: egl, osmesa, then software with a CUDA GPU; software without")
 ]
@@ -139,6 +148,18 @@ def _usage_errors(*errors: type[Exception]) -> Iterator[None]:
         yield
     except errors as err:
         raise _fail(str(err)) from None
+
+
+def _check_output_file(path: Path | None, option: str, example: str) -> None:
+    """Exit with a usage error when ``path``, a file the command will write, is an existing directory or lies
+    under a file."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise _fail(f"{option} {path} is a directory; give a file path, e.g. {option} {path / example}")
+    under = next((parent for parent in path.parents if parent.is_file()), None)
+    if under is not None:
+        raise _fail(f"{option} {path}: {under} is a file, not a directory; give a path in a folder")
 
 
 def _warn(line: str) -> None:
@@ -165,8 +186,8 @@ def check_device_available(cfg: TrainConfig, *, cuda_available: bool, cuda_devic
 
 
 def resolve_train_config(
-    algo: str,
-    task: str,
+    algo: str | None,
+    task: str | None,
     sim: str | None,
     overrides: list[str],
     preset_choice: str = "auto",
@@ -177,7 +198,8 @@ def resolve_train_config(
 
     The base is the ``(algo, task)`` preset (canonical with CUDA, the CPU demo without, unless ``--preset``
     says otherwise), or the resumed run's ``config.json`` when ``training.resume`` is overridden; the
-    overrides apply on top. Raises ``OverrideError``/``ValueError`` with the valid choices.
+    overrides apply on top. ``None`` for ``algo``, ``task`` or ``sim`` means the resumed run's, or the
+    default of a new run. Raises ``OverrideError``/``ValueError`` with the valid choices.
     """
     import torch
 
@@ -195,10 +217,11 @@ def resolve_train_config(
     }
     if resume is not None and resume.lower() not in {"null", "none", "~", ""}:
         base = load_resolved_config(resume)
-        if (base.algo.name, base.task.name) != (algo, task):
+        if algo not in (None, base.algo.name) or task not in (None, base.task.name):
+            said = " ".join(f"--{name} {value}" for name, value in (("algo", algo), ("task", task)) if value)
             raise ValueError(
                 f"training.resume={resume} trained --algo {base.algo.name} --task {base.task.name}; "
-                f"this command says --algo {algo} --task {task}"
+                f"this command says {said}; leave --algo/--task out to resume the run as it was trained"
             )
         chosen = "resumed run config"
         # The resumed run writes where this command says: the resumed directory unless training.run_dir is
@@ -210,6 +233,7 @@ def resolve_train_config(
             }
         )
     else:
+        algo, task = algo or DEFAULT_ALGO, task or DEFAULT_TASK
         use_canonical = preset_choice == "canonical" or (preset_choice == "auto" and cuda_available)
         if use_canonical:
             base = preset(algo, task)
@@ -229,22 +253,26 @@ def resolve_train_config(
 
 
 def _resolve_command_line(
-    algo: Algo, task: Task, sim: Sim | None, overrides: list[str], preset_choice: PresetChoice
+    algo: Algo | None, task: Task | None, sim: Sim | None, overrides: list[str], preset_choice: PresetChoice
 ) -> tuple[TrainConfig, dict[str, object]]:
     """``resolve_train_config`` of a command's options; a bad config exits with one usage line."""
     from trainrt.config import OverrideError
 
     with _usage_errors(OverrideError, ValueError, FileNotFoundError):
         resolved = resolve_train_config(
-            algo.value, task.value, sim.value if sim else None, overrides, preset_choice.value
+            algo.value if algo else None,
+            task.value if task else None,
+            sim.value if sim else None,
+            overrides,
+            preset_choice.value,
         )
     return resolved
 
 
 @app.command()
 def train(
-    algo: AlgoOpt = Algo.sac,
-    task: TaskOpt = Task.g1_walk_flat,
+    algo: AlgoOpt = None,
+    task: TaskOpt = None,
     sim: Annotated[
         Sim | None,
         typer.Option(
@@ -277,7 +305,7 @@ def train(
             raise _fail(
                 f"--gpus {gpus} inside a launched rank (WORLD_SIZE={os.environ['WORLD_SIZE']}): use one"
             )
-        _launch_ranks(algo, task, sim, preset_choice, list(overrides or []), gpus, cfg)
+        _launch_ranks(sim, preset_choice, list(overrides or []), gpus, cfg)
     if resolution["preset"] == "cpu-demo" and os.environ.get("RANK", "0") == "0":
         typer.echo(
             "=" * 78 + "\n"
@@ -312,8 +340,6 @@ def train(
 
 
 def _launch_ranks(
-    algo: Algo,
-    task: Task,
     sim: Sim | None,
     preset_choice: PresetChoice,
     overrides: list[str],
@@ -334,7 +360,7 @@ def _launch_ranks(
             raise _fail(f"--gpus {gpus} but {available} CUDA device(s) are visible")
     else:
         typer.echo(f"note: no CUDA device for this run; --gpus {gpus} starts {gpus} CPU processes (gloo)")
-    args = ["--algo", algo.value, "--task", task.value, "--preset", preset_choice.value]
+    args = ["--algo", cfg.algo.name, "--task", cfg.task.name, "--preset", preset_choice.value]
     if sim is not None:
         args += ["--sim", sim.value]
     code = launch_ranks([*args, *overrides], gpus)
@@ -352,7 +378,7 @@ def play(
         int | None, typer.Option(min=1, help="rollout length (default: training.play_steps)")
     ] = None,
     sim: Annotated[Sim | None, typer.Option(help="backend (default: the run's)")] = None,
-    checkpoint: CheckpointFileOpt = None,
+    checkpoint: CheckpointOpt = None,
     video: Annotated[
         bool, typer.Option("--video", help="record an MP4 of the policy (see --output, --video-envs)")
     ] = False,
@@ -382,6 +408,8 @@ def play(
     With --video, record the policy instead (a camera follows each robot; walking shows the commanded and
     measured velocity, tracking a translucent ghost of the reference); with --viewer, watch it live.
     """
+    if video:
+        _check_output_file(output, "--output", "play.mp4")
     if video or viewer:
         _play_visual(
             run_dir,
@@ -408,11 +436,12 @@ def play(
 def export(
     run_dir: RunDirArg,
     output: Annotated[Path | None, typer.Option(help="ONNX file (default: <run_dir>/policy.onnx)")] = None,
-    checkpoint: CheckpointFileOpt = None,
+    checkpoint: CheckpointOpt = None,
 ) -> None:
     """Export a run's actor (with its observation normalizer) to ONNX: input `obs`, output `actions`."""
     from trainrt.runner import export_run
 
+    _check_output_file(output, "--output", "policy.onnx")
     with _usage_errors(FileNotFoundError, ValueError):
         result = export_run(run_dir, output=output, checkpoint=checkpoint)
     typer.echo(json.dumps(result, indent=2))
@@ -421,9 +450,7 @@ def export(
 @app.command("eval")
 def eval_command(
     run_dir: RunDirArg,
-    checkpoint: Annotated[
-        str | None, typer.Option(help="an iteration number or a checkpoint file (default: the newest)")
-    ] = None,
+    checkpoint: CheckpointOpt = None,
     sim: Annotated[
         Sim | None,
         typer.Option(help="backend (default: the run's); mujoco checks an mjwarp policy sim-to-sim"),
@@ -455,6 +482,7 @@ def eval_command(
     """Deterministic evaluation: walk per fixed command (fell, velocity errors); tracking over the whole clip."""
     from trainrt.runner.evaluate import evaluate_run, format_eval_table
 
+    _check_output_file(out, "--out", "eval.json")
     with _usage_errors(FileNotFoundError, ValueError):
         result = evaluate_run(
             run_dir,
@@ -490,6 +518,7 @@ def bench(
     from trainrt.runner.bench import run_benchmarks
     from trainrt.runner.failures import ExpectedRunFailure
 
+    _check_output_file(output, "--output", "bench.json")
     extra = list(overrides or [])
     if num_envs is not None:
         extra.append(f"algo.num_envs={num_envs}")
@@ -541,7 +570,7 @@ def _play_visual(
     video: bool,
     output: Path | None,
     sim: str | None,
-    checkpoint: Path | None,
+    checkpoint: str | None,
     options: object,
     png_frames: int = 0,
 ) -> None:
@@ -564,9 +593,18 @@ def _play_visual(
             view_run(run_dir, sim=sim, checkpoint=checkpoint)
 
 
+def _clip_path(clip: Path) -> Path:
+    """CLIP as a file: a path, or the name of a G1 asset clip (as ``task.motion_file`` takes it)."""
+    from trainrt.tasks.g1_motion_tracking.mdp import resolve_motion_file
+
+    return resolve_motion_file(clip)
+
+
 @motion_app.command("preview")
 def motion_preview(
-    clip: Annotated[Path, typer.Argument(help="a motion file (.npz, holosoma or BeyondMimic layout)")],
+    clip: Annotated[
+        Path, typer.Argument(help="a motion file (.npz, holosoma or BeyondMimic layout) or a G1 clip name")
+    ],
     video: Annotated[bool, typer.Option("--video", help="write an MP4 (the only preview so far)")] = True,
     output: Annotated[Path | None, typer.Option(help="video file (default: <clip stem>_preview.mp4)")] = None,
     seconds: Annotated[float, typer.Option(min=0.1, help="at most this many seconds of the clip")] = 30.0,
@@ -580,16 +618,19 @@ def motion_preview(
 
     if not video:
         raise _fail("motion preview writes a video: drop --no-video (for facts, use `trainrt motion info`)")
+    _check_output_file(output, "--output", f"{clip.stem}_preview.mp4")
     options = _video_options(width, height, seconds, renderer, (0,), True)
     path = output or Path(f"{clip.stem}_preview.mp4")
     with _usage_errors(FileNotFoundError, ValueError, RendererUnavailableError, NotImplementedError):
-        result = record_clip_video(clip, path, options)
+        result = record_clip_video(_clip_path(clip), path, options)
     typer.echo(json.dumps(result.as_dict(), indent=2))
 
 
 @motion_app.command("info")
 def motion_info_command(
-    clip: Annotated[Path, typer.Argument(help="a motion file (.npz, holosoma or BeyondMimic layout)")],
+    clip: Annotated[
+        Path, typer.Argument(help="a motion file (.npz, holosoma or BeyondMimic layout) or a G1 clip name")
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of text")] = False,
 ) -> None:
     """Frames, fps, duration and joints of CLIP, and whether every frame lies within the G1's joint limits
@@ -597,7 +638,7 @@ def motion_info_command(
     from trainrt.viz.motion_info import format_motion_info, motion_info
 
     with _usage_errors(FileNotFoundError, ValueError):
-        info = motion_info(clip)
+        info = motion_info(_clip_path(clip))
     typer.echo(json.dumps(info, indent=2) if as_json else format_motion_info(info))
 
 
@@ -611,15 +652,20 @@ def report(
     """PNG plots of a run: episode length and return, reward terms, losses, env steps/s (and eval results)."""
     from trainrt.viz.report import write_report
 
+    if output is not None and output.exists() and not output.is_dir():
+        raise _fail(
+            f"--output {output} is a file; report writes its PNGs into a folder: give a folder "
+            "(default: <run_dir>/report)"
+        )
     with _usage_errors(FileNotFoundError, ValueError, RuntimeError):
-        written = write_report(run_dir, output)
+        written = write_report(run_dir, output, log=_warn)
     typer.echo("\n".join(f"wrote {p}" for p in written))
 
 
 @config_app.command("show")
 def config_show(
-    algo: AlgoOpt = Algo.sac,
-    task: TaskOpt = Task.g1_walk_flat,
+    algo: AlgoOpt = None,
+    task: TaskOpt = None,
     sim: Annotated[Sim | None, typer.Option(help="physics backend")] = None,
     preset_choice: Annotated[
         PresetChoice, typer.Option("--preset", help="base settings (as for train)")

@@ -163,6 +163,53 @@ def load_checkpoint(
 
 
 @cold_path
+def resolve_run_checkpoint(run_dir: str | os.PathLike, checkpoint: str | os.PathLike | None) -> Path:
+    """The checkpoint a command line names: the run's newest (None: ``run_dir``), an iteration number of
+    ``run_dir``, or a file path."""
+    if checkpoint is None:
+        return Path(run_dir)
+    text = str(checkpoint)
+    if text.isdigit():
+        path = checkpoint_path(run_dir, int(text))
+        if not path.is_file():
+            raise FileNotFoundError(f"no checkpoint for iteration {text} in {run_dir}: {path} does not exist")
+        return path
+    path = Path(text)
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint {path} not found (give a file or an iteration number)")
+    return path
+
+
+@cold_path
+def load_run_checkpoint(
+    run_dir: str | os.PathLike,
+    checkpoint: str | os.PathLike | None = None,
+    map_location: torch.device | str = "cpu",
+    *,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """The checkpoint of ``run_dir`` that play, eval and export use: its newest usable one (``checkpoint``
+    None), or the given iteration number or file, which must belong to the run: ``CheckpointError`` naming
+    both run ids when another run wrote it."""
+    path = resolve_run_checkpoint(run_dir, checkpoint)
+    if path.is_dir():
+        return load_checkpoint(path, map_location, log=log)
+    data = read_checkpoint_file(path, map_location)
+    owner, written_by = recorded_run_id(run_dir), data.get("run_id")
+    if owner is not None and written_by is not None and written_by != owner:
+        own_dir = path.parent.parent
+        fix = (
+            f"give its own run directory, {own_dir}, instead"
+            if recorded_run_id(own_dir) == written_by
+            else f"give the run directory of run {written_by} instead"
+        )
+        raise CheckpointError(
+            f"checkpoint {path} belongs to run {written_by}, not to run {owner} of {run_dir}: {fix}"
+        )
+    return data
+
+
+@cold_path
 def capture_rng_states(generators: dict[str, torch.Generator]) -> dict[str, torch.Tensor]:
     """The states of the named generators plus torch's global CPU (and CUDA) generators, as CPU tensors."""
     states = {name: gen.get_state().cpu() for name, gen in generators.items()}

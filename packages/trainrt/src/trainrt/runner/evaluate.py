@@ -39,14 +39,15 @@ from trainrt.runner.atomic_files import atomic_write_text
 from trainrt.runner.build import build_agent, build_env, make_env_cfg, resolve_device
 from trainrt.runner.checkpoint import (
     check_action_mapping,
-    checkpoint_path,
     load_agent_weights,
-    load_checkpoint,
+    load_run_checkpoint,
+    resolve_run_checkpoint,
 )
 from trainrt.runner.manifest import load_resolved_config
 from trainrt.tasks.term_overrides import merge_term_overrides
 
 EVAL_DIR_NAME = "eval"
+resolve_eval_checkpoint = resolve_run_checkpoint  # the name benchmarks and tests import
 WALK_EVAL_COMMANDS: dict[str, tuple[float, float, float]] = {
     "stand": (0.0, 0.0, 0.0),
     "forward_0.5": (0.5, 0.0, 0.0),
@@ -350,23 +351,6 @@ def evaluate_tracking(
 
 
 @cold_path
-def resolve_eval_checkpoint(run_dir: str | os.PathLike, checkpoint: str | os.PathLike | None) -> Path:
-    """The checkpoint to evaluate: the run's newest (None), an iteration number, or a file path."""
-    if checkpoint is None:
-        return Path(run_dir)
-    text = str(checkpoint)
-    if text.isdigit():
-        path = checkpoint_path(run_dir, int(text))
-        if not path.is_file():
-            raise FileNotFoundError(f"no checkpoint for iteration {text} in {run_dir}: {path} does not exist")
-        return path
-    path = Path(text)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {path} not found (give a file or an iteration number)")
-    return path
-
-
-@cold_path
 def evaluate_run(
     run_dir: str | os.PathLike,
     *,
@@ -411,7 +395,7 @@ def evaluate_run(
         cfg = cfg.model_copy(
             update={"sim": cfg.sim.model_copy(update={"solver_iterations": solver_iterations})}
         )
-    state = load_checkpoint(resolve_eval_checkpoint(run_dir, checkpoint), map_location=resolve_device(cfg))
+    state = load_run_checkpoint(run_dir, checkpoint, map_location=resolve_device(cfg))
     if cfg.task.name == "g1_walk_flat":
         body = evaluate_walk(
             cfg,

@@ -25,7 +25,7 @@ from torch import nn
 from trainrt.hotpath import cold_path
 from trainrt.runner.atomic_files import atomic_write
 from trainrt.runner.build import build_agent
-from trainrt.runner.checkpoint import load_agent_weights, load_checkpoint
+from trainrt.runner.checkpoint import load_agent_weights, load_run_checkpoint
 from trainrt.runner.manifest import load_resolved_config
 
 ONNX_FILE_NAME = "policy.onnx"
@@ -142,7 +142,7 @@ def export_run(
 ) -> dict[str, Any]:
     """Export the actor of a run's last (or the given) checkpoint to ``<run_dir>/policy.onnx`` (or ``output``)."""
     cfg = load_resolved_config(run_dir)
-    state = load_checkpoint(checkpoint or Path(run_dir), map_location="cpu")
+    state = load_run_checkpoint(run_dir, checkpoint, map_location="cpu")
     env_meta = state["env_meta"]
     agent = build_agent(cfg, env_meta["obs_dims"], env_meta["num_actions"], "cpu")
     load_agent_weights(agent, state)

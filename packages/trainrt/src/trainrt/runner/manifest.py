@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from trainrt.config import TrainConfig, load_stored_config
 from trainrt.hotpath import cold_path
 from trainrt.runner.atomic_files import atomic_write_text
@@ -32,11 +34,21 @@ def write_resolved_config(run_dir: str | os.PathLike, cfg: TrainConfig) -> Path:
 
 @cold_path
 def load_resolved_config(run_dir: str | os.PathLike) -> TrainConfig:
-    """Read and validate ``<run_dir>/config.json`` (an older run's renamed keys read as their new names)."""
+    """Read and validate ``<run_dir>/config.json`` (an older run's renamed keys read as their new names);
+    ``ValueError`` naming the file when it is not valid JSON or not a valid config."""
     path = Path(run_dir) / CONFIG_FILE_NAME
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: is {run_dir} a trainrt run directory?")
-    return load_stored_config(path.read_text())
+    text = path.read_text()
+    try:
+        json.loads(text)
+    except ValueError as err:
+        raise ValueError(f"{path}: not valid JSON (empty or truncated): {err}") from None
+    try:
+        return load_stored_config(text)
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
+        raise ValueError(f"{path}: not a valid trainrt config: {problems}") from None
 
 
 @cold_path

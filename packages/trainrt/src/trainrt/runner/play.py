@@ -7,14 +7,13 @@ Used at the end of ``trainrt train`` (unless ``training.final_eval=false``) on t
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from trainrt.hotpath import cold_path
 from trainrt.runner.build import build_agent, build_env
-from trainrt.runner.checkpoint import check_action_mapping, load_agent_weights, load_checkpoint
+from trainrt.runner.checkpoint import check_action_mapping, load_agent_weights, load_run_checkpoint
 from trainrt.runner.manifest import load_resolved_config
 
 _DONE_CHECK_EVERY = 50  # control steps between the (synchronizing) checks for "all episodes ended"
@@ -76,7 +75,7 @@ def play_run(
         num_envs: parallel envs of the evaluation.
         num_steps: rollout length in control steps (default: ``training.play_steps``).
         sim: backend to evaluate on (default: the run's ``sim.backend``).
-        checkpoint: a checkpoint file instead of the run's latest.
+        checkpoint: an iteration number or a checkpoint file of the run instead of its latest.
     """
     env, agent, facts = load_run_policy(run_dir, num_envs=num_envs, sim=sim, checkpoint=checkpoint)
     steps = num_steps or load_resolved_config(run_dir).training.play_steps
@@ -99,7 +98,7 @@ def load_run_policy(
         cfg = cfg.model_copy(update={"sim": cfg.sim.model_copy(update={"backend": sim, "device": None})})
     env = build_env(cfg, num_envs=num_envs)
     agent = build_agent(cfg, env.obs_dims, env.num_actions, env.device)
-    state = load_checkpoint(checkpoint or Path(run_dir), map_location=env.device)
+    state = load_run_checkpoint(run_dir, checkpoint, map_location=env.device)
     check_action_mapping(state, env)
     load_agent_weights(agent, state)
     return env, agent, {"checkpoint": str(state["path"]), "iteration": int(state["iteration"])}

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -145,23 +147,43 @@ def _plot_eval(plt: Any, tables: list[str], path: Path) -> bool:
 
 
 @cold_path
-def write_report(run_dir: str | os.PathLike, output: str | os.PathLike | None = None) -> list[Path]:
+def write_report(
+    run_dir: str | os.PathLike,
+    output: str | os.PathLike | None = None,
+    *,
+    log: Callable[[str], None] | None = None,
+) -> list[Path]:
     """Write the run's PNGs (see the module docstring) and return their paths.
 
     Raises ``FileNotFoundError`` when ``run_dir`` is not a run directory, ``ValueError`` when it holds
-    nothing to plot yet.
+    nothing to plot yet. An unreadable ``run_summary.json`` is reported to ``log`` (stderr by default) and
+    the rest is plotted without it.
     """
     run_dir = Path(run_dir)
-    if not run_dir.is_dir():
+    if not run_dir.exists():
         raise FileNotFoundError(f"run directory {run_dir} does not exist")
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"{run_dir} is a file, not a run directory")
     summary_path = run_dir / _SUMMARY_FILE_NAME
-    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+    summary: dict[str, Any] = {}
+    unreadable = None
+    if summary_path.is_file():
+        try:
+            summary = json.loads(summary_path.read_text())
+        except OSError as err:
+            unreadable = f"{summary_path} cannot be read: {err}"
+        except ValueError as err:
+            unreadable = f"{summary_path}: not valid JSON (empty or truncated): {err}"
     scalars = read_scalars(run_dir)
     if not scalars and not summary.get("iterations"):
         raise ValueError(
-            f"{run_dir} has no TensorBoard scalars ({_TENSORBOARD_DIR_NAME}/) and no {_SUMMARY_FILE_NAME} "
+            unreadable
+            or f"{run_dir} has no TensorBoard scalars ({_TENSORBOARD_DIR_NAME}/) and no {_SUMMARY_FILE_NAME} "
             "iterations: nothing to plot (train with training.tensorboard=true)"
         )
+    if unreadable is not None:
+        say = log or (lambda line: print(line, file=sys.stderr, flush=True))
+        say(f"{unreadable}; plotting without it (no throughput.png)")
     plt = _pyplot()
     folder = Path(output) if output is not None else run_dir / REPORT_DIR_NAME
     folder.mkdir(parents=True, exist_ok=True)
