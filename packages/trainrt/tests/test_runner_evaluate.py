@@ -230,3 +230,25 @@ def test_the_table_title_names_a_solver_limit_other_than_the_runs():
     assert "solver iterations" not in format_eval_table(same).splitlines()[0]
     other = {**older, "solver_iterations": 10, "trained_solver_iterations": 5}
     assert "solver iterations 10 (trained with 5)" in format_eval_table(other).splitlines()[0]
+
+
+def test_the_episode_length_is_shown_against_the_horizon_not_the_steps_taken():
+    # The rollout stops at the first check after every row ended (every 50 steps): a 325-step clip whose rows
+    # all fell by step 11 took 50 steps, and its table must read 11/325, not 11/50.
+    row = {"completed_fraction": 0.0, "failed_fraction": 1.0, "body_pos_error": 0.1, "anchor_pos_error": 0.1,
+           "anchor_ori_error": 0.1, "joint_pos_error": 0.1, "action_saturation": 0.0,
+           "mean_episode_length": 11.0, "steps": 50, "horizon_steps": 325}  # fmt: skip
+    result = {"algo": "flashsac", "task": "g1_motion_tracking", "iteration": 3, "sim": "mujoco",
+              "trained_sim": "mujoco", "clip": {"motion_file": "clip.npz"}, "tracking": row}  # fmt: skip
+    assert "11/325" in format_eval_table(result)
+    older = {**result, "tracking": {k: v for k, v in row.items() if k != "horizon_steps"}}
+    assert "11/50" in format_eval_table(older)  # eval JSONs written before the horizon was recorded
+
+
+def test_a_rollout_records_its_horizon_beside_the_steps_it_took():
+    from trainrt.runner.evaluate import _rollout
+
+    cfg = walk_eval_config(cpu_demo_preset("sac", "g1_walk_flat", "mujoco"), (0.0, 0.0, 0.0))
+    env = build_env(cfg, num_envs=2)
+    (row,) = _rollout(env, _FixedActionAgent(torch.zeros(env.num_actions)), 3, {})
+    assert row["steps"] == 3 and row["horizon_steps"] == 3

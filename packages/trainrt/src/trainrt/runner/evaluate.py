@@ -168,7 +168,8 @@ def _rollout(
     replay (``use_graph=False``, a CPU device or a backend that cannot capture: eagerly, same results).
 
     Returns per group ``failed_fraction`` (failure terminations and non-finite rows), ``completed_fraction``
-    (rows that ended in a time-out), ``mean_episode_length`` (control steps), ``steps``, ``num_envs`` (rows
+    (rows that ended in a time-out), ``mean_episode_length`` (control steps), ``steps`` (taken: the rollout stops
+    early once every row has ended), ``horizon_steps`` (``num_steps``), ``num_envs`` (rows
     of the group), ``graph_enabled`` (whether the steps replayed a CUDA graph) and each metric's mean over
     the steps where its row was still running after the step.
     """
@@ -220,6 +221,7 @@ def _rollout(
             "completed_fraction": float(values[1, g]),
             "mean_episode_length": float(values[2, g]),
             "steps": steps,
+            "horizon_steps": num_steps,
             "num_envs": rows,
             "graph_enabled": work.graph_enabled,
         }
@@ -471,7 +473,7 @@ def format_eval_table(result: dict[str, Any]) -> str:
                 f"{r['ang_vel_error_z']:.3f}",
                 f"{r['mean_lin_vel_x']:+.2f}, {r['mean_lin_vel_y']:+.2f}, {r['mean_ang_vel_z']:+.2f}",
                 f"{r['action_saturation']:.3f}",
-                f"{r['mean_episode_length']:.0f}/{r['steps']}",
+                f"{r['mean_episode_length']:.0f}/{r.get('horizon_steps', r['steps'])}",
             ]
             for name, r in result["commands"].items()
         ]
@@ -489,7 +491,7 @@ def format_eval_table(result: dict[str, Any]) -> str:
                 f"{r['anchor_ori_error']:.4f}",
                 f"{r['joint_pos_error']:.4f}",
                 f"{r['action_saturation']:.3f}",
-                f"{r['mean_episode_length']:.0f}/{r['steps']}",
+                f"{r['mean_episode_length']:.0f}/{r.get('horizon_steps', r['steps'])}",
             ]
         ]
     return format_table(title, header, rows)
