@@ -123,3 +123,15 @@ def test_unusable_run_directories_name_the_problem(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "access", lambda path, mode: False)
     with pytest.raises(RunDirError, match=r"is not writable by this user"):
         check_run_dir_usable(tmp_path / "new" / "run")
+
+
+def test_a_used_directory_without_checkpoints_is_not_offered_for_resume(tmp_path):
+    # A run that stopped before its first checkpoint (a failed set-up, say) left files but nothing to resume.
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text("{}")
+    (run_dir / "run_summary.json").write_text("{}")
+    with pytest.raises(RunDirError) as refused:
+        refuse_a_used_run_dir(run_dir, overwrite=False, log=lambda line: None)
+    assert "training.resume" not in str(refused.value)
+    assert "holds no checkpoint to resume: clear it with training.overwrite=true" in str(refused.value)

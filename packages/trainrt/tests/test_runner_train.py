@@ -15,7 +15,7 @@ from tiny_runs import TINY_RUN
 from trainrt.config import TrainConfig, apply_overrides, cpu_demo_preset
 from trainrt.runner import OffPolicyRunner, load_run_summary
 from trainrt.runner import off_policy_runner as runner_module
-from trainrt.runner.checkpoint import checkpoint_path, load_checkpoint
+from trainrt.runner.checkpoint import checkpoint_path, checkpoints_newest_first, load_checkpoint
 from trainrt.runner.collector import Collector
 from trainrt.runner.manifest import load_resolved_config
 from trainrt.runner.off_policy_runner import RunInterrupted
@@ -320,6 +320,21 @@ def test_ctrl_c_saves_a_checkpoint_and_an_interrupted_summary(tmp_path, monkeypa
     assert summary.status == "interrupted"
     assert summary.completed_iterations == 1
     assert load_checkpoint(tmp_path / "run")["iteration"] == 1
+
+
+def test_a_stop_before_the_first_iteration_ends_says_there_is_nothing_to_save(tmp_path, monkeypatch):
+    def interrupted_warm_up(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(OffPolicyRunner, "_warm_up", interrupted_warm_up)
+    lines = []
+    cfg = tiny_config(tmp_path / "run", "sac", "g1_walk_flat", "algo.max_iterations=3")
+    with pytest.raises(KeyboardInterrupt):
+        OffPolicyRunner(cfg, log=lines.append).run()
+    assert load_run_summary(tmp_path / "run").status == "interrupted"
+    assert not any("saving a checkpoint" in line for line in lines), lines
+    assert any("there is no checkpoint to save" in line for line in lines), lines
+    assert checkpoints_newest_first(tmp_path / "run") == []
 
 
 def _signal_during_iteration_2(monkeypatch, *signals):

@@ -369,6 +369,13 @@ class OffPolicyRunner:
         """
         error = f"interrupted by {self.stop_signal}"
         iteration = self.completed_iterations
+        nothing_new = self.agent is None or self.completed_iterations in (0, self.last_checkpoint_iteration)
+        if nothing_new:  # stopped in set-up or warm-up, or right after a checkpoint
+            self.log(
+                f"\ninterrupted ({self.stop_signal}): no iteration completed since the start or the last "
+                "checkpoint, so there is no checkpoint to save"
+            )
+            return error
         self.log(f"\ninterrupted ({self.stop_signal}): saving a checkpoint of the last completed iteration")
         try:
             self._save_checkpoint_if_new()

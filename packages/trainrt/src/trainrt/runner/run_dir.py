@@ -240,8 +240,13 @@ def refuse_a_used_run_dir(run_dir: str | os.PathLike, *, overwrite: bool, log=pr
         clear_run_dir(run_dir)
         log(f"training.overwrite=true: cleared {run_dir} ({len(names)} entries)")
         return
+    from trainrt.runner.checkpoint import checkpoints_newest_first
+
     shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+    if checkpoints_newest_first(run_dir):
+        options = f"resume it with training.resume={run_dir}, clear it with training.overwrite=true"
+    else:  # a run that stopped before its first checkpoint cannot be resumed
+        options = "it holds no checkpoint to resume: clear it with training.overwrite=true"
     raise RunDirError(
-        f"run directory {run_dir} is not empty ({shown}); resume it with training.resume={run_dir}, clear it "
-        "with training.overwrite=true, or choose another training.run_dir"
+        f"run directory {run_dir} is not empty ({shown}); {options}, or choose another training.run_dir"
     )
