@@ -180,6 +180,22 @@ def test_a_replay_larger_than_the_free_device_memory_fails_naming_its_two_sizes(
     assert (tmp_path / "run" / "config.json").is_file()  # the resolved config stays to rerun from
 
 
+def test_a_cpu_replay_is_checked_against_the_hosts_available_memory(tmp_path, monkeypatch):
+    import trainrt.runner.build as build
+
+    available = build.host_available_bytes()
+    assert available is None or available > 0
+    assert build.free_device_bytes("cpu") == available
+    monkeypatch.setattr(build, "host_available_bytes", lambda: 1024)
+    cfg = tiny_config(tmp_path / "run", "sac", "g1_walk_flat")
+    env = build.build_env(cfg, num_envs=2)
+    try:
+        with pytest.raises(build.ReplayDoesNotFit, match=r"0\.00 GiB are free.*Or free host memory"):
+            build.build_replay(cfg, env)
+    finally:
+        env.close()
+
+
 def test_a_replay_allocation_that_runs_out_of_memory_fails_naming_its_two_sizes(tmp_path, monkeypatch):
     import trainrt.runner.build as build
 

@@ -114,13 +114,28 @@ class ReplayDoesNotFit(ExpectedRunFailure):
 
 @cold_path
 def free_device_bytes(device: torch.device | str) -> int | None:
-    """Bytes a new allocation can take on a CUDA ``device`` (free memory plus torch's unused cache); None
-    elsewhere (host memory is not checked)."""
+    """Bytes a new allocation can take on ``device``: on CUDA its free memory plus torch's unused cache, on the
+    CPU the host's available memory (`host_available_bytes`); None where that is unknown."""
     device = torch.device(device)
+    if device.type == "cpu":
+        return host_available_bytes()
     if device.type != "cuda":
         return None
     free, _ = torch.cuda.mem_get_info(device)
     return int(free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
+
+
+@cold_path
+def host_available_bytes() -> int | None:
+    """The host memory new allocations can take without swapping (Linux ``MemAvailable``); None elsewhere."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # the file counts kB
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def _replay_does_not_fit(cfg: TrainConfig, env: Any, needed: int, free: int | None) -> ReplayDoesNotFit:
@@ -132,8 +147,12 @@ def _replay_does_not_fit(cfg: TrainConfig, env: Any, needed: int, free: int | No
         f"the replay buffer does not fit on {env.device}: {env.num_envs} envs x "
         f"{params.buffer_size_per_env} steps per env need {needed / gib:.2f} GiB and {available}. "
         f"Lower algo.params.buffer_size_per_env (now {params.buffer_size_per_env}) or algo.num_envs "
-        f"(now {env.num_envs}); the replay's size is proportional to both. Or free the GPU's memory "
-        "(another process may hold it: nvidia-smi lists them)."
+        f"(now {env.num_envs}); the replay's size is proportional to both. "
+        + (
+            "Or free the GPU's memory (another process may hold it: nvidia-smi lists them)."
+            if env.device.type == "cuda"
+            else "Or free host memory."
+        )
     )
 
 
@@ -142,8 +161,8 @@ def build_replay(cfg: TrainConfig, env: Any) -> DeviceReplayBuffer:
     """The device replay buffer sized by the algorithm's hyperparameters, on the env device.
 
     Raises ``ReplayDoesNotFit`` (naming ``algo.params.buffer_size_per_env`` and ``algo.num_envs``) when the
-    buffer is larger than the CUDA device's free memory, checked before allocating and again if the
-    allocation itself runs out.
+    buffer is larger than the device's free memory (the host's available memory on the CPU), checked before
+    allocating and again if the allocation itself runs out.
     """
     params = cfg.algo.params
     sizes = dict(
@@ -160,7 +179,7 @@ def build_replay(cfg: TrainConfig, env: Any) -> DeviceReplayBuffer:
     try:
         return DeviceReplayBuffer(**sizes, device=env.device, gamma=params.gamma)
     except torch.OutOfMemoryError as err:
-        raise _replay_does_not_fit(cfg, env, needed, free) from err
+        raise _replay_does_not_fit(cfg, env, needed, None) from err  # free memory said it fits: it did not
 
 
 @cold_path
