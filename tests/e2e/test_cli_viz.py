@@ -124,3 +124,20 @@ def test_config_show_of_a_resumed_run_takes_its_algo_and_task(tmp_path):
     assert (shown["algo"]["name"], shown["task"]["name"]) == ("flashsac", "g1_motion_tracking")
     bad = trainrt("config", "show", "--algo", "sac", f"training.resume={tmp_path}")
     assert bad.returncode == 2 and "this command says --algo sac;" in bad.stderr
+
+
+def test_report_says_which_plots_it_left_out_and_why(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    from trainrt.viz.report import write_report
+
+    writer = SummaryWriter(log_dir=str(tmp_path / "tensorboard"))
+    for step in range(3):  # updates ran, but no episode ended and none was counted
+        writer.add_scalar("Loss/critic", 1.0 / (step + 1), step)
+    writer.close()
+    lines = []
+    written = write_report(tmp_path, log=lines.append)
+    assert [p.name for p in written] == ["losses.png"]
+    assert "rewards.png not written: no episode has ended yet (no Episode/rew_* scalars)" in lines
+    assert "episode.png not written: no episode statistics logged yet" in lines
+    assert not any(line.startswith("losses.png") for line in lines)

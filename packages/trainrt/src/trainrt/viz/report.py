@@ -181,8 +181,8 @@ def write_report(
             or f"{run_dir} has no TensorBoard scalars ({_TENSORBOARD_DIR_NAME}/) and no {_SUMMARY_FILE_NAME} "
             "iterations: nothing to plot (train with training.tensorboard=true)"
         )
+    say = log or (lambda line: print(line, file=sys.stderr, flush=True))
     if unreadable is not None:
-        say = log or (lambda line: print(line, file=sys.stderr, flush=True))
         say(f"{unreadable}; plotting without it (no throughput.png)")
     plt = _pyplot()
     folder = Path(output) if output is not None else run_dir / REPORT_DIR_NAME
@@ -194,17 +194,26 @@ def write_report(
             "episode.png",
             ["Train/mean_episode_length", "Episode/length", "Train/mean_reward", "Train/num_episodes"],
             f"episodes: {title}",
+            "no episode statistics logged yet",
         ),
         (
             "rewards.png",
             sorted(t for t in scalars if t.startswith("Episode/rew_")),
             "episode return per reward term",
+            "no episode has ended yet (no Episode/rew_* scalars)",
         ),
-        ("losses.png", sorted(t for t in scalars if t.startswith("Loss/")), "losses"),
+        (
+            "losses.png",
+            sorted(t for t in scalars if t.startswith("Loss/")),
+            "losses",
+            "no update has run yet (no Loss/* scalars)",
+        ),
     ]
-    for name, tags, heading in plots:
+    for name, tags, heading, missing in plots:
         if _plot_tags(plt, scalars, tags, heading, folder / name):
             written.append(folder / name)
+        else:
+            say(f"{name} not written: {missing}")
     if _plot_throughput(plt, summary, folder / "throughput.png"):
         written.append(folder / "throughput.png")
     if _plot_eval(plt, _eval_tables(run_dir), folder / "eval.png"):
