@@ -386,7 +386,9 @@ def test_a_second_ctrl_c_stops_at_once(tmp_path, monkeypatch):
         OffPolicyRunner(cfg, log=lambda line: None).run()
     summary = load_run_summary(tmp_path / "run")
     assert summary.status == "interrupted" and summary.completed_iterations == 1  # iteration 2 never ended
-    assert load_checkpoint(tmp_path / "run")["iteration"] == 1
+    # The live state holds part of iteration 2 (its rows, its draws): it is no checkpoint of iteration 1.
+    assert checkpoints_newest_first(tmp_path / "run") == []
+    assert "stopped iteration 2 half done, so no checkpoint was saved (the newest is none)" in summary.error
 
 
 class _CtrlCMidWrite(io.BytesIO):

@@ -224,6 +224,7 @@ class OffPolicyRunner:
         self._stop_at_boundary = False  # inside the iteration loop: signals wait for the iteration's end
         self._stop_request: int | None = None
         self._summary_on_stop = False  # the interrupted summary is being written
+        self._stopped_inside_iteration = False  # a second Ctrl-C raised inside the iteration loop
         self.time_limit_reached = False  # the run ended at training.time_limit_sec
         self._overflow_reported: dict[str, int] = {}
         self._learning_reported: set[str] = set()
@@ -348,6 +349,8 @@ class OffPolicyRunner:
                 if self._stop_at_boundary and self._stop_request is None:
                     self._stop_request = signum
                     return
+                if self._stop_at_boundary:  # a second stop inside the loop leaves an iteration half done
+                    self._stopped_inside_iteration = True
                 raise KeyboardInterrupt
             if raised:  # a second signal while saving: let the save finish
                 return
@@ -369,6 +372,16 @@ class OffPolicyRunner:
         """
         error = f"interrupted by {self.stop_signal}"
         iteration = self.completed_iterations
+        if self._stopped_inside_iteration:
+            # The agent, the replay and the generators hold part of the next iteration: saved as iteration
+            # `iteration`, a resume would not continue that iteration's state.
+            newest = self.last_checkpoint_iteration
+            note = (
+                f"a second Ctrl-C stopped iteration {iteration + 1} half done, so no checkpoint was saved "
+                f"(the newest is {f'iteration {newest}' if newest > 0 else 'none'})"
+            )
+            self.log(f"\ninterrupted ({self.stop_signal}): {note}")
+            return f"{error}; {note}"[-_ERROR_TEXT_LIMIT:]
         nothing_new = self.agent is None or self.completed_iterations in (0, self.last_checkpoint_iteration)
         if nothing_new:  # stopped in set-up or warm-up, or right after a checkpoint
             self.log(
