@@ -86,6 +86,34 @@ def test_beyondmimic_joints_are_mapped_by_name(model, holosoma):
     _assert_same_clip(load_motion(converted, model), load_motion(shuffled, model), atol=1e-6)
 
 
+def test_joint_names_stored_as_bytes_are_read_as_text(model, holosoma):
+    as_bytes = _holosoma_with(holosoma, joint_names=np.asarray(holosoma["joint_names"]).astype("S"))
+    _assert_same_clip(load_motion(holosoma, model), load_motion(as_bytes, model), atol=0.0)
+
+
+def test_joint_names_saved_as_python_objects_are_named_with_the_fix(model, holosoma, tmp_path):
+    path = tmp_path / "objects.npz"
+    np.savez(
+        path, **_holosoma_with(holosoma, joint_names=np.array(list(holosoma["joint_names"]), dtype=object))
+    )
+    with pytest.raises(ValueError, match=r"holds Python objects .*np\.array\(names, dtype=str\)"):
+        load_motion(path, model)
+
+
+def test_a_motion_shorter_than_one_frame_at_the_target_rate_is_refused(model, holosoma):
+    two_frames = _holosoma_with(
+        holosoma,
+        joint_pos=holosoma["joint_pos"][:2],
+        joint_vel=holosoma["joint_vel"][:2],
+        fps=np.array(120.0),
+    )
+    assert load_motion(two_frames, model).joint_pos.shape[0] == 2  # at its own rate it has its 2 frames
+    with pytest.raises(
+        ValueError, match=r"lasts 0\.008333 s \(2 frames at 120 fps\), 1 frame at 50 fps.*0\.02 s"
+    ):
+        load_motion(two_frames, model, target_fps=50.0)
+
+
 def test_fk_of_frame_zero_equals_a_mujoco_forward(model, holosoma):
     clip = load_motion(holosoma, model, dtype=torch.float64)
     data = mujoco.MjData(model)

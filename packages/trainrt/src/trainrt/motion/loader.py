@@ -134,7 +134,18 @@ def read_motion_arrays(source: str | Path | Mapping[str, Any]) -> dict[str, np.n
         with np.load(path, allow_pickle=False) as data:
             return {k: np.asarray(data[k]) for k in data.files}
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
-        raise ValueError(f"{path} is not a readable .npz motion file: {err}") from err
+        fix = (
+            "; a field holds Python objects (joint_names often does): save it as text, "
+            "np.array(names, dtype=str)"
+            if "allow_pickle" in str(err)
+            else ""
+        )
+        raise ValueError(f"{path} is not a readable .npz motion file: {err}{fix}") from err
+
+
+def _name_list(field: Any) -> list[str]:
+    """A ``joint_names`` field as text; names stored as bytes (as HDF5 pipelines write them) are decoded."""
+    return [n.decode() if isinstance(n, bytes) else str(n) for n in np.asarray(field).reshape(-1)]
 
 
 _NPZ_FIX = "save motions with np.savez(path, fps=..., joint_pos=..., ...)"
@@ -340,7 +351,7 @@ def _state_tracks(arrays: Mapping[str, np.ndarray], fmt: str, layout: _ModelLayo
     """Root pose/velocity and joint tracks of the file, joints in model order, root velocity in qvel form."""
     num_model = len(layout.joint_names)
     if fmt == "holosoma":
-        names = [str(n) for n in np.asarray(arrays["joint_names"]).reshape(-1)]
+        names = _name_list(arrays["joint_names"])
         j = len(names)
         qpos = _float_field(arrays, "joint_pos", (None, 7 + j))
         qvel = _float_field(arrays, "joint_vel", (qpos.shape[0], 6 + j))
@@ -349,7 +360,7 @@ def _state_tracks(arrays: Mapping[str, np.ndarray], fmt: str, layout: _ModelLayo
         joint_pos, joint_vel = qpos[:, 7:], qvel[:, 6:]
     else:
         names_field = arrays.get("joint_names")
-        names = [str(n) for n in np.asarray(names_field).reshape(-1)] if names_field is not None else None
+        names = _name_list(names_field) if names_field is not None else None
         j = len(names) if names is not None else num_model
         joint_pos = _float_field(arrays, "joint_pos", (None, j))
         t = joint_pos.shape[0]
@@ -386,6 +397,12 @@ def _resample_tracks(tracks: dict[str, np.ndarray], fps: float, target_fps: floa
     num = tracks["joint_pos"].shape[0]
     duration = (num - 1) / fps
     count = math.floor(duration * target_fps + 1e-9) + 1
+    if count < 2:
+        raise ValueError(
+            f"the motion lasts {duration:.4g} s ({num} frames at {fps:g} fps), {count} frame at {target_fps:g} "
+            f"fps, the rate it is resampled to; a motion needs at least 2 frames there, so at least "
+            f"{1.0 / target_fps:.4g} s"
+        )
     position = np.arange(count) * (fps / target_fps)
     lo = np.minimum(np.floor(position).astype(np.int64), num - 2)
     frac = (position - lo)[:, None]
