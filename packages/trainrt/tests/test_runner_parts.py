@@ -126,6 +126,30 @@ def test_onnx_export_matches_torch_and_carries_metadata(tmp_path):
         assert actual == pytest.approx(policy(obs).numpy(), abs=1e-5)
 
 
+def test_an_onnx_export_that_fails_its_check_or_is_stopped_writes_no_file(tmp_path, monkeypatch):
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    import trainrt.runner.export as export
+
+    class _Drifting(_TinyPolicy):  # torch's answer moves after the export: the check must see a mismatch
+        def forward(self, obs):
+            return super().forward(obs) + (
+                0.0 if torch.jit.is_tracing() or torch.onnx.is_in_onnx_export() else 1.0
+            )
+
+    with pytest.raises(RuntimeError, match=r"differs from torch by .*; not written"):
+        export_policy_onnx(_Drifting(), 5, tmp_path / "drift.onnx")
+    assert not (tmp_path / "drift.onnx").exists()
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(export, "_check_with_onnxruntime", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        export_policy_onnx(_TinyPolicy(), 5, tmp_path / "stopped.onnx")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
 def test_without_cuda_the_cli_picks_the_announced_cpu_demo():
     cfg, how = resolve_train_config("sac", "g1_walk_flat", None, [], "auto", cuda_available=False)
     assert how["preset"] == "cpu-demo"

@@ -101,14 +101,19 @@ def export_policy_onnx(
         entry.value = value if isinstance(value, str) else json.dumps(value)
     onnx.checker.check_model(model)
     target = Path(path)
-    atomic_write(target, lambda handle: handle.write(model.SerializeToString()))
-    checked, max_diff = _check_with_onnxruntime(policy, target, obs_dim)
+    data = model.SerializeToString()
+    # Checked before it is written: a policy that fails the check (or a check a signal stops) leaves no file.
+    checked, max_diff = _check_with_onnxruntime(policy, data, obs_dim, target)
+    atomic_write(target, lambda handle: handle.write(data))
     return {"path": str(target), "onnxruntime_checked": checked, "max_abs_diff": max_diff}
 
 
 @cold_path
-def _check_with_onnxruntime(policy: nn.Module, path: Path, obs_dim: int) -> tuple[bool, float | None]:
-    """Compare onnxruntime's output with torch's on random observations (skipped without onnxruntime)."""
+def _check_with_onnxruntime(
+    policy: nn.Module, data: bytes, obs_dim: int, path: Path
+) -> tuple[bool, float | None]:
+    """Compare onnxruntime's output for the serialized model ``data`` (to be written at ``path``) with torch's on
+    random observations (skipped without onnxruntime)."""
     try:
         import onnxruntime
     except ImportError:
@@ -117,12 +122,12 @@ def _check_with_onnxruntime(policy: nn.Module, path: Path, obs_dim: int) -> tupl
     obs = torch.randn(_CHECK_BATCH, obs_dim, generator=generator) * 2.0
     with torch.no_grad():
         expected = policy(obs).numpy()
-    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
     actual = session.run([ONNX_OUTPUT_NAME], {ONNX_INPUT_NAME: obs.numpy()})[0]
     max_diff = float(abs(actual - expected).max())
     if not max_diff <= _CHECK_TOLERANCE:
         raise RuntimeError(
-            f"ONNX export of {path} differs from torch by {max_diff:.3g} (> {_CHECK_TOLERANCE})"
+            f"ONNX export for {path} differs from torch by {max_diff:.3g} (> {_CHECK_TOLERANCE}); not written"
         )
     return True, max_diff
 
