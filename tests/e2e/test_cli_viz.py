@@ -141,3 +141,16 @@ def test_report_says_which_plots_it_left_out_and_why(tmp_path):
     assert "rewards.png not written: no episode has ended yet (no Episode/rew_* scalars)" in lines
     assert "episode.png not written: no episode statistics logged yet" in lines
     assert not any(line.startswith("losses.png") for line in lines)
+
+
+def test_png_frames_with_one_video_per_env_are_named_after_the_first_video(tracking_run, tmp_path):
+    run_dir, _ = tracking_run
+    path = tmp_path / "per.mp4"
+    out = trainrt(
+        "play", str(run_dir), "--video", "--output", str(path), "--seconds", "0.2", "--width", "48",
+        "--height", "32", "--renderer", "software", "--video-envs", "2", "--one-file-per-env", "--frames", "1",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout[out.stdout.index("{") :])
+    assert [Path(p).name for p in result["paths"]] == ["per_env0.mp4", "per_env1.mp4"]
+    assert [Path(p).name for p in result["png_frames"]] == ["per_env0_frame0.png"]

@@ -197,7 +197,10 @@ def _with_nan(array: np.ndarray, frame: int) -> np.ndarray:
         ("fps_two", r"'fps' must be one number"),
         ("nan_joint_pos", r"'joint_pos' has NaN or infinite values \(first at frame 7\)"),
         ("inf_joint_vel", r"'joint_vel' has NaN or infinite values \(first at frame 3\)"),
-        ("zero_quat", r"non-unit quaternions \(first at frame 2\)"),
+        (
+            "zero_quat",
+            r"non-unit quaternions \(first at frame 2, norm 0; allowed 1 \+- 0\.001\): divide each by",
+        ),
         ("one_frame", r"at least 2 frames"),
         ("duplicate_names", r"'joint_names' has duplicates"),
         ("missing_joint_names", r"the holosoma layout\) but no 'joint_names' field"),

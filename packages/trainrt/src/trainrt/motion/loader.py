@@ -240,7 +240,11 @@ def _unit_quats(quat: np.ndarray, name: str) -> np.ndarray:
     norm = np.linalg.norm(quat, axis=-1, keepdims=True)
     if np.any(np.abs(norm - 1.0) > _QUAT_NORM_TOLERANCE):
         frame = int(np.argwhere(np.abs(norm[..., 0] - 1.0) > _QUAT_NORM_TOLERANCE)[0][0])
-        raise ValueError(f"motion field {name!r} holds non-unit quaternions (first at frame {frame})")
+        raise ValueError(
+            f"motion field {name!r} holds non-unit quaternions (first at frame {frame}, norm "
+            f"{float(norm[frame, 0]):.6g}; allowed 1 +- {_QUAT_NORM_TOLERANCE:g}): divide each by its norm "
+            "(wxyz, w first)"
+        )
     return quat / norm
 
 

@@ -297,15 +297,16 @@ def record_run_video(
     png_frames: int = 0,
 ) -> dict[str, Any]:
     """Record a run's deterministic policy (``trainrt play --video``); default path
-    ``<run_dir>/videos/play_iter<N>.mp4``; ``png_frames`` evenly spaced frames also go beside it as
-    ``<stem>_frame<k>.png``. Returns the checkpoint and video facts."""
+    ``<run_dir>/videos/play_iter<N>.mp4``; ``png_frames`` evenly spaced frames of the first video also go
+    beside it as ``<its stem>_frame<k>.png`` (``..._env0_frame<k>.png`` with one file per env). Returns the
+    checkpoint and video facts."""
     env, agent, facts = load_run_policy(
         run_dir, num_envs=max(options.env_ids) + 1, sim=sim, checkpoint=checkpoint
     )
     if path is None:
         path = Path(run_dir) / "videos" / f"play_iter{facts['iteration']}.mp4"
     result = record_policy_video(env, agent, path, options, keep_preview=png_frames)
-    pictures = save_frames(result.preview, Path(path))
+    pictures = save_frames(result.preview, Path(result.paths[0]))  # the first video's frames, named after it
     return {**facts, **result.as_dict(), "png_frames": pictures}
 
 
