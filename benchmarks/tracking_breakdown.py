@@ -29,12 +29,11 @@ import torch
 
 from trainrt.mdp.math import quat_error_magnitude
 from trainrt.runner.build import build_env, resolve_device
-from trainrt.runner.checkpoint import load_checkpoint
+from trainrt.runner.checkpoint import load_run_checkpoint
 from trainrt.runner.evaluate import (
     ACTION_SATURATION_LEVEL,
     _load_agent,
     _rollout,
-    resolve_eval_checkpoint,
     tracking_eval_config,
 )
 from trainrt.runner.manifest import load_resolved_config
@@ -80,7 +79,7 @@ def tracking_breakdown(
         raise ValueError(f"{run_dir} is a {cfg.task.name} run; the breakdown is for g1_motion_tracking runs")
     if sim is not None and sim != cfg.sim.backend:
         cfg = cfg.model_copy(update={"sim": cfg.sim.model_copy(update={"backend": sim, "device": None})})
-    state = load_checkpoint(resolve_eval_checkpoint(run_dir, checkpoint), map_location=resolve_device(cfg))
+    state = load_run_checkpoint(run_dir, checkpoint, map_location=resolve_device(cfg))
     env = build_env(tracking_eval_config(cfg), num_envs=num_envs)
     agent = _load_agent(cfg, env, state)
     motion = env.command_manager.get_term("motion")

@@ -8,10 +8,10 @@ from g1_assets import require_g1_assets
 
 from trainrt.config import apply_overrides, cpu_demo_preset
 from trainrt.runner.build import build_env
+from trainrt.runner.checkpoint import resolve_run_checkpoint
 from trainrt.runner.evaluate import (
     WALK_EVAL_COMMANDS,
     format_eval_table,
-    resolve_eval_checkpoint,
     tracking_eval_config,
     walk_eval_config,
 )
@@ -64,11 +64,11 @@ def test_tracking_eval_starts_every_row_at_the_clips_first_frame_unperturbed():
 
 
 def test_checkpoint_choice(tmp_path):
-    assert resolve_eval_checkpoint(tmp_path, None) == tmp_path
+    assert resolve_run_checkpoint(tmp_path, None) == tmp_path
     with pytest.raises(FileNotFoundError, match="no checkpoint for iteration 7"):
-        resolve_eval_checkpoint(tmp_path, "7")
+        resolve_run_checkpoint(tmp_path, "7")
     with pytest.raises(FileNotFoundError, match="give a file or an iteration number"):
-        resolve_eval_checkpoint(tmp_path, tmp_path / "nope.pt")
+        resolve_run_checkpoint(tmp_path, tmp_path / "nope.pt")
 
 
 def test_start_frame_must_be_inside_the_clip():

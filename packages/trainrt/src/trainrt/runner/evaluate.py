@@ -41,13 +41,11 @@ from trainrt.runner.checkpoint import (
     check_action_mapping,
     load_agent_weights,
     load_run_checkpoint,
-    resolve_run_checkpoint,
 )
 from trainrt.runner.manifest import load_resolved_config
 from trainrt.tasks.term_overrides import merge_term_overrides
 
 EVAL_DIR_NAME = "eval"
-resolve_eval_checkpoint = resolve_run_checkpoint  # the name benchmarks and tests import
 WALK_EVAL_COMMANDS: dict[str, tuple[float, float, float]] = {
     "stand": (0.0, 0.0, 0.0),
     "forward_0.5": (0.5, 0.0, 0.0),
