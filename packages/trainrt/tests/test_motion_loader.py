@@ -104,7 +104,7 @@ def test_a_motion_shorter_than_one_frame_at_the_target_rate_is_refused(model, ho
     two_frames = _holosoma_with(
         holosoma,
         joint_pos=holosoma["joint_pos"][:2],
-        joint_vel=holosoma["joint_vel"][:2],
+        joint_vel=holosoma["joint_vel"][:2] * (120.0 / 50.0),  # the same poses played 2.4x faster
         fps=np.array(120.0),
     )
     assert load_motion(two_frames, model).joint_pos.shape[0] == 2  # at its own rate it has its 2 frames
@@ -118,7 +118,7 @@ def test_fk_of_frame_zero_equals_a_mujoco_forward(model, holosoma):
     clip = load_motion(holosoma, model, dtype=torch.float64)
     data = mujoco.MjData(model)
     data.qpos[:] = holosoma["joint_pos"][0]
-    data.qvel[:] = holosoma["joint_vel"][0]
+    data.qvel[:] = _as_qvel(holosoma["joint_pos"][0], holosoma["joint_vel"][0])
     mujoco.mj_forward(model, data)
     velocity = np.zeros(6)
     for i, name in enumerate(clip.body_names):
@@ -128,8 +128,9 @@ def test_fk_of_frame_zero_equals_a_mujoco_forward(model, holosoma):
         mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_XBODY, body, velocity, 0)
         np.testing.assert_allclose(clip.body_ang_vel_w[0, i].numpy(), velocity[:3], atol=1e-10)
         np.testing.assert_allclose(clip.body_lin_vel_w[0, i].numpy(), velocity[3:], atol=1e-10)
-    # The root's world-frame velocity is the free joint's: linear as is, angular rotated out of the root frame.
+    # The clip's root velocities are the file's, world frame (MuJoCo's qvel holds the angular one in the root frame).
     np.testing.assert_allclose(clip.root_lin_vel_w[0].numpy(), data.qvel[:3], atol=1e-12)
+    np.testing.assert_allclose(clip.root_ang_vel_w[0].numpy(), holosoma["joint_vel"][0, 3:6], atol=1e-12)
     np.testing.assert_allclose(clip.body_ang_vel_w[0, 0].numpy(), clip.root_ang_vel_w[0].numpy(), atol=1e-12)
 
 
@@ -141,7 +142,7 @@ def test_fk_targets_equal_what_the_mujoco_backend_reads(model, holosoma):
     spec = backend.reset_spec(["qpos", "qvel"])
     payload = spec.new_payload()
     payload["qpos"][0] = torch.as_tensor(holosoma["joint_pos"][5])
-    payload["qvel"][0] = torch.as_tensor(holosoma["joint_vel"][5])
+    payload["qvel"][0] = torch.as_tensor(_as_qvel(holosoma["joint_pos"][5], holosoma["joint_vel"][5]))
     backend.reset(torch.ones(1, dtype=torch.bool), payload, spec)
     for name in ("body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w"):
         torch.testing.assert_close(getattr(plan, name)[0].float(), getattr(clip, name)[5], atol=1e-5, rtol=0)
@@ -165,6 +166,15 @@ def test_clip_to_moves_every_tensor(model, holosoma):
 
 
 # --- malformed input --------------------------------------------------------------------------------------------
+
+
+def _as_qvel(qpos: np.ndarray, velocity: np.ndarray) -> np.ndarray:
+    """A holosoma frame's velocities as MuJoCo's free-joint qvel: the root's angular velocity in the root frame."""
+    qvel = velocity.copy()
+    inverse = np.zeros(4)
+    mujoco.mju_negQuat(inverse, qpos[3:7] / np.linalg.norm(qpos[3:7]))
+    mujoco.mju_rotVecQuat(qvel[3:6], velocity[3:6], inverse)
+    return qvel
 
 
 def _holosoma_with(holosoma: dict, **changes) -> dict:
@@ -279,3 +289,74 @@ def test_missing_or_unreadable_files_and_bad_arguments(model, holosoma, tmp_path
         load_motion(holosoma, model, target_fps=0.0)
     with pytest.raises(ValueError, match="needs a holosoma motion"):
         holosoma_to_beyondmimic(holosoma_to_beyondmimic(holosoma, model), model)
+
+
+def _turn_rates_w(quat: np.ndarray, fps: float) -> np.ndarray:
+    """World-frame angular velocity between consecutive wxyz orientations (T - 1, 3), by MuJoCo's own functions."""
+    rates = np.zeros((len(quat) - 1, 3))
+    inverse, step = np.zeros(4), np.zeros(4)
+    for t in range(len(quat) - 1):
+        mujoco.mju_negQuat(inverse, quat[t])
+        mujoco.mju_mulQuat(step, quat[t + 1], inverse)
+        mujoco.mju_quat2Vel(rates[t], step, 1.0 / fps)
+    return rates
+
+
+def _median_gap(rates: np.ndarray, velocity: np.ndarray) -> float:
+    """Median distance between per-step rates and the mean of the stored velocities at each step's two frames."""
+    return float(np.median(np.linalg.norm(rates - 0.5 * (velocity[:-1] + velocity[1:]), axis=-1)))
+
+
+def test_clip_velocities_are_the_rates_at_which_its_poses_move(model, holosoma):
+    """Every velocity target matches the finite difference of its pose track, in the world frame.
+
+    The clip turns at about 0.9 rad/s over these frames; reading holosoma's world-frame root angular velocity
+    as MuJoCo's root-frame one put every angular target about 1 rad/s off and the linear ones about 0.2 m/s.
+    """
+    clip = load_motion(holosoma, model, dtype=torch.float64)
+    fps = clip.fps
+    root_rates = _turn_rates_w(clip.root_quat_w.numpy(), fps)
+    assert np.median(np.linalg.norm(root_rates, axis=1)) > 0.5  # the check below has something to see
+    assert _median_gap(root_rates, clip.root_ang_vel_w.numpy()) < 0.1
+    positions, quats = clip.body_pos_w.numpy(), clip.body_quat_w.numpy()
+    for i, name in enumerate(clip.body_names):
+        assert _median_gap(_turn_rates_w(quats[:, i], fps), clip.body_ang_vel_w[:, i].numpy()) < 0.1, name
+        moves = (positions[1:, i] - positions[:-1, i]) * fps
+        assert _median_gap(moves, clip.body_lin_vel_w[:, i].numpy()) < 0.05, name
+
+
+def _in_root_frame(quat: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    out, inverse = np.zeros_like(vectors), np.zeros(4)
+    for t in range(len(vectors)):
+        mujoco.mju_negQuat(inverse, quat[t] / np.linalg.norm(quat[t]))
+        mujoco.mju_rotVecQuat(out[t], vectors[t], inverse)
+    return out
+
+
+def test_a_root_angular_velocity_in_the_root_frame_is_refused_with_the_fix(model, holosoma):
+    joint_vel = holosoma["joint_vel"].copy()
+    joint_vel[:, 3:6] = _in_root_frame(holosoma["joint_pos"][:, 3:7], joint_vel[:, 3:6])  # MuJoCo's qvel
+    with pytest.raises(
+        ValueError,
+        match=r"joint_vel\[:, 3:6\] \(root angular velocity, world frame\) does not match how "
+        r"joint_pos\[:, 3:7\] \(root orientation\) turns: they differ by .* rad/s .*matches when read in the "
+        r"root's own frame .*store joint_vel\[:, 3:6\] in the world frame",
+    ):
+        load_motion(_holosoma_with(holosoma, joint_vel=joint_vel), model)
+
+
+def test_beyondmimic_quaternions_stored_xyzw_are_refused_with_the_fix(model, holosoma):
+    arrays = holosoma_to_beyondmimic(holosoma, model)
+    load_motion(arrays, model)  # as converted, wxyz: loads
+    arrays["body_quat_w"] = arrays["body_quat_w"][..., [1, 2, 3, 0]]
+    with pytest.raises(
+        ValueError, match=r"matches when body_quat_w\[:, 0\] is read x, y, z, w: store .* \(wxyz\)"
+    ):
+        load_motion(arrays, model)
+
+
+def test_root_angular_velocities_that_match_no_reading_name_what_to_check(model, holosoma):
+    joint_vel = holosoma["joint_vel"].copy()
+    joint_vel[:, 3:6] *= 180.0 / np.pi  # degrees per second
+    with pytest.raises(ValueError, match=r"is joint_vel\[:, 3:6\] in the world frame, in rad/s, .*'fps'"):
+        load_motion(_holosoma_with(holosoma, joint_vel=joint_vel), model)

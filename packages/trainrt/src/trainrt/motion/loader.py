@@ -4,16 +4,19 @@ Two file formats are understood:
 
 ``holosoma``
     ``fps``; ``joint_pos`` (T, 7 + J): MuJoCo free-joint qpos (root position, root quaternion wxyz) followed
-    by J joint angles; ``joint_vel`` (T, 6 + J): free-joint qvel (root linear velocity in the world frame,
-    root angular velocity in the root frame) followed by J joint velocities; ``joint_names`` (J,). Its
-    ``body_*`` arrays belong to the model the clip was made with and are not used.
+    by J joint angles; ``joint_vel`` (T, 6 + J): root linear velocity and root angular velocity, both in the
+    world frame, followed by J joint velocities; ``joint_names`` (J,). The angular part is not MuJoCo's qvel
+    convention (root frame): holosoma's clips store it in the world frame, where it matches the rate of
+    change of their root orientation. Its ``body_*`` arrays belong to the model the clip was made with and
+    are not used.
 ``beyondmimic`` (also mjlab's)
     ``fps``; ``joint_pos``, ``joint_vel`` (T, J); ``body_pos_w``, ``body_quat_w`` (wxyz),
     ``body_lin_vel_w`` (velocity of the body origin), ``body_ang_vel_w``, all world frame, (T, B, 3|4),
     with the root body at index 0. ``joint_names`` (J,) is optional; without it the columns are taken to be
     the training model's joints in model order.
 
-Either way the loader maps joints by name, builds the model's ``qpos``/``qvel`` per frame, optionally
+Either way the root's angular velocity must match the rate of change of its orientation (a velocity in
+another frame, or a quaternion stored xyzw, is refused with the fix), and the loader maps joints by name, builds the model's ``qpos``/``qvel`` per frame, optionally
 resamples to a target frame rate, and runs forward kinematics with CPU MuJoCo on the training model, so
 body targets are those of the bodies the policy actually controls. This is load-time work (cold path).
 """
@@ -248,6 +251,90 @@ def _unit_quats(quat: np.ndarray, name: str) -> np.ndarray:
     return quat / norm
 
 
+ROOT_TURN_RATE_TOLERANCE = 0.25
+"""How far (rad/s, median over a clip's frame steps) its stored root angular velocity may lie from the rate at
+which its root orientation turns; half the median turn rate is allowed when that is larger. Consistent clips
+sit near 0.03 rad/s; a velocity in the wrong frame, or a quaternion read in the wrong order, sits near the
+turn rate itself."""
+
+
+def _quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Hamilton products of wxyz quaternions, row by row."""
+    aw, ax, ay, az = np.moveaxis(a, -1, 0)
+    bw, bx, by, bz = np.moveaxis(b, -1, 0)
+    return np.stack(
+        (
+            aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+        ),
+        axis=-1,
+    )
+
+
+def _turn_rates_w(quat: np.ndarray, fps: float) -> np.ndarray:
+    """World-frame angular velocity that turns ``quat[t]`` into ``quat[t + 1]`` in one frame (T - 1, 3)."""
+    step = _quat_mul(quat[1:], quat[:-1] * np.array([1.0, -1.0, -1.0, -1.0]))
+    step = np.where(step[:, :1] < 0.0, -step, step)  # the shorter way round
+    sin_half = np.linalg.norm(step[:, 1:], axis=1, keepdims=True)
+    angle = 2.0 * np.arctan2(sin_half, step[:, :1])
+    return step[:, 1:] / np.maximum(sin_half, 1e-12) * angle * fps
+
+
+@cold_path
+def _check_root_turn_rate(
+    quat: np.ndarray, ang_vel_w: np.ndarray, fps: float, quat_name: str, vel_name: str
+) -> None:
+    """``ValueError`` when the root's stored world angular velocity does not match how its orientation turns.
+
+    The difference is taken between frame steps (the rate from the orientation of frames t and t + 1 against
+    the mean of their stored velocities); the error names the frame or order that would match, when one does.
+    """
+
+    def median_gap(q: np.ndarray, velocity: np.ndarray) -> float:
+        stored = 0.5 * (velocity[:-1] + velocity[1:])
+        return float(np.median(np.linalg.norm(_turn_rates_w(q, fps) - stored, axis=1)))
+
+    if len(quat) < 2:
+        return  # refused later, with the frame count
+    gap = median_gap(quat, ang_vel_w)
+    rate = float(np.median(np.linalg.norm(_turn_rates_w(quat, fps), axis=1)))
+    allowed = max(ROOT_TURN_RATE_TOLERANCE, 0.5 * rate)
+    if gap <= allowed:
+        return
+    xyzw = quat[:, [3, 0, 1, 2]]
+    readings = (
+        (
+            quat,
+            _rotate(quat, ang_vel_w),
+            f"it matches when read in the root's own frame (MuJoCo's qvel "
+            f"convention): store {vel_name} in the world frame (rotate each by its frame's root orientation)",
+        ),
+        (
+            xyzw,
+            ang_vel_w,
+            f"it matches when {quat_name} is read x, y, z, w: store quaternions w first "
+            "(wxyz), e.g. quat[:, [3, 0, 1, 2]]",
+        ),
+        (
+            xyzw,
+            _rotate(xyzw, ang_vel_w),
+            f"it matches when {quat_name} is read x, y, z, w and {vel_name} in "
+            "the root's own frame: store quaternions w first (wxyz) and velocities in the world frame",
+        ),
+    )
+    fix = next(
+        (hint for q, velocity, hint in readings if median_gap(q, velocity) <= allowed),
+        f"is {vel_name} in the world frame, in rad/s, {quat_name} w first (wxyz), and 'fps' the clip's rate?",
+    )
+    raise ValueError(
+        f"motion {vel_name} (root angular velocity, world frame) does not match how {quat_name} (root "
+        f"orientation) turns: they differ by {gap:.3g} rad/s (median over {len(quat) - 1} frame steps; allowed "
+        f"{allowed:.3g}) while the orientation turns at {rate:.3g} rad/s; {fix}"
+    )
+
+
 # --- the training model -----------------------------------------------------------------------------------------
 
 
@@ -351,7 +438,9 @@ def _joint_columns(file_names: Sequence[str], model_names: Sequence[str]) -> np.
 
 
 @cold_path
-def _state_tracks(arrays: Mapping[str, np.ndarray], fmt: str, layout: _ModelLayout) -> dict[str, np.ndarray]:
+def _state_tracks(
+    arrays: Mapping[str, np.ndarray], fmt: str, layout: _ModelLayout, fps: float
+) -> dict[str, np.ndarray]:
     """Root pose/velocity and joint tracks of the file, joints in model order, root velocity in qvel form."""
     num_model = len(layout.joint_names)
     if fmt == "holosoma":
@@ -360,7 +449,9 @@ def _state_tracks(arrays: Mapping[str, np.ndarray], fmt: str, layout: _ModelLayo
         qpos = _float_field(arrays, "joint_pos", (None, 7 + j))
         qvel = _float_field(arrays, "joint_vel", (qpos.shape[0], 6 + j))
         root_pos, root_quat = qpos[:, :3], _unit_quats(qpos[:, 3:7], "joint_pos[:, 3:7]")
-        root_lin_vel_w, root_ang_vel_b = qvel[:, :3], qvel[:, 3:6]
+        root_lin_vel_w, root_ang_vel_w = qvel[:, :3], qvel[:, 3:6]
+        _check_root_turn_rate(root_quat, root_ang_vel_w, fps, "joint_pos[:, 3:7]", "joint_vel[:, 3:6]")
+        root_ang_vel_b = _rotate(root_quat, root_ang_vel_w, inverse=True)
         joint_pos, joint_vel = qpos[:, 7:], qvel[:, 6:]
     else:
         names_field = arrays.get("joint_names")
@@ -378,6 +469,7 @@ def _state_tracks(arrays: Mapping[str, np.ndarray], fmt: str, layout: _ModelLayo
         body_ang = _float_field(arrays, "body_ang_vel_w", (t, b, 3))
         root_pos, root_quat = body_pos[:, 0], _unit_quats(body_quat[:, 0], "body_quat_w[:, 0]")
         root_lin_vel_w = body_lin[:, 0]
+        _check_root_turn_rate(root_quat, body_ang[:, 0], fps, "body_quat_w[:, 0]", "body_ang_vel_w[:, 0]")
         root_ang_vel_b = _rotate(root_quat, body_ang[:, 0], inverse=True)
         if names is None:
             names = list(layout.joint_names)
@@ -491,7 +583,7 @@ def load_motion(
     arrays = read_motion_arrays(source)
     fmt = detect_motion_format(arrays, len(layout.joint_names))
     fps = _check_fps(arrays["fps"])
-    tracks = _state_tracks(arrays, fmt, layout)
+    tracks = _state_tracks(arrays, fmt, layout, fps)
     if target_fps is not None:
         if not (math.isfinite(target_fps) and target_fps > 0.0):
             raise ValueError(f"target_fps must be a positive finite number, got {target_fps}")
@@ -546,7 +638,7 @@ def holosoma_to_beyondmimic(
     if fmt != "holosoma":
         raise ValueError(f"holosoma_to_beyondmimic needs a holosoma motion, got a {fmt} one")
     fps = _check_fps(arrays["fps"])
-    tracks = _state_tracks(arrays, fmt, layout)
+    tracks = _state_tracks(arrays, fmt, layout, fps)
     body_ids = [layout.root_body] + [b for b in range(1, model.nbody) if b != layout.root_body]
     bodies = _forward_kinematics(model, layout, tracks, body_ids)
     return {
