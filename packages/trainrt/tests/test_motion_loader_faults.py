@@ -7,10 +7,13 @@ import warnings
 import mujoco
 import numpy as np
 import pytest
+import torch
 from g1_assets import g1_clip_or_skip, load_g1_or_skip
 
-from trainrt.motion import load_motion, read_motion_arrays
-from trainrt.motion.loader import JOINT_LIMIT_TOLERANCE_RAD, JointLimitWarning
+from trainrt.cli import _format_warning
+from trainrt.motion import IgnoredJointsWarning, JointLimitWarning, load_motion, read_motion_arrays
+from trainrt.motion.loader import JOINT_LIMIT_TOLERANCE_RAD
+from trainrt.viz.motion_info import format_motion_info, motion_info
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +78,42 @@ def test_joint_angles_far_outside_the_limits_warn_naming_joints_and_frames(model
     message = str(record[0].message)
     assert "left_knee_joint in 5 frames (4-8), up to 0.50 beyond" in message
     assert "right_knee_joint" not in message
+
+
+def test_joints_the_model_lacks_are_named_in_a_warning_and_change_nothing(model, holosoma):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", IgnoredJointsWarning)
+        clip = load_motion(holosoma, model)  # every joint of the real clip is the model's
+    extra = {k: v.copy() for k, v in holosoma.items()}
+    extra["joint_names"] = np.array([*holosoma["joint_names"], "left_hand_thumb_0_joint"])
+    extra["joint_pos"] = np.concatenate((holosoma["joint_pos"], np.full((30, 1), 0.3)), axis=1)
+    extra["joint_vel"] = np.concatenate((holosoma["joint_vel"], np.zeros((30, 1))), axis=1)
+    with pytest.warns(IgnoredJointsWarning, match=r"lacks are ignored: \['left_hand_thumb_0_joint'\]"):
+        with_extra = load_motion(extra, model)
+    for name in ("joint_pos", "joint_vel", "body_pos_w", "body_lin_vel_w", "body_ang_vel_w"):
+        assert torch.equal(getattr(with_extra, name), getattr(clip, name)), name
+
+
+def test_motion_info_reports_loader_warnings_as_lines(model, holosoma, tmp_path):
+    knee = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, "left_knee_joint")
+    bad = {k: v.copy() for k, v in holosoma.items()}
+    bad["joint_pos"][4:9, 7 + [str(n) for n in holosoma["joint_names"]].index("left_knee_joint")] = (
+        float(model.jnt_range[knee, 1]) + 0.5
+    )
+    path = tmp_path / "bent.npz"
+    np.savez(path, **bad)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # caught inside, not raised or printed
+        info = motion_info(path)
+    assert len(info["warnings"]) == 1 and "left_knee_joint in 5 frames (4-8)" in info["warnings"][0]
+    lines = format_motion_info(info).splitlines()
+    assert [line for line in lines if line.startswith("warning:")] == [
+        f"warning:       {info['warnings'][0]}"
+    ]
+
+
+def test_the_command_line_prints_our_warnings_as_one_line_and_others_as_python_does():
+    ours = _format_warning("a clip's knee bends too far", JointLimitWarning, "/x/loader.py", 3)
+    assert ours == "warning: a clip's knee bends too far\n"
+    theirs = _format_warning("old", DeprecationWarning, "/x/lib.py", 7)
+    assert theirs.startswith("/x/lib.py:7: DeprecationWarning: old")

@@ -20,6 +20,7 @@ import enum
 import json
 import sys
 import traceback
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -684,8 +685,22 @@ def config_show(
     typer.echo(format_config_listing(cfg))
 
 
+_python_warning_format = warnings.formatwarning
+
+
+def _format_warning(
+    message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None
+) -> str:
+    """Our own warnings (a clip's joints beyond their limits, say) as one ``warning: ...`` line; others as Python
+    prints them."""
+    if category.__module__.split(".")[0] in ("trainrt", "simcore"):
+        return f"warning: {message}\n"
+    return _python_warning_format(message, category, filename, lineno, line)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point (``trainrt``)."""
+    warnings.formatwarning = _format_warning
     app(args=argv if argv is not None else sys.argv[1:], prog_name="trainrt")
 
 

@@ -57,6 +57,10 @@ class JointLimitWarning(UserWarning):
     """A motion's joint angles lie far outside the training model's joint limits."""
 
 
+class IgnoredJointsWarning(UserWarning):
+    """A motion has joints the training model lacks; their columns are not used."""
+
+
 @dataclass(frozen=True)
 class MotionClip:
     """A reference motion on the training model; every tensor shares one device and float dtype.
@@ -427,13 +431,21 @@ def _rotate(quat: np.ndarray, vec: np.ndarray, inverse: bool = False) -> np.ndar
 
 @cold_path
 def _joint_columns(file_names: Sequence[str], model_names: Sequence[str]) -> np.ndarray:
-    """Column of each model joint in the file; ValueError listing model joints the file lacks."""
+    """Column of each model joint in the file; ValueError listing model joints the file lacks, and an
+    ``IgnoredJointsWarning`` naming file joints the model lacks."""
     file_names = [str(n) for n in file_names]
     if len(set(file_names)) != len(file_names):
         raise ValueError(f"motion 'joint_names' has duplicates: {file_names}")
     missing = [n for n in model_names if n not in file_names]
     if missing:
         raise ValueError(f"motion lacks joints of the training model: {missing}; motion joints: {file_names}")
+    extra = [n for n in file_names if n not in model_names]
+    if extra:
+        warnings.warn(
+            f"motion joints the training model lacks are ignored: {extra} (is the motion made for this robot?)",
+            IgnoredJointsWarning,
+            stacklevel=4,
+        )
     return np.array([file_names.index(n) for n in model_names], dtype=np.int64)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +74,13 @@ def motion_info(
     from trainrt.motion import load_motion
     from trainrt.runner.build import build_env
 
-    clip = load_motion(clip_path, simcore.load_g1(), dtype=torch.float64)  # a bad file fails before the env
+    with warnings.catch_warnings(
+        record=True
+    ) as caught:  # reported as lines of the info, not as Python warnings
+        warnings.simplefilter("always")
+        clip = load_motion(
+            clip_path, simcore.load_g1(), dtype=torch.float64
+        )  # a bad file fails before the env
     cfg = cpu_demo_preset(algo, task, "mujoco")
     with contextlib.redirect_stdout(io.StringIO()):  # the env's own start-up lines are about its own clip
         env = build_env(cfg, num_envs=1)
@@ -104,6 +111,7 @@ def motion_info(
             "joints_without_action": uncontrolled,
             **_check_bounds(joint_pos, names, action_lower, action_upper),
         },
+        "warnings": [str(w.message) for w in caught],
     }
 
 
@@ -130,4 +138,5 @@ def format_motion_info(info: dict[str, Any]) -> str:
     ]
     if info["action_bounds"]["joints_without_action"]:
         lines.append(f"  joints no action moves: {info['action_bounds']['joints_without_action']}")
+    lines.extend(f"warning:       {message}" for message in info.get("warnings", ()))
     return "\n".join(lines)
