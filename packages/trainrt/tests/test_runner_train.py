@@ -391,6 +391,24 @@ def test_a_second_ctrl_c_stops_at_once(tmp_path, monkeypatch):
     assert "stopped iteration 2 half done, so no checkpoint was saved (the newest is none)" in summary.error
 
 
+def test_a_ctrl_c_after_a_sigterm_stops_at_once_for_the_sigterm(tmp_path, monkeypatch):
+    """The SIGTERM came first: the summary names it and the exit code is its own (143), not Ctrl-C's (130)."""
+    _signal_during_iteration_2(monkeypatch, signal.SIGTERM, signal.SIGINT)
+    cfg = tiny_config(
+        tmp_path / "run", "sac", "g1_walk_flat", "algo.max_iterations=4", "training.checkpoint_every=0"
+    )
+    with pytest.raises(RunInterrupted) as raised:
+        OffPolicyRunner(cfg, log=lambda line: None).run()
+    assert raised.value.exit_code == 128 + signal.SIGTERM
+    summary = load_run_summary(tmp_path / "run")
+    assert summary.status == "interrupted" and summary.signal == "SIGTERM"
+    assert summary.completed_iterations == 1 and checkpoints_newest_first(tmp_path / "run") == []
+    assert summary.error == (
+        "interrupted by SIGTERM, then Ctrl-C; a Ctrl-C after the SIGTERM stopped iteration 2 half done, so no "
+        "checkpoint was saved (the newest is none)"
+    )
+
+
 class _CtrlCMidWrite(io.BytesIO):
     """A file whose second write a Ctrl-C interrupts: torch.save reports that as a RuntimeError."""
 

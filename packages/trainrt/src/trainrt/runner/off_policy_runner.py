@@ -225,6 +225,9 @@ class OffPolicyRunner:
         self._stop_request: int | None = None
         self._summary_on_stop = False  # the interrupted summary is being written
         self._stopped_inside_iteration = False  # a second Ctrl-C raised inside the iteration loop
+        self._then_ctrl_c = (
+            False  # a Ctrl-C stopped the run while a SIGTERM or SIGHUP waited for an iteration end
+        )
         self.time_limit_reached = False  # the run ended at training.time_limit_sec
         self._overflow_reported: dict[str, int] = {}
         self._learning_reported: set[str] = set()
@@ -304,14 +307,17 @@ class OffPolicyRunner:
                 self._train()
                 self._finish()
             except KeyboardInterrupt as exc:
-                self.stop_signal = exc.signal_name if isinstance(exc, RunInterrupted) else "SIGINT"
-                error = self._save_on_interrupt(exc)
+                stop = self._first_stop(exc)
+                self.stop_signal = stop.signal_name if isinstance(stop, RunInterrupted) else "SIGINT"
+                error = self._save_on_interrupt(stop)
                 self._summary_on_stop = True  # signals are ignored while the summary is written
                 try:
                     self._write_summary("interrupted", error)
                 finally:
                     self._summary_on_stop = False
-                raise
+                if stop is exc:
+                    raise
+                raise stop from exc
             except BaseException as exc:
                 error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
                 self._write_summary("failed", error[-_ERROR_TEXT_LIMIT:])
@@ -362,6 +368,15 @@ class OffPolicyRunner:
 
         return {sig: signal.signal(sig, stop) for sig in (*_STOP_SIGNALS, signal.SIGINT)}
 
+    def _first_stop(self, exc: KeyboardInterrupt) -> KeyboardInterrupt:
+        """The stop that came first: a Ctrl-C that lands while a SIGTERM or SIGHUP waits for the iteration's end
+        stops the run at once, but the run stops for that signal (its name in the summary, its exit code)."""
+        pending = self._stop_request
+        if isinstance(exc, RunInterrupted) or pending is None or pending == signal.SIGINT:
+            return exc
+        self._then_ctrl_c = True
+        return RunInterrupted(pending)
+
     @cold_path
     def _save_on_interrupt(self, stop: KeyboardInterrupt) -> str:
         """Save the last completed iteration after a stop; the summary's error text (it names an abandoned save).
@@ -370,14 +385,15 @@ class OffPolicyRunner:
         ``RuntimeError`` of an interrupted ``torch.save`` (the atomic write leaves no torn file). A save that
         fails is abandoned too: the run stops with its interrupted summary either way.
         """
-        error = f"interrupted by {self.stop_signal}"
+        error = f"interrupted by {self.stop_signal}" + (", then Ctrl-C" if self._then_ctrl_c else "")
         iteration = self.completed_iterations
         if self._stopped_inside_iteration:
             # The agent, the replay and the generators hold part of the next iteration: saved as iteration
             # `iteration`, a resume would not continue that iteration's state.
             newest = self.last_checkpoint_iteration
+            which = f"a Ctrl-C after the {self.stop_signal}" if self._then_ctrl_c else "a second Ctrl-C"
             note = (
-                f"a second Ctrl-C stopped iteration {iteration + 1} half done, so no checkpoint was saved "
+                f"{which} stopped iteration {iteration + 1} half done, so no checkpoint was saved "
                 f"(the newest is {f'iteration {newest}' if newest > 0 else 'none'})"
             )
             self.log(f"\ninterrupted ({self.stop_signal}): {note}")
