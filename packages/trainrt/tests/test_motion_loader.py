@@ -360,3 +360,27 @@ def test_root_angular_velocities_that_match_no_reading_name_what_to_check(model,
     joint_vel[:, 3:6] *= 180.0 / np.pi  # degrees per second
     with pytest.raises(ValueError, match=r"is joint_vel\[:, 3:6\] in the world frame, in rad/s, .*'fps'"):
         load_motion(_holosoma_with(holosoma, joint_vel=joint_vel), model)
+
+
+@pytest.mark.parametrize(
+    ("change", "fix"),
+    [
+        (
+            lambda arrays: _in_root_frame(arrays["joint_pos"][:, 3:7], arrays["joint_vel"][:, :3]),
+            "root's own frame",
+        ),
+        (lambda arrays: arrays["joint_vel"][:, :3] * 100.0, r"in the world frame, in m/s, and 'fps'"),
+    ],
+    ids=["root-frame", "cm-per-s"],
+)
+def test_a_root_linear_velocity_that_does_not_match_the_root_path_is_refused_with_the_fix(
+    model, holosoma, change, fix
+):
+    joint_vel = holosoma["joint_vel"].copy()
+    joint_vel[:, :3] = change(holosoma)
+    with pytest.raises(
+        ValueError,
+        match=r"joint_vel\[:, :3\] \(root linear velocity, world frame\) does not match how joint_pos\[:, :3\] "
+        rf"\(root position\) moves: they differ by .* m/s .*; .*{fix}",
+    ):
+        load_motion(_holosoma_with(holosoma, joint_vel=joint_vel), model)

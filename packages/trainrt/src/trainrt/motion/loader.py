@@ -261,6 +261,10 @@ which its root orientation turns; half the median turn rate is allowed when that
 sit near 0.03 rad/s; a velocity in the wrong frame, or a quaternion read in the wrong order, sits near the
 turn rate itself."""
 
+ROOT_SPEED_TOLERANCE = 0.1
+"""The same for the root's linear velocity against how its position moves (m/s; half the median speed when
+larger). Consistent clips sit near 0.01 m/s."""
+
 
 def _quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Hamilton products of wxyz quaternions, row by row."""
@@ -336,6 +340,37 @@ def _check_root_turn_rate(
         f"motion {vel_name} (root angular velocity, world frame) does not match how {quat_name} (root "
         f"orientation) turns: they differ by {gap:.3g} rad/s (median over {len(quat) - 1} frame steps; allowed "
         f"{allowed:.3g}) while the orientation turns at {rate:.3g} rad/s; {fix}"
+    )
+
+
+@cold_path
+def _check_root_speed(
+    pos: np.ndarray, quat: np.ndarray, lin_vel_w: np.ndarray, fps: float, pos_name: str, vel_name: str
+) -> None:
+    """``ValueError`` when the root's stored world linear velocity does not match how its position moves (as
+    `_check_root_turn_rate`, with ``ROOT_SPEED_TOLERANCE``)."""
+    if len(pos) < 2:
+        return  # refused later, with the frame count
+    moves = (pos[1:] - pos[:-1]) * fps
+
+    def median_gap(velocity: np.ndarray) -> float:
+        return float(np.median(np.linalg.norm(moves - 0.5 * (velocity[:-1] + velocity[1:]), axis=1)))
+
+    gap = median_gap(lin_vel_w)
+    speed = float(np.median(np.linalg.norm(moves, axis=1)))
+    allowed = max(ROOT_SPEED_TOLERANCE, 0.5 * speed)
+    if gap <= allowed:
+        return
+    fix = (
+        f"it matches when read in the root's own frame: store {vel_name} in the world frame (rotate each by its "
+        "frame's root orientation)"
+        if median_gap(_rotate(quat, lin_vel_w)) <= allowed
+        else f"is {vel_name} in the world frame, in m/s, and 'fps' the clip's rate?"
+    )
+    raise ValueError(
+        f"motion {vel_name} (root linear velocity, world frame) does not match how {pos_name} (root position) "
+        f"moves: they differ by {gap:.3g} m/s (median over {len(pos) - 1} frame steps; allowed {allowed:.3g}) "
+        f"while the root moves at {speed:.3g} m/s; {fix}"
     )
 
 
@@ -463,6 +498,7 @@ def _state_tracks(
         root_pos, root_quat = qpos[:, :3], _unit_quats(qpos[:, 3:7], "joint_pos[:, 3:7]")
         root_lin_vel_w, root_ang_vel_w = qvel[:, :3], qvel[:, 3:6]
         _check_root_turn_rate(root_quat, root_ang_vel_w, fps, "joint_pos[:, 3:7]", "joint_vel[:, 3:6]")
+        _check_root_speed(root_pos, root_quat, root_lin_vel_w, fps, "joint_pos[:, :3]", "joint_vel[:, :3]")
         root_ang_vel_b = _rotate(root_quat, root_ang_vel_w, inverse=True)
         joint_pos, joint_vel = qpos[:, 7:], qvel[:, 6:]
     else:
@@ -482,6 +518,9 @@ def _state_tracks(
         root_pos, root_quat = body_pos[:, 0], _unit_quats(body_quat[:, 0], "body_quat_w[:, 0]")
         root_lin_vel_w = body_lin[:, 0]
         _check_root_turn_rate(root_quat, body_ang[:, 0], fps, "body_quat_w[:, 0]", "body_ang_vel_w[:, 0]")
+        _check_root_speed(
+            root_pos, root_quat, root_lin_vel_w, fps, "body_pos_w[:, 0]", "body_lin_vel_w[:, 0]"
+        )
         root_ang_vel_b = _rotate(root_quat, body_ang[:, 0], inverse=True)
         if names is None:
             names = list(layout.joint_names)
