@@ -384,3 +384,49 @@ def test_a_root_linear_velocity_that_does_not_match_the_root_path_is_refused_wit
         rf"\(root position\) moves: they differ by .* m/s .*; .*{fix}",
     ):
         load_motion(_holosoma_with(holosoma, joint_vel=joint_vel), model)
+
+
+ISAAC_LAB_G1_JOINTS = tuple(
+    f"{name}_joint"
+    for name in (
+        "left_hip_pitch", "right_hip_pitch", "waist_yaw", "left_hip_roll", "right_hip_roll", "waist_roll",
+        "left_hip_yaw", "right_hip_yaw", "waist_pitch", "left_knee", "right_knee", "left_shoulder_pitch",
+        "right_shoulder_pitch", "left_ankle_pitch", "right_ankle_pitch", "left_shoulder_roll",
+        "right_shoulder_roll", "left_ankle_roll", "right_ankle_roll", "left_shoulder_yaw", "right_shoulder_yaw",
+        "left_elbow", "right_elbow", "left_wrist_roll", "right_wrist_roll", "left_wrist_pitch",
+        "right_wrist_pitch", "left_wrist_yaw", "right_wrist_yaw",
+    )
+)  # fmt: skip
+"""The G1's joints in Isaac Lab's order, the column order of whole_body_tracking's motion files."""
+
+
+def test_joints_in_isaac_lab_order_without_names_are_refused_and_load_once_named(model, holosoma):
+    converted = holosoma_to_beyondmimic(holosoma, model)
+    columns = [simcore.G1_JOINT_NAMES.index(name) for name in ISAAC_LAB_G1_JOINTS]
+    isaac = {
+        **converted,
+        "joint_pos": converted["joint_pos"][:, columns],
+        "joint_vel": converted["joint_vel"][:, columns],
+    }
+    with (
+        pytest.warns(UserWarning),
+        pytest.raises(  # the scrambled joints also leave their limits
+            ValueError,
+            match=r"'body_pos_w' does not follow forward kinematics of its root and joints on the training model: its "
+            r"bodies lie \d+\.\d cm from the nearest model body .*whole_body_tracking's files keep Isaac Lab's order: "
+            r"save the names of joint_pos's columns as 'joint_names'",
+        ),
+    ):
+        load_motion(isaac, model)
+    named = load_motion({**isaac, "joint_names": np.array(ISAAC_LAB_G1_JOINTS)}, model, dtype=torch.float64)
+    _assert_same_clip(named, load_motion(converted, model, dtype=torch.float64), atol=0.0)
+
+
+def test_beyondmimic_bodies_of_another_robot_are_refused(model, holosoma):
+    converted = holosoma_to_beyondmimic(holosoma, model)
+    stretched = converted["body_pos_w"].copy()
+    stretched[:, 1:] = stretched[:, :1] + 1.2 * (stretched[:, 1:] - stretched[:, :1])  # links 20% longer
+    with pytest.raises(ValueError, match=r"does not follow forward kinematics .*made for this robot"):
+        load_motion(
+            {**converted, "body_pos_w": stretched, "joint_names": np.array(simcore.G1_JOINT_NAMES)}, model
+        )

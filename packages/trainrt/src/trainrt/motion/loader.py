@@ -13,7 +13,9 @@ Two file formats are understood:
     ``fps``; ``joint_pos``, ``joint_vel`` (T, J); ``body_pos_w``, ``body_quat_w`` (wxyz),
     ``body_lin_vel_w`` (velocity of the body origin), ``body_ang_vel_w``, all world frame, (T, B, 3|4),
     with the root body at index 0. ``joint_names`` (J,) is optional; without it the columns are taken to be
-    the training model's joints in model order.
+    the training model's joints in model order (as mjlab writes them; whole_body_tracking's files keep Isaac
+    Lab's joint order and need the names added). The bodies must be where forward kinematics of the root and
+    joints puts the model's bodies, which catches joints read in the wrong order.
 
 Either way the root's angular velocity must match the rate of change of its orientation (a velocity in
 another frame, or a quaternion stored xyzw, is refused with the fix), and the loader maps joints by name, builds the model's ``qpos``/``qvel`` per frame, optionally
@@ -260,6 +262,11 @@ ROOT_TURN_RATE_TOLERANCE = 0.25
 which its root orientation turns; half the median turn rate is allowed when that is larger. Consistent clips
 sit near 0.03 rad/s; a velocity in the wrong frame, or a quaternion read in the wrong order, sits near the
 turn rate itself."""
+
+BODY_MATCH_TOLERANCE_M = 0.03
+"""How far (m, median) a BeyondMimic file's bodies may lie from the nearest body that forward kinematics of its
+root and joints puts on the training model. Files of this model sit at 0; joints read in another order sit
+near 13 cm on the G1's clips."""
 
 ROOT_SPEED_TOLERANCE = 0.1
 """The same for the root's linear velocity against how its position moves (m/s; half the median speed when
@@ -602,6 +609,39 @@ def _forward_kinematics(
     return out
 
 
+@cold_path
+def _check_bodies_follow_joints(
+    model: mujoco.MjModel,
+    layout: _ModelLayout,
+    tracks: dict[str, np.ndarray],
+    arrays: Mapping[str, np.ndarray],
+) -> None:
+    """``ValueError`` when a BeyondMimic file's ``body_pos_w`` is not what forward kinematics of its root and
+    joints gives on the training model (compared as sets, on up to 16 frames: file bodies need not be the
+    model's, nor in its order)."""
+    num = tracks["joint_pos"].shape[0]
+    frames = np.unique(np.linspace(0, num - 1, min(num, 16)).astype(np.int64))
+    sampled = {key: track[frames] for key, track in tracks.items()}
+    model_bodies = _forward_kinematics(model, layout, sampled, range(1, model.nbody))["body_pos_w"]
+    file_bodies = np.asarray(arrays["body_pos_w"], dtype=np.float64)[frames]
+    nearest = np.linalg.norm(file_bodies[:, :, None] - model_bodies[:, None], axis=-1).min(axis=2)
+    gap = float(np.median(nearest))
+    if gap <= BODY_MATCH_TOLERANCE_M:
+        return
+    fix = (
+        "is the clip made for this robot (its link lengths and joint zeros)?"
+        if "joint_names" in arrays
+        else "without 'joint_names' the joint columns are read in the training model's joint order, as mjlab "
+        "writes them; whole_body_tracking's files keep Isaac Lab's order: save the names of joint_pos's "
+        "columns as 'joint_names'"
+    )
+    raise ValueError(
+        f"motion 'body_pos_w' does not follow forward kinematics of its root and joints on the training model: "
+        f"its bodies lie {100 * gap:.1f} cm from the nearest model body (median over bodies and {len(frames)} "
+        f"frames; allowed {100 * BODY_MATCH_TOLERANCE_M:g} cm); {fix}"
+    )
+
+
 # --- public entry points -----------------------------------------------------------------------------------------
 
 
@@ -635,6 +675,8 @@ def load_motion(
     fmt = detect_motion_format(arrays, len(layout.joint_names))
     fps = _check_fps(arrays["fps"])
     tracks = _state_tracks(arrays, fmt, layout, fps)
+    if fmt == "beyondmimic":
+        _check_bodies_follow_joints(model, layout, tracks, arrays)
     if target_fps is not None:
         if not (math.isfinite(target_fps) and target_fps > 0.0):
             raise ValueError(f"target_fps must be a positive finite number, got {target_fps}")
