@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from trainrt.hotpath import cold_path
+from trainrt.mdp.math import quat_conjugate, quat_mul
 
 MOTION_FORMATS = ("holosoma", "beyondmimic")
 HOLOSOMA_FIELDS = ("fps", "joint_pos", "joint_vel", "joint_names")
@@ -273,24 +274,10 @@ ROOT_SPEED_TOLERANCE = 0.1
 larger). Consistent clips sit near 0.01 m/s."""
 
 
-def _quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Hamilton products of wxyz quaternions, row by row."""
-    aw, ax, ay, az = np.moveaxis(a, -1, 0)
-    bw, bx, by, bz = np.moveaxis(b, -1, 0)
-    return np.stack(
-        (
-            aw * bw - ax * bx - ay * by - az * bz,
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-        ),
-        axis=-1,
-    )
-
-
 def _turn_rates_w(quat: np.ndarray, fps: float) -> np.ndarray:
     """World-frame angular velocity that turns ``quat[t]`` into ``quat[t + 1]`` in one frame (T - 1, 3)."""
-    step = _quat_mul(quat[1:], quat[:-1] * np.array([1.0, -1.0, -1.0, -1.0]))
+    q = torch.from_numpy(np.ascontiguousarray(quat, dtype=np.float64))
+    step = quat_mul(q[1:], quat_conjugate(q[:-1])).numpy()
     step = np.where(step[:, :1] < 0.0, -step, step)  # the shorter way round
     sin_half = np.linalg.norm(step[:, 1:], axis=1, keepdims=True)
     angle = 2.0 * np.arctan2(sin_half, step[:, :1])
