@@ -132,6 +132,13 @@ CheckpointOpt = Annotated[
 RendererOpt = Annotated[
     Renderer, typer.Option(help="auto: egl, osmesa, then software with a CUDA GPU; software without")
 ]
+MotionFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--motion-file",
+        help="tracking: the run's motion clip at another place (moved, or the run copied from elsewhere)",
+    ),
+]
 
 
 def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
@@ -205,7 +212,8 @@ def resolve_train_config(
     import torch
 
     from trainrt.config import apply_overrides, cpu_demo_preset, parse_override, preset
-    from trainrt.runner.manifest import load_resolved_config
+    from trainrt.config.overrides import parse_scalar
+    from trainrt.runner.manifest import load_resolved_config, stored_motion_file
 
     parsed = [parse_override(text) for text in overrides]
     resume = next((o.value_text for o in reversed(parsed) if o.key == "training.resume"), None)
@@ -217,7 +225,15 @@ def resolve_train_config(
         "sim.backend": "use --sim",
     }
     if resume is not None and resume.lower() not in {"null", "none", "~", ""}:
-        base = load_resolved_config(resume)
+        clip = next(
+            (parse_scalar(o.value_text) for o in reversed(parsed) if o.key == "task.motion_file"), None
+        )
+        base = load_resolved_config(resume, motion_file=None if clip is None else str(clip))
+        trained_on = stored_motion_file(resume)
+        if clip is not None and base.task.motion_file != trained_on:
+            _warn(
+                f"resuming on motion clip {base.task.motion_file}; the run trained on {trained_on} until now"
+            )
         if algo not in (None, base.algo.name) or task not in (None, base.task.name):
             said = " ".join(f"--{name} {value}" for name, value in (("algo", algo), ("task", task)) if value)
             raise ValueError(
@@ -403,6 +419,7 @@ def play(
     frames: Annotated[
         int, typer.Option(min=0, help="also save this many evenly spaced frames as PNG beside the video")
     ] = 0,
+    motion_file: MotionFileOpt = None,
 ) -> None:
     """Evaluate a run's last checkpoint with a deterministic rollout; prints mean return and episode length.
 
@@ -418,6 +435,7 @@ def play(
             output=output,
             sim=sim.value if sim else None,
             checkpoint=checkpoint,
+            motion_file=_motion_file(motion_file),
             png_frames=frames,
             options=_video_options(
                 width, height, seconds, renderer, tuple(range(video_envs)), not one_file_per_env, ghost_offset
@@ -428,7 +446,12 @@ def play(
 
     with _usage_errors(FileNotFoundError, ValueError):
         result = play_run(
-            run_dir, num_envs=num_envs, num_steps=steps, sim=sim.value if sim else None, checkpoint=checkpoint
+            run_dir,
+            num_envs=num_envs,
+            num_steps=steps,
+            sim=sim.value if sim else None,
+            checkpoint=checkpoint,
+            motion_file=_motion_file(motion_file),
         )
     typer.echo(json.dumps(result, indent=2))
 
@@ -438,13 +461,16 @@ def export(
     run_dir: RunDirArg,
     output: Annotated[Path | None, typer.Option(help="ONNX file (default: <run_dir>/policy.onnx)")] = None,
     checkpoint: CheckpointOpt = None,
+    motion_file: MotionFileOpt = None,
 ) -> None:
     """Export a run's actor (with its observation normalizer) to ONNX: input `obs`, output `actions`."""
     from trainrt.runner import export_run
 
     _check_output_file(output, "--output", "policy.onnx")
     with _usage_errors(FileNotFoundError, ValueError):
-        result = export_run(run_dir, output=output, checkpoint=checkpoint)
+        result = export_run(
+            run_dir, output=output, checkpoint=checkpoint, motion_file=_motion_file(motion_file)
+        )
     typer.echo(json.dumps(result, indent=2))
 
 
@@ -479,6 +505,7 @@ def eval_command(
     out: Annotated[
         Path | None, typer.Option(help="JSON file (default: <run_dir>/eval/eval_<iteration>.json)")
     ] = None,
+    motion_file: MotionFileOpt = None,
 ) -> None:
     """Deterministic evaluation: walk per fixed command (fell, velocity errors); tracking over the whole clip."""
     from trainrt.runner.evaluate import evaluate_run, format_eval_table
@@ -496,6 +523,7 @@ def eval_command(
             solver_iterations=solver_iterations,
             out=out,
             log=typer.echo,
+            motion_file=_motion_file(motion_file),
         )
     typer.echo(format_eval_table(result))
     typer.echo(f"wrote {result['json_path']}")
@@ -574,6 +602,7 @@ def _play_visual(
     checkpoint: str | None,
     options: object,
     png_frames: int = 0,
+    motion_file: str | None = None,
 ) -> None:
     """``trainrt play --video`` / ``--viewer``."""
     from trainrt.viz.render import RendererUnavailableError
@@ -585,13 +614,24 @@ def _play_visual(
             from trainrt.viz.record import record_run_video
 
             result = record_run_video(
-                run_dir, output, options, sim=sim, checkpoint=checkpoint, png_frames=png_frames
+                run_dir,
+                output,
+                options,
+                sim=sim,
+                checkpoint=checkpoint,
+                png_frames=png_frames,
+                motion_file=motion_file,
             )
             typer.echo(json.dumps(result, indent=2))
         else:
             from trainrt.viz.viewer import view_run
 
-            view_run(run_dir, sim=sim, checkpoint=checkpoint)
+            view_run(run_dir, sim=sim, checkpoint=checkpoint, motion_file=motion_file)
+
+
+def _motion_file(path: Path | None) -> str | None:
+    """``--motion-file`` as the config keeps a clip: a path as given (the config check resolves it)."""
+    return None if path is None else str(path)
 
 
 def _clip_path(clip: Path) -> Path:

@@ -364,6 +364,7 @@ def evaluate_run(
     out: str | os.PathLike | None = None,
     use_graph: bool = True,
     log: Callable[[str], None] = print,
+    motion_file: str | None = None,
 ) -> dict[str, Any]:
     """Evaluate a run's checkpoint deterministically; write the JSON; return the results.
 
@@ -380,6 +381,8 @@ def evaluate_run(
             ``sim.solver_iterations``): a policy trained with fewer iterations checked under the model's own.
         out: JSON path (default ``<run_dir>/eval/eval_<iteration>.json``).
         use_graph: on CUDA, replay the rollout step as a CUDA graph (False: eager, same results).
+        log: where progress lines go.
+        motion_file: the run's motion clip at another place (default: where the run's config says).
     """
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
@@ -387,7 +390,7 @@ def evaluate_run(
         raise ValueError(f"steps must be >= 1, got {steps}")
     if solver_iterations is not None and solver_iterations < 1:
         raise ValueError(f"solver_iterations must be >= 1, got {solver_iterations}")
-    trained = load_resolved_config(run_dir)
+    trained = load_resolved_config(run_dir, motion_file=motion_file)
     cfg = trained
     if sim is not None and sim != cfg.sim.backend:
         cfg = cfg.model_copy(update={"sim": cfg.sim.model_copy(update={"backend": sim, "device": None})})

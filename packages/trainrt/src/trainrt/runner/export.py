@@ -144,9 +144,11 @@ def export_run(
     *,
     output: str | os.PathLike | None = None,
     checkpoint: str | os.PathLike | None = None,
+    motion_file: str | None = None,
 ) -> dict[str, Any]:
-    """Export the actor of a run's last (or the given) checkpoint to ``<run_dir>/policy.onnx`` (or ``output``)."""
-    cfg = load_resolved_config(run_dir)
+    """Export the actor of a run's last (or the given) checkpoint to ``<run_dir>/policy.onnx`` (or ``output``);
+    ``motion_file``: the run's clip at another place."""
+    cfg = load_resolved_config(run_dir, motion_file=motion_file)
     state = load_run_checkpoint(run_dir, checkpoint, map_location="cpu")
     env_meta = state["env_meta"]
     agent = build_agent(cfg, env_meta["obs_dims"], env_meta["num_actions"], "cpu")

@@ -33,22 +33,55 @@ def write_resolved_config(run_dir: str | os.PathLike, cfg: TrainConfig) -> Path:
 
 
 @cold_path
-def load_resolved_config(run_dir: str | os.PathLike) -> TrainConfig:
+def load_resolved_config(run_dir: str | os.PathLike, *, motion_file: str | None = None) -> TrainConfig:
     """Read and validate ``<run_dir>/config.json`` (an older run's renamed keys read as their new names);
-    ``ValueError`` naming the file when it is not valid JSON or not a valid config."""
+    ``ValueError`` naming the file when it is not valid JSON or not a valid config.
+
+    ``motion_file`` replaces the run's ``task.motion_file`` before the config is checked: the run's clip at
+    another place (a moved file, a run copied from another machine)."""
     path = Path(run_dir) / CONFIG_FILE_NAME
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: is {run_dir} a trainrt run directory?")
     text = path.read_text()
     try:
-        json.loads(text)
+        data = json.loads(text)
     except ValueError as err:
         raise ValueError(f"{path}: not valid JSON (empty or truncated): {err}") from None
+    if motion_file is not None and isinstance(data, dict) and isinstance(data.get("task"), dict):
+        data["task"]["motion_file"] = motion_file
+        text = json.dumps(data)
     try:
         return load_stored_config(text)
     except ValidationError as err:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
-        raise ValueError(f"{path}: not a valid trainrt config: {problems}") from None
+        problems = "; ".join(_problem(e) for e in err.errors())
+        clip_gone = motion_file is None and any(
+            tuple(e["loc"]) == ("task", "motion_file") for e in err.errors()
+        )
+        fix = (
+            "; if the run's motion clip moved, give its new place: --motion-file PATH (eval, play, export) or "
+            "task.motion_file=PATH (training.resume)"
+            if clip_gone
+            else ""
+        )
+        raise ValueError(f"{path}: not a valid trainrt config: {problems}{fix}") from None
+
+
+@cold_path
+def stored_motion_file(run_dir: str | os.PathLike) -> str | None:
+    """``task.motion_file`` as ``<run_dir>/config.json`` records it (unchecked: the file may be gone)."""
+    try:
+        task = json.loads((Path(run_dir) / CONFIG_FILE_NAME).read_text()).get("task")
+    except (OSError, ValueError, AttributeError):
+        return None
+    value = task.get("motion_file") if isinstance(task, dict) else None
+    return None if value is None else str(value)
+
+
+def _problem(error: Any) -> str:
+    """One validation error as ``key: message``, without pydantic's prefix or the key said twice."""
+    where = ".".join(map(str, error["loc"]))
+    message = str(error["msg"]).removeprefix("Value error, ").removeprefix(f"{where}: ")
+    return f"{where}: {message}"
 
 
 @cold_path

@@ -67,6 +67,7 @@ def play_run(
     num_steps: int | None = None,
     sim: str | None = None,
     checkpoint: str | os.PathLike | None = None,
+    motion_file: str | None = None,
 ) -> dict[str, Any]:
     """Rebuild a run's env and agent, load its last (or the given) checkpoint, and evaluate it.
 
@@ -76,11 +77,14 @@ def play_run(
         num_steps: rollout length in control steps (default: ``training.play_steps``).
         sim: backend to evaluate on (default: the run's ``sim.backend``).
         checkpoint: an iteration number or a checkpoint file of the run instead of its latest.
+        motion_file: the run's motion clip at another place (default: where the run's config says).
     """
-    env, agent, facts = load_run_policy(run_dir, num_envs=num_envs, sim=sim, checkpoint=checkpoint)
-    steps = num_steps or load_resolved_config(run_dir).training.play_steps
-    result = evaluate_policy(env, agent, steps)
-    return {**facts, "sim": sim or load_resolved_config(run_dir).sim.backend, **result}
+    env, agent, facts = load_run_policy(
+        run_dir, num_envs=num_envs, sim=sim, checkpoint=checkpoint, motion_file=motion_file
+    )
+    cfg = load_resolved_config(run_dir, motion_file=motion_file)
+    result = evaluate_policy(env, agent, num_steps or cfg.training.play_steps)
+    return {**facts, "sim": sim or cfg.sim.backend, **result}
 
 
 @cold_path
@@ -90,10 +94,11 @@ def load_run_policy(
     num_envs: int,
     sim: str | None = None,
     checkpoint: str | os.PathLike | None = None,
+    motion_file: str | None = None,
 ) -> tuple[Any, Any, dict[str, Any]]:
-    """A run's env (``num_envs``, its config, optionally another backend) and agent with the checkpoint's
-    weights, and the checkpoint facts (``path``, ``iteration``)."""
-    cfg = load_resolved_config(run_dir)
+    """A run's env (``num_envs``, its config, optionally another backend or its clip at another place) and
+    agent with the checkpoint's weights, and the checkpoint facts (``path``, ``iteration``)."""
+    cfg = load_resolved_config(run_dir, motion_file=motion_file)
     if sim is not None:
         cfg = cfg.model_copy(update={"sim": cfg.sim.model_copy(update={"backend": sim, "device": None})})
     env = build_env(cfg, num_envs=num_envs)

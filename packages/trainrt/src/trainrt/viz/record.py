@@ -295,13 +295,14 @@ def record_run_video(
     sim: str | None = None,
     checkpoint: str | os.PathLike | None = None,
     png_frames: int = 0,
+    motion_file: str | None = None,
 ) -> dict[str, Any]:
     """Record a run's deterministic policy (``trainrt play --video``); default path
     ``<run_dir>/videos/play_iter<N>.mp4``; ``png_frames`` evenly spaced frames of the first video also go
-    beside it as ``<its stem>_frame<k>.png`` (``..._env0_frame<k>.png`` with one file per env). Returns the
-    checkpoint and video facts."""
+    beside it as ``<its stem>_frame<k>.png`` (``..._env0_frame<k>.png`` with one file per env); ``motion_file``:
+    the run's clip at another place. Returns the checkpoint and video facts."""
     env, agent, facts = load_run_policy(
-        run_dir, num_envs=max(options.env_ids) + 1, sim=sim, checkpoint=checkpoint
+        run_dir, num_envs=max(options.env_ids) + 1, sim=sim, checkpoint=checkpoint, motion_file=motion_file
     )
     if path is None:
         path = Path(run_dir) / "videos" / f"play_iter{facts['iteration']}.mp4"

@@ -48,7 +48,11 @@ class KeyboardVelocity:
 @cold_path
 @torch.no_grad()
 def view_run(
-    run_dir: str | os.PathLike, *, sim: str | None = None, checkpoint: str | os.PathLike | None = None
+    run_dir: str | os.PathLike,
+    *,
+    sim: str | None = None,
+    checkpoint: str | os.PathLike | None = None,
+    motion_file: str | None = None,
 ) -> None:
     """Open the viewer on env 0 of a run's policy until the window is closed; ``RuntimeError`` without display."""
     if not display_available():
@@ -60,7 +64,9 @@ def view_run(
 
     from trainrt.viz.record import load_run_policy
 
-    env, agent, facts = load_run_policy(run_dir, num_envs=1, sim=sim, checkpoint=checkpoint)
+    env, agent, facts = load_run_policy(
+        run_dir, num_envs=1, sim=sim, checkpoint=checkpoint, motion_file=motion_file
+    )
     model = env.backend.mj_model
     data = mujoco.MjData(model)
     velocity = next(

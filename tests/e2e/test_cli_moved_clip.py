@@ -1,0 +1,45 @@
+"""A tracking run whose motion clip moved: eval, play and export take --motion-file, a resume takes
+task.motion_file=, and the refusal without them says so; resuming on another clip is said aloud."""
+
+import shutil
+
+import pytest
+from cli_runs import train, trainrt
+
+import simcore
+
+
+def test_a_run_whose_clip_moved_is_reached_through_its_new_place(tmp_path):
+    clips = [p for p in simcore.g1_asset_paths().motion_files if p.name == "sub3_largebox_003_mj.npz"]
+    if not clips:
+        pytest.skip("G1 motion clips are not fetched")
+    clip = tmp_path / "clip.npz"
+    shutil.copyfile(clips[0], clip)
+    run_dir = tmp_path / "run"
+    out = train(run_dir, "sac", "g1_motion_tracking", "mujoco", f"task.motion_file={clip}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    moved = tmp_path / "elsewhere" / "clip.npz"
+    moved.parent.mkdir()
+    clip.rename(moved)
+
+    refused = trainrt("eval", str(run_dir), "--num-envs", "2", "--steps", "3")
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    assert "Traceback" not in refused.stderr and "Value error" not in refused.stderr
+    assert "task.motion_file: motion file" in refused.stderr and "not found" in refused.stderr
+    assert (
+        "give its new place: --motion-file PATH (eval, play, export) or task.motion_file=PATH"
+        in refused.stderr
+    )
+
+    evaluated = trainrt("eval", str(run_dir), "--num-envs", "2", "--steps", "3", "--motion-file", str(moved))
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    exported = trainrt("export", str(run_dir), "--motion-file", str(moved))
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    played = trainrt("play", str(run_dir), "--num-envs", "2", "--steps", "3", "--motion-file", str(moved))
+    assert played.returncode == 0, played.stderr[-3000:]
+
+    resumed = trainrt(
+        "train", f"training.resume={run_dir}", "algo.max_iterations=3", f"task.motion_file={moved}"
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"warning: resuming on motion clip {moved}; the run trained on {clip} until now" in resumed.stderr
