@@ -11,7 +11,13 @@ import torch
 from g1_assets import g1_clip_or_skip, load_g1_or_skip
 
 from trainrt.cli import _format_warning
-from trainrt.motion import IgnoredJointsWarning, JointLimitWarning, load_motion, read_motion_arrays
+from trainrt.motion import (
+    GroundWarning,
+    IgnoredJointsWarning,
+    JointLimitWarning,
+    load_motion,
+    read_motion_arrays,
+)
 from trainrt.motion.loader import JOINT_LIMIT_TOLERANCE_RAD
 from trainrt.viz.motion_info import format_motion_info, motion_info
 
@@ -117,3 +123,27 @@ def test_the_command_line_prints_our_warnings_as_one_line_and_others_as_python_d
     assert ours == "warning: a clip's knee bends too far\n"
     theirs = _format_warning("old", DeprecationWarning, "/x/lib.py", 7)
     assert theirs.startswith("/x/lib.py:7: DeprecationWarning: old")
+
+
+@pytest.mark.parametrize(
+    ("lift_m", "message"),
+    [
+        (
+            -0.3,
+            r"motion bodies go up to 0\.\d\d m below the ground \(z = 0\), first at frame 0 .*inside the floor",
+        ),
+        (
+            10.0,
+            r"motion never comes near the ground: its lowest body is at least 10\.\d\d m up in every frame",
+        ),
+    ],
+    ids=["sunk", "floating"],
+)
+def test_a_clip_far_below_or_above_the_ground_is_named_in_a_warning(model, holosoma, lift_m, message):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GroundWarning)
+        load_motion(holosoma, model)  # the real clip stands on the ground
+    moved = {k: v.copy() for k, v in holosoma.items()}
+    moved["joint_pos"][:, 2] += lift_m
+    with pytest.warns(GroundWarning, match=message + r".*is the clip's height offset right\?"):
+        load_motion(moved, model)

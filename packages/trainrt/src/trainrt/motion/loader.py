@@ -64,6 +64,18 @@ class IgnoredJointsWarning(UserWarning):
     """A motion has joints the training model lacks; their columns are not used."""
 
 
+class GroundWarning(UserWarning):
+    """A motion's bodies go far below the ground plane (z = 0), or never come near it."""
+
+
+GROUND_PENETRATION_M = 0.05
+"""Body origins further than this below z = 0 get a ``GroundWarning`` (the G1 clips' feet reach 0.005 m below)."""
+
+GROUND_CLEARANCE_M = 0.3
+"""A clip whose lowest body stays higher than this in every frame gets a ``GroundWarning`` (a clip on a slope
+or a box climbs higher than that in some frames, not in all)."""
+
+
 @dataclass(frozen=True)
 class MotionClip:
     """A reference motion on the training model; every tensor shares one device and float dtype.
@@ -563,7 +575,8 @@ def _resample_tracks(tracks: dict[str, np.ndarray], fps: float, target_fps: floa
 def _forward_kinematics(
     model: mujoco.MjModel, layout: _ModelLayout, tracks: dict[str, np.ndarray], body_ids: Sequence[int]
 ) -> dict[str, np.ndarray]:
-    """Body poses and origin velocities (world frame) of ``body_ids`` for every frame, by CPU MuJoCo."""
+    """Body poses and origin velocities (world frame) of ``body_ids`` for every frame, by CPU MuJoCo; also
+    ``lowest_z`` and ``lowest_body``, the height and id of the lowest of all the model's bodies per frame."""
     data = mujoco.MjData(model)
     num, nb = tracks["joint_pos"].shape[0], len(body_ids)
     out = {
@@ -571,6 +584,8 @@ def _forward_kinematics(
         "body_quat_w": np.zeros((num, nb, 4)),
         "body_lin_vel_w": np.zeros((num, nb, 3)),
         "body_ang_vel_w": np.zeros((num, nb, 3)),
+        "lowest_z": np.zeros(num),
+        "lowest_body": np.zeros(num, dtype=np.int64),
     }
     rq, rv = layout.root_qpos, layout.root_qvel
     velocity = np.zeros(6)
@@ -586,6 +601,8 @@ def _forward_kinematics(
         mujoco.mj_kinematics(model, data)
         mujoco.mj_comPos(model, data)
         mujoco.mj_comVel(model, data)
+        lowest = int(np.argmin(data.xpos[1:, 2])) + 1  # body 0 is the world
+        out["lowest_z"][t], out["lowest_body"][t] = data.xpos[lowest, 2], lowest
         for i, body in enumerate(body_ids):
             out["body_pos_w"][t, i] = data.xpos[body]
             out["body_quat_w"][t, i] = data.xquat[body]
@@ -627,6 +644,31 @@ def _check_bodies_follow_joints(
         f"its bodies lie {100 * gap:.1f} cm from the nearest model body (median over bodies and {len(frames)} "
         f"frames; allowed {100 * BODY_MATCH_TOLERANCE_M:g} cm); {fix}"
     )
+
+
+@cold_path
+def _warn_about_the_ground(model: mujoco.MjModel, bodies: dict[str, np.ndarray], root_z: np.ndarray) -> None:
+    """``GroundWarning`` when bodies go more than ``GROUND_PENETRATION_M`` below z = 0, or the lowest body stays
+    above ``GROUND_CLEARANCE_M`` in every frame: a clip whose height offset is wrong starts its episodes inside
+    the floor or in the air. ``bodies``: `_forward_kinematics`'s, whose lowest body is any of the model's."""
+    lowest = bodies["lowest_z"]
+    hint = f"(root height {root_z.min():.2f} .. {root_z.max():.2f} m); is the clip's height offset right?"
+    if lowest.min() < -GROUND_PENETRATION_M:
+        frame = int(np.argmax(lowest < -GROUND_PENETRATION_M))
+        body = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, int(bodies["lowest_body"][frame]))
+        warnings.warn(
+            f"motion bodies go up to {-lowest.min():.2f} m below the ground (z = 0), first at frame {frame} "
+            f"({body}): the robot starts such frames inside the floor {hint}",
+            GroundWarning,
+            stacklevel=3,
+        )
+    elif lowest.min() > GROUND_CLEARANCE_M:
+        warnings.warn(
+            f"motion never comes near the ground: its lowest body is at least {lowest.min():.2f} m up in every "
+            f"frame, so episodes start in the air {hint}",
+            GroundWarning,
+            stacklevel=3,
+        )
 
 
 # --- public entry points -----------------------------------------------------------------------------------------
@@ -679,6 +721,8 @@ def load_motion(
             valid = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, i) for i in range(model.nbody)]
             raise ValueError(f"unknown body names {unknown}; model bodies: {valid}")
     bodies = _forward_kinematics(model, layout, tracks, body_ids)
+    names = tuple(mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, i) for i in body_ids)
+    _warn_about_the_ground(model, bodies, tracks["root_pos"][:, 2])
     root_ang_vel_w = _rotate(tracks["root_quat"], tracks["root_ang_vel_b"])
 
     def tensor(array: np.ndarray) -> torch.Tensor:
@@ -687,7 +731,7 @@ def load_motion(
     return MotionClip(
         fps=fps,
         joint_names=layout.joint_names,
-        body_names=tuple(mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, i) for i in body_ids),
+        body_names=names,
         source_format=fmt,
         joint_pos=tensor(tracks["joint_pos"]),
         joint_vel=tensor(tracks["joint_vel"]),
@@ -725,5 +769,5 @@ def holosoma_to_beyondmimic(
         "fps": np.array([fps]),
         "joint_pos": tracks["joint_pos"].copy(),
         "joint_vel": tracks["joint_vel"].copy(),
-        **bodies,
+        **{key: bodies[key] for key in ("body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w")},
     }
