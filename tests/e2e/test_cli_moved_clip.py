@@ -1,5 +1,6 @@
 """A tracking run whose motion clip moved: eval, play and export take --motion-file, a resume takes
-task.motion_file=, and the refusal without them says so; resuming on another clip is said aloud."""
+task.motion_file=, and the refusal without them says so; resuming on another clip is said aloud, and so is a
+clip file whose content is not the one a checkpoint trained on."""
 
 import shutil
 
@@ -11,7 +12,8 @@ import simcore
 
 def test_a_run_whose_clip_moved_is_reached_through_its_new_place(tmp_path):
     clips = [p for p in simcore.g1_asset_paths().motion_files if p.name == "sub3_largebox_003_mj.npz"]
-    if not clips:
+    others = [p for p in simcore.g1_asset_paths().motion_files if p.name == "motion_crawl_slope.npz"]
+    if not clips or not others:
         pytest.skip("G1 motion clips are not fetched")
     clip = tmp_path / "clip.npz"
     shutil.copyfile(clips[0], clip)
@@ -33,6 +35,7 @@ def test_a_run_whose_clip_moved_is_reached_through_its_new_place(tmp_path):
 
     evaluated = trainrt("eval", str(run_dir), "--num-envs", "2", "--steps", "3", "--motion-file", str(moved))
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert "is not the clip checkpoint" not in evaluated.stderr  # the same clip at another place
     exported = trainrt("export", str(run_dir), "--motion-file", str(moved))
     assert exported.returncode == 0, exported.stderr[-3000:]
     played = trainrt("play", str(run_dir), "--num-envs", "2", "--steps", "3", "--motion-file", str(moved))
@@ -43,3 +46,12 @@ def test_a_run_whose_clip_moved_is_reached_through_its_new_place(tmp_path):
     )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"warning: resuming on motion clip {moved}; the run trained on {clip} until now" in resumed.stderr
+
+    # Another clip's content at the run's path: the results are said to be for that file, not the trained one.
+    shutil.copyfile(others[0], moved)
+    replaced = trainrt("eval", str(run_dir), "--num-envs", "2", "--steps", "3")
+    assert replaced.returncode == 0, replaced.stderr[-3000:]
+    assert (
+        f"warning: motion clip {moved} (command 'motion') is not the clip checkpoint iteration 3 was trained on "
+        f"({moved}, another sha256): the results are for the clip as it is now"
+    ) in replaced.stderr

@@ -7,7 +7,9 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import mujoco
@@ -193,7 +195,20 @@ def env_metadata(env: Any) -> dict[str, Any]:
         "observation_terms": observation_terms,
         "step_dt": float(env.step_dt),
         "max_episode_length": int(env.max_episode_length),
+        "motion_clips": motion_clip_digests(env),
     }
+
+
+@cold_path
+def motion_clip_digests(env: Any) -> dict[str, dict[str, str]]:
+    """``{command term: {"path", "sha256"}}`` for each command term of ``env`` that follows a motion clip file."""
+    manager = env.command_manager
+    clips = {}
+    for name in getattr(manager, "active_terms", []):
+        path = getattr(manager.get_term(name), "motion_file", None)
+        if path is not None:
+            clips[name] = {"path": str(path), "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()}
+    return clips
 
 
 @cold_path

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import warnings
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -285,3 +286,27 @@ def load_agent_weights(agent: Any, state: dict[str, Any]) -> None:
     if saved_device.type != torch.device(agent.device).type and "rng_state" in agent_state:
         agent_state = {**agent_state, "rng_state": agent.state_dict()["rng_state"]}
     agent.load_state_dict(agent_state)
+
+
+class MotionClipChangedWarning(UserWarning):
+    """The motion clip file a run's env reads now is not the one a checkpoint was trained on."""
+
+
+@cold_path
+def check_motion_clips(state: dict[str, Any], env: Any) -> None:
+    """``MotionClipChangedWarning`` for each motion clip ``env`` reads whose content differs from the clip the
+    checkpoint ``state`` was trained on (a file replaced at the run's path, a resume on another clip). Checkpoints
+    without clip digests pass."""
+    from trainrt.runner.build import motion_clip_digests
+
+    trained = state.get("env_meta", {}).get("motion_clips") or {}
+    for name, now in motion_clip_digests(env).items():
+        then = trained.get(name)
+        if then is not None and then.get("sha256") != now["sha256"]:
+            warnings.warn(
+                f"motion clip {now['path']} (command {name!r}) is not the clip checkpoint iteration "
+                f"{state.get('iteration')} was trained on ({then.get('path')}, another sha256): the results are "
+                "for the clip as it is now",
+                MotionClipChangedWarning,
+                stacklevel=2,
+            )

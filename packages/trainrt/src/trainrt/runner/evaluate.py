@@ -39,6 +39,7 @@ from trainrt.runner.atomic_files import atomic_write_text
 from trainrt.runner.build import build_agent, build_env, make_env_cfg, resolve_device
 from trainrt.runner.checkpoint import (
     check_action_mapping,
+    check_motion_clips,
     load_agent_weights,
     load_run_checkpoint,
 )
@@ -242,6 +243,7 @@ def action_saturation(env: Any) -> torch.Tensor:
 def _load_agent(cfg: TrainConfig, env: Any, state: dict[str, Any]) -> Any:
     """The run's agent with the checkpoint's weights; ValueError when the env maps actions differently."""
     check_action_mapping(state, env)
+    check_motion_clips(state, env)
     agent = build_agent(cfg, env.obs_dims, env.num_actions, env.device)
     load_agent_weights(agent, state)
     return agent

@@ -13,7 +13,12 @@ import torch
 
 from trainrt.hotpath import cold_path
 from trainrt.runner.build import build_agent, build_env
-from trainrt.runner.checkpoint import check_action_mapping, load_agent_weights, load_run_checkpoint
+from trainrt.runner.checkpoint import (
+    check_action_mapping,
+    check_motion_clips,
+    load_agent_weights,
+    load_run_checkpoint,
+)
 from trainrt.runner.manifest import load_resolved_config
 
 _DONE_CHECK_EVERY = 50  # control steps between the (synchronizing) checks for "all episodes ended"
@@ -105,5 +110,6 @@ def load_run_policy(
     agent = build_agent(cfg, env.obs_dims, env.num_actions, env.device)
     state = load_run_checkpoint(run_dir, checkpoint, map_location=env.device)
     check_action_mapping(state, env)
+    check_motion_clips(state, env)
     load_agent_weights(agent, state)
     return env, agent, {"checkpoint": str(state["path"]), "iteration": int(state["iteration"])}
