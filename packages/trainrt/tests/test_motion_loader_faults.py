@@ -147,3 +147,17 @@ def test_a_clip_far_below_or_above_the_ground_is_named_in_a_warning(model, holos
     moved["joint_pos"][:, 2] += lift_m
     with pytest.warns(GroundWarning, match=message + r".*is the clip's height offset right\?"):
         load_motion(moved, model)
+
+
+def test_motion_info_counts_frames_at_the_control_rate_as_the_task_resamples_them(model, holosoma, tmp_path):
+    fast = {k: v.copy() for k, v in holosoma.items()}
+    fast["fps"], fast["joint_vel"] = (
+        np.array(100.0),
+        holosoma["joint_vel"] * 2.0,
+    )  # the poses played twice as fast
+    path = tmp_path / "fast.npz"
+    np.savez(path, **fast)
+    info = motion_info(path)
+    assert (info["frames"], info["control_rate_hz"], info["control_frames"]) == (30, 50.0, 15)
+    assert load_motion(fast, model, target_fps=50.0).num_frames == info["control_frames"]
+    assert "30 at 100 fps = 0.29 s; 15 at the task's 50 Hz control rate" in format_motion_info(info)

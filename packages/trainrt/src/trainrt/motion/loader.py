@@ -544,12 +544,20 @@ def _state_tracks(
     }
 
 
+def resampled_frame_count(num_frames: int, fps: float, target_fps: float) -> int:
+    """Frames a clip of ``num_frames`` at ``fps`` has once resampled to ``target_fps`` (the same span, the first
+    frame kept)."""
+    if abs(target_fps - fps) <= 1e-9 * fps:
+        return num_frames
+    return math.floor((num_frames - 1) / fps * target_fps + 1e-9) + 1
+
+
 @cold_path
 def _resample_tracks(tracks: dict[str, np.ndarray], fps: float, target_fps: float) -> dict[str, np.ndarray]:
     """Tracks at ``target_fps``: linear interpolation, normalized linear interpolation for the quaternion."""
     num = tracks["joint_pos"].shape[0]
     duration = (num - 1) / fps
-    count = math.floor(duration * target_fps + 1e-9) + 1
+    count = resampled_frame_count(num, fps, target_fps)
     if count < 2:
         raise ValueError(
             f"the motion lasts {duration:.4g} s ({num} frames at {fps:g} fps), {count} frame at {target_fps:g} "

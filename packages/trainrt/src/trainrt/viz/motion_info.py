@@ -72,6 +72,7 @@ def motion_info(
     import simcore
     from trainrt.config import cpu_demo_preset
     from trainrt.motion import load_motion
+    from trainrt.motion.loader import resampled_frame_count
     from trainrt.runner.build import build_env
 
     with warnings.catch_warnings(
@@ -99,6 +100,9 @@ def motion_info(
         "frames": clip.num_frames,
         "fps": clip.fps,
         "duration_s": round(clip.duration_s, 4),
+        # The task resamples the clip to its control rate: eval's horizon and play's frame counter count these.
+        "control_rate_hz": round(1.0 / float(env.step_dt), 6),
+        "control_frames": resampled_frame_count(clip.num_frames, clip.fps, 1.0 / float(env.step_dt)),
         "num_joints": len(names),
         "joints": list(names),
         "root_height_m": [
@@ -130,7 +134,8 @@ def format_motion_info(info: dict[str, Any]) -> str:
 
     lines = [
         f"clip:          {info['clip']} ({info['format']} format)",
-        f"frames:        {info['frames']} at {info['fps']:g} fps = {info['duration_s']:.2f} s",
+        f"frames:        {info['frames']} at {info['fps']:g} fps = {info['duration_s']:.2f} s; "
+        f"{info['control_frames']} at the task's {info['control_rate_hz']:g} Hz control rate",
         f"root height:   {info['root_height_m'][0]:.3f} .. {info['root_height_m'][1]:.3f} m",
         f"joints ({info['num_joints']}): {', '.join(info['joints'])}",
         f"joint limits:  {verdict(info['joint_limits'])}",
