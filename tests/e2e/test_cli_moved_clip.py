@@ -1,6 +1,7 @@
 """A tracking run whose motion clip moved: eval, play and export take --motion-file, a resume takes
-task.motion_file=, and the refusal without them says so; resuming on another clip is said aloud, and so is a
-clip file whose content is not the one a checkpoint trained on."""
+task.motion_file=, and the refusal without them says so. The clip's content decides what is said aloud: the
+same file moved passes quietly; a resume on another clip warns, and so does a clip file replaced at the run's
+path."""
 
 import shutil
 
@@ -45,13 +46,25 @@ def test_a_run_whose_clip_moved_is_reached_through_its_new_place(tmp_path):
         "train", f"training.resume={run_dir}", "algo.max_iterations=3", f"task.motion_file={moved}"
     )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert f"warning: resuming on motion clip {moved}; the run trained on {clip} until now" in resumed.stderr
+    assert "is not the clip checkpoint" not in resumed.stderr  # content decides: the same clip, moved
+
+    # A resume on another clip is said aloud: training goes on with that clip.
+    other = tmp_path / "other.npz"
+    shutil.copyfile(others[0], other)
+    switched = trainrt(
+        "train", f"training.resume={run_dir}", "algo.max_iterations=4", f"task.motion_file={other}"
+    )
+    assert switched.returncode == 0, switched.stderr[-3000:]
+    assert (
+        f"warning: motion clip {other} (command 'motion') is not the clip checkpoint iteration 3 was trained on "
+        f"({moved}, another sha256): training goes on with the clip as it is now"
+    ) in switched.stderr
 
     # Another clip's content at the run's path: the results are said to be for that file, not the trained one.
-    shutil.copyfile(others[0], moved)
+    shutil.copyfile(clips[0], other)
     replaced = trainrt("eval", str(run_dir), "--num-envs", "2", "--steps", "3")
     assert replaced.returncode == 0, replaced.stderr[-3000:]
     assert (
-        f"warning: motion clip {moved} (command 'motion') is not the clip checkpoint iteration 3 was trained on "
-        f"({moved}, another sha256): the results are for the clip as it is now"
+        f"warning: motion clip {other} (command 'motion') is not the clip checkpoint iteration 4 was trained on "
+        f"({other}, another sha256): the results are for the clip as it is now"
     ) in replaced.stderr

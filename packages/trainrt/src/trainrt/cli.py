@@ -213,7 +213,7 @@ def resolve_train_config(
 
     from trainrt.config import apply_overrides, cpu_demo_preset, parse_override, preset
     from trainrt.config.overrides import parse_scalar
-    from trainrt.runner.manifest import load_resolved_config, stored_motion_file
+    from trainrt.runner.manifest import load_resolved_config
 
     parsed = [parse_override(text) for text in overrides]
     resume = next((o.value_text for o in reversed(parsed) if o.key == "training.resume"), None)
@@ -228,12 +228,9 @@ def resolve_train_config(
         clip = next(
             (parse_scalar(o.value_text) for o in reversed(parsed) if o.key == "task.motion_file"), None
         )
+        # A clip given here replaces the stored one; the runner warns when its content is not the one the
+        # checkpoint trained on (the same file moved elsewhere is not).
         base = load_resolved_config(resume, motion_file=None if clip is None else str(clip))
-        trained_on = stored_motion_file(resume)
-        if clip is not None and base.task.motion_file != trained_on:
-            _warn(
-                f"resuming on motion clip {base.task.motion_file}; the run trained on {trained_on} until now"
-            )
         if algo not in (None, base.algo.name) or task not in (None, base.task.name):
             said = " ".join(f"--{name} {value}" for name, value in (("algo", algo), ("task", task)) if value)
             raise ValueError(

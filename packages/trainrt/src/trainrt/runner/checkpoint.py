@@ -293,9 +293,12 @@ class MotionClipChangedWarning(UserWarning):
 
 
 @cold_path
-def check_motion_clips(state: dict[str, Any], env: Any) -> None:
+def check_motion_clips(
+    state: dict[str, Any], env: Any, *, consequence: str = "the results are for the clip as it is now"
+) -> None:
     """``MotionClipChangedWarning`` for each motion clip ``env`` reads whose content differs from the clip the
-    checkpoint ``state`` was trained on (a file replaced at the run's path, a resume on another clip). Checkpoints
+    checkpoint ``state`` was trained on (a file replaced at the run's path, a resume on another clip), ending
+    with ``consequence``. Content decides, not the path: the same file moved elsewhere passes. Checkpoints
     without clip digests pass."""
     from trainrt.runner.build import motion_clip_digests
 
@@ -305,8 +308,7 @@ def check_motion_clips(state: dict[str, Any], env: Any) -> None:
         if then is not None and then.get("sha256") != now["sha256"]:
             warnings.warn(
                 f"motion clip {now['path']} (command {name!r}) is not the clip checkpoint iteration "
-                f"{state.get('iteration')} was trained on ({then.get('path')}, another sha256): the results are "
-                "for the clip as it is now",
+                f"{state.get('iteration')} was trained on ({then.get('path')}, another sha256): {consequence}",
                 MotionClipChangedWarning,
                 stacklevel=2,
             )

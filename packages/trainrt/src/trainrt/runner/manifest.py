@@ -66,17 +66,6 @@ def load_resolved_config(run_dir: str | os.PathLike, *, motion_file: str | None 
         raise ValueError(f"{path}: not a valid trainrt config: {problems}{fix}") from None
 
 
-@cold_path
-def stored_motion_file(run_dir: str | os.PathLike) -> str | None:
-    """``task.motion_file`` as ``<run_dir>/config.json`` records it (unchecked: the file may be gone)."""
-    try:
-        task = json.loads((Path(run_dir) / CONFIG_FILE_NAME).read_text()).get("task")
-    except (OSError, ValueError, AttributeError):
-        return None
-    value = task.get("motion_file") if isinstance(task, dict) else None
-    return None if value is None else str(value)
-
-
 def _problem(error: Any) -> str:
     """One validation error as ``key: message``, without pydantic's prefix or the key said twice."""
     where = ".".join(map(str, error["loc"]))

@@ -64,6 +64,7 @@ from trainrt.runner.build import (
 from trainrt.runner.checkpoint import (
     capture_rng_states,
     check_action_mapping,
+    check_motion_clips,
     load_agent_weights,
     load_checkpoint,
     restore_rng_states,
@@ -476,6 +477,9 @@ class OffPolicyRunner:
             size_mib = self.replay.memory_bytes() / 2**20
             self.log(f"training.save_replay=true: every checkpoint holds the replay ({size_mib:,.1f} MiB)")
         if checkpoint is not None:
+            check_motion_clips(
+                checkpoint, self.env, consequence="training goes on with the clip as it is now"
+            )
             load_agent_weights(self.agent, checkpoint)
             if torch.device(checkpoint["device"]).type == self.env.device.type:
                 restore_rng_states(self._generators(), checkpoint["rng"])
