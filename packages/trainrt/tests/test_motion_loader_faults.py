@@ -15,6 +15,7 @@ from trainrt.motion import (
     GroundWarning,
     IgnoredJointsWarning,
     JointLimitWarning,
+    ShortClipWarning,
     load_motion,
     read_motion_arrays,
 )
@@ -29,10 +30,10 @@ def model() -> mujoco.MjModel:
 
 @pytest.fixture(scope="module")
 def holosoma(model) -> dict[str, np.ndarray]:
-    """The first 30 frames of a holosoma clip."""
+    """The first 60 frames (1.18 s) of a holosoma clip."""
     arrays = read_motion_arrays(g1_clip_or_skip())
     for key in ("joint_pos", "joint_vel", "body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w"):
-        arrays[key] = arrays[key][:30].copy()
+        arrays[key] = arrays[key][:60].copy()
     return arrays
 
 
@@ -92,8 +93,8 @@ def test_joints_the_model_lacks_are_named_in_a_warning_and_change_nothing(model,
         clip = load_motion(holosoma, model)  # every joint of the real clip is the model's
     extra = {k: v.copy() for k, v in holosoma.items()}
     extra["joint_names"] = np.array([*holosoma["joint_names"], "left_hand_thumb_0_joint"])
-    extra["joint_pos"] = np.concatenate((holosoma["joint_pos"], np.full((30, 1), 0.3)), axis=1)
-    extra["joint_vel"] = np.concatenate((holosoma["joint_vel"], np.zeros((30, 1))), axis=1)
+    extra["joint_pos"] = np.concatenate((holosoma["joint_pos"], np.full((60, 1), 0.3)), axis=1)
+    extra["joint_vel"] = np.concatenate((holosoma["joint_vel"], np.zeros((60, 1))), axis=1)
     with pytest.warns(IgnoredJointsWarning, match=r"lacks are ignored: \['left_hand_thumb_0_joint'\]"):
         with_extra = load_motion(extra, model)
     for name in ("joint_pos", "joint_vel", "body_pos_w", "body_lin_vel_w", "body_ang_vel_w"):
@@ -158,6 +159,19 @@ def test_motion_info_counts_frames_at_the_control_rate_as_the_task_resamples_the
     path = tmp_path / "fast.npz"
     np.savez(path, **fast)
     info = motion_info(path)
-    assert (info["frames"], info["control_rate_hz"], info["control_frames"]) == (30, 50.0, 15)
+    assert (info["frames"], info["control_rate_hz"], info["control_frames"]) == (60, 50.0, 30)
     assert load_motion(fast, model, target_fps=50.0).num_frames == info["control_frames"]
-    assert "30 at 100 fps = 0.29 s; 15 at the task's 50 Hz control rate" in format_motion_info(info)
+    assert "60 at 100 fps = 0.59 s; 30 at the task's 50 Hz control rate" in format_motion_info(info)
+
+
+def test_a_clip_shorter_than_a_second_warns_naming_its_length(model, holosoma, tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ShortClipWarning)
+        load_motion(holosoma, model)  # 1.18 s
+    short = {k: v[:20].copy() if getattr(v, "ndim", 0) and len(v) == 60 else v for k, v in holosoma.items()}
+    with pytest.warns(ShortClipWarning, match=r"the motion lasts 0\.38 s \(20 frames at 50 fps\)"):
+        clip = load_motion(short, model, target_fps=50.0)
+    assert clip.num_frames == 20  # it loads: the warning only says what episodes will be
+    path = tmp_path / "short.npz"
+    np.savez(path, **short)
+    assert any("episodes would last under 0.38 s" in line for line in motion_info(path)["warnings"])

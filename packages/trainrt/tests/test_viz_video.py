@@ -68,6 +68,21 @@ def test_two_second_clip_preview_has_the_expected_frames_and_size(tmp_path):
     assert np.abs(frames[0].astype(int) - frames[-1].astype(int)).sum() > 0  # the robot moves
 
 
+def test_a_clip_shorter_than_one_video_frame_is_previewed_at_its_own_rate(tmp_path):
+    arrays = dict(np.load(_robot_clip(), allow_pickle=True))
+    for key in ("joint_pos", "joint_vel", "body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w"):
+        if key in arrays:
+            arrays[key] = arrays[key][:2].copy()  # 0.02 s at 50 fps: one frame at the video's 25 fps
+    short = tmp_path / "short.npz"
+    np.savez(short, **arrays)
+    options = VideoOptions(width=64, height=48, seconds=2.0, fps=25.0, renderer="software")
+    with pytest.warns(UserWarning, match="the motion lasts 0.02 s"):
+        result = record_clip_video(short, tmp_path / "short.mp4", options)
+    frames, fps = read_video(tmp_path / "short.mp4")
+    assert (result.frames, result.fps) == (2, 50.0)
+    assert frames.shape == (2, 48, 64, 3) and fps == pytest.approx(50.0)
+
+
 def test_motion_info_reports_frames_and_a_joint_beyond_its_limit(tmp_path):
     clip = _robot_clip()
     info = motion_info(clip)

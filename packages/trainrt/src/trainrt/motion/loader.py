@@ -68,6 +68,13 @@ class GroundWarning(UserWarning):
     """A motion's bodies go far below the ground plane (z = 0), or never come near it."""
 
 
+class ShortClipWarning(UserWarning):
+    """A motion lasts less than ``SHORT_CLIP_S``: tracking episodes, which end with the clip, would be shorter."""
+
+
+SHORT_CLIP_S = 1.0
+"""Clips shorter than this (seconds) get a ``ShortClipWarning`` (the G1 clips last several seconds)."""
+
 GROUND_PENETRATION_M = 0.05
 """Body origins further than this below z = 0 get a ``GroundWarning`` (the G1 clips' feet reach 0.005 m below)."""
 
@@ -654,6 +661,18 @@ def _check_bodies_follow_joints(
     )
 
 
+def _warn_if_short(num_frames: int, fps: float) -> None:
+    duration = (num_frames - 1) / fps
+    if duration < SHORT_CLIP_S:
+        warnings.warn(
+            f"the motion lasts {duration:.3g} s ({num_frames} frames at {fps:g} fps): a tracking episode ends "
+            f"when its clip does, so episodes would last under {duration:.3g} s and a policy sees little of "
+            "the motion; is this the whole clip (and its fps right)?",
+            ShortClipWarning,
+            stacklevel=3,
+        )
+
+
 @cold_path
 def _warn_about_the_ground(model: mujoco.MjModel, bodies: dict[str, np.ndarray], root_z: np.ndarray) -> None:
     """``GroundWarning`` when bodies go more than ``GROUND_PENETRATION_M`` below z = 0, or the lowest body stays
@@ -712,6 +731,7 @@ def load_motion(
     fmt = detect_motion_format(arrays, len(layout.joint_names))
     fps = _check_fps(arrays["fps"])
     tracks = _state_tracks(arrays, fmt, layout, fps)
+    _warn_if_short(tracks["joint_pos"].shape[0], fps)
     if fmt == "beyondmimic":
         _check_bodies_follow_joints(model, layout, tracks, arrays)
     if target_fps is not None:

@@ -254,21 +254,24 @@ def record_clip_video(
     """Draw a motion file on the training model (default: the G1) at ``options.fps``; at most ``seconds``.
 
     The clip goes through ``trainrt.motion.load_motion`` (joint mapping by name, resampling to the video
-    rate, forward kinematics), so the video shows what a tracking task would track.
+    rate, forward kinematics), so the video shows what a tracking task would track. A clip shorter than two
+    frames at the video rate is drawn at its own rate instead (the tracking task takes it at its control rate).
     """
     import simcore
-    from trainrt.motion import load_motion
+    from trainrt.motion import load_motion, read_motion_arrays
 
     started = time.perf_counter()
     model = model if model is not None else simcore.load_g1()
-    clip = load_motion(clip_path, model, target_fps=options.fps, dtype=torch.float64)
-    num_frames = min(clip.num_frames, _frame_count(options.seconds, options.fps))
+    arrays = read_motion_arrays(clip_path)
+    fps = _clip_video_rate(arrays, options.fps)
+    clip = load_motion(arrays, model, target_fps=fps, dtype=torch.float64)
+    num_frames = min(clip.num_frames, _frame_count(options.seconds, fps))
     poser = ScenePoser(model)
     renderer = make_renderer(poser, options.width, options.height, options.camera, options.renderer)
     root_pos, root_quat = clip.root_pos_w.numpy(), clip.root_quat_w.numpy()
     joint_pos = clip.joint_pos.numpy()
     try:
-        with VideoWriter(path, options.width, options.height, options.fps) as writer:
+        with VideoWriter(path, options.width, options.height, fps) as writer:
             for frame in range(num_frames):
                 qpos = poser.qpos_from_pose(
                     root_pos[frame], root_quat[frame], clip.joint_names, joint_pos[frame]
@@ -281,9 +284,22 @@ def record_clip_video(
     finally:
         renderer.close()
     return VideoResult(
-        [str(path)], num_frames, options.fps, options.width, options.height, renderer.name,
+        [str(path)], num_frames, fps, options.width, options.height, renderer.name,
         time.perf_counter() - started,
     )  # fmt: skip
+
+
+def _clip_video_rate(arrays: dict[str, np.ndarray], wanted_fps: float) -> float:
+    """``wanted_fps``, or the file's own fps when the clip lasts less than one frame at ``wanted_fps`` (the
+    loader checks the fields; a malformed file keeps ``wanted_fps`` and fails there)."""
+    from trainrt.motion.loader import resampled_frame_count
+
+    try:
+        fps = float(np.asarray(arrays["fps"]).reshape(-1)[0])
+        count = resampled_frame_count(len(arrays["joint_pos"]), fps, wanted_fps)
+    except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError):
+        return wanted_fps
+    return fps if count < 2 and math.isfinite(fps) and fps > 0 else wanted_fps
 
 
 @cold_path
