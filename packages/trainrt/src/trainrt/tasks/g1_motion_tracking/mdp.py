@@ -69,6 +69,9 @@ class MotionCommand(CommandTerm):
     drawn with probability proportional to ``(failure_rate + adaptive_uniform_ratio / num_bins)`` smoothed
     by a kernel ``adaptive_lambda ** k`` over the ``adaptive_kernel_size`` bins that follow it, so starts land
     shortly before where episodes fail; the start frame is uniform within the bin. All on device, sync-free.
+    The kernel spans 3 bins by default (a failure also raises the start odds of the two bins before it);
+    whole_body_tracking's public config spans 1 (the failing bin alone). The default stays at 3 until a
+    learning evaluation compares the two on our tracking task.
 
     Params:
         motion_file: clip path, or a file name among the G1 asset motions (default ``DEFAULT_MOTION_FILE``).
