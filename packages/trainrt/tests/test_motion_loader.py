@@ -13,6 +13,9 @@ from g1_assets import g1_clip_or_skip, load_g1_or_skip
 import simcore
 from trainrt.motion import holosoma_to_beyondmimic, load_motion, read_motion_arrays
 
+# Most tests load the clip's first 40 frames; the short-clip warning is tested in test_motion_loader_faults.py.
+pytestmark = pytest.mark.filterwarnings("ignore::trainrt.motion.ShortClipWarning")
+
 CLIP_NAME = "sub3_largebox_003_mj.npz"
 TENSOR_FIELDS = (
     "joint_pos", "joint_vel", "root_pos_w", "root_quat_w", "root_lin_vel_w", "root_ang_vel_w",
@@ -383,6 +386,43 @@ def test_a_root_linear_velocity_that_does_not_match_the_root_path_is_refused_wit
         match=r"joint_vel\[:, :3\] \(root linear velocity, world frame\) does not match how joint_pos\[:, :3\] "
         rf"\(root position\) moves: they differ by .* m/s .*; .*{fix}",
     ):
+        load_motion(_holosoma_with(holosoma, joint_vel=joint_vel), model)
+
+
+def _standing_root(holosoma: dict) -> dict:
+    """The clip with its root held at frame 0's pose: only the joints move."""
+    joint_pos, joint_vel = holosoma["joint_pos"].copy(), holosoma["joint_vel"].copy()
+    joint_pos[:, :7] = joint_pos[0, :7]
+    joint_vel[:, :6] = 0.0
+    return _holosoma_with(holosoma, joint_pos=joint_pos, joint_vel=joint_vel)
+
+
+@pytest.mark.parametrize("fps", [25.0, 100.0])
+def test_a_wrong_fps_is_refused_naming_the_rate_the_joint_velocities_match(model, holosoma, fps):
+    standing = _standing_root(holosoma)
+    load_motion(standing, model)  # at the clip's own 50 fps the joint velocities match
+    for arrays in (standing, holosoma_to_beyondmimic(standing, model)):
+        with pytest.raises(
+            ValueError,
+            match=r"joint_vel(\[:, 6:\])? \(joint velocities\) does not match how joint_pos(\[:, 7:\])? \(joint "
+            rf"angles\) moves: .*; they match at about (48|49|50|51) fps, or with joint_vel.* times .*: is 'fps' "
+            rf"\({fps:g}\) the clip's rate",
+        ):
+            load_motion({**arrays, "fps": np.array([fps])}, model)
+
+
+def test_joint_velocities_left_at_zero_or_in_degrees_are_refused_with_the_fix(model, holosoma):
+    joint_vel = holosoma["joint_vel"].copy()
+    joint_vel[:, 6:] = 0.0
+    with pytest.raises(
+        ValueError, match=r"joint_vel\[:, 6:\] is \(nearly\) zero: store each joint's velocity"
+    ):
+        load_motion(_holosoma_with(holosoma, joint_vel=joint_vel), model)
+    joint_vel = holosoma["joint_vel"].copy()
+    joint_vel[:, 6:] = np.degrees(joint_vel[:, 6:])
+    with pytest.raises(
+        ValueError, match=r"or with joint_vel\[:, 6:\] times 0\.017\d: .* in rad/s\?"
+    ):  # pi / 180
         load_motion(_holosoma_with(holosoma, joint_vel=joint_vel), model)
 
 

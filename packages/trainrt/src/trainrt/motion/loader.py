@@ -292,6 +292,15 @@ ROOT_SPEED_TOLERANCE = 0.1
 """The same for the root's linear velocity against how its position moves (m/s; half the median speed when
 larger). Consistent clips sit near 0.01 m/s."""
 
+JOINT_SPEED_TOLERANCE = 0.2
+"""How far a clip's stored joint velocities may lie from how its joint angles move, as a fraction of the stored
+speed (median over frame steps of the norm over joints; at least ``JOINT_SPEED_FLOOR``). Consistent clips sit
+near 0.05; an 'fps' off by a factor f sits at |1 - 1/f| (a clip labelled 50 fps that is 25 at 1.0)."""
+
+JOINT_SPEED_FLOOR = 0.5
+"""The smallest gap (rad/s, norm over joints) the joint-velocity check refuses: a clip whose joints barely move
+says nothing about its rate."""
+
 
 def _turn_rates_w(quat: np.ndarray, fps: float) -> np.ndarray:
     """World-frame angular velocity that turns ``quat[t]`` into ``quat[t + 1]`` in one frame (T - 1, 3)."""
@@ -384,6 +393,40 @@ def _check_root_speed(
         f"motion {vel_name} (root linear velocity, world frame) does not match how {pos_name} (root position) "
         f"moves: they differ by {gap:.3g} m/s (median over {len(pos) - 1} frame steps; allowed {allowed:.3g}) "
         f"while the root moves at {speed:.3g} m/s; {fix}"
+    )
+
+
+@cold_path
+def _check_joint_speed(
+    joint_pos: np.ndarray, joint_vel: np.ndarray, fps: float, pos_name: str, vel_name: str
+) -> None:
+    """``ValueError`` when the stored joint velocities do not match how the joint angles move (a wrong 'fps'
+    shows here even when the root stands still); the error estimates the rate that would match."""
+    if len(joint_pos) < 2 or joint_pos.shape[1] == 0:
+        return  # refused later, with the frame count
+    moves = (joint_pos[1:] - joint_pos[:-1]) * fps
+    stored = 0.5 * (joint_vel[:-1] + joint_vel[1:])
+    gap = float(np.median(np.linalg.norm(moves - stored, axis=1)))
+    speed = float(np.median(np.linalg.norm(stored, axis=1)))
+    allowed = max(JOINT_SPEED_FLOOR, JOINT_SPEED_TOLERANCE * speed)
+    if gap <= allowed:
+        return
+    overlap = float(np.sum(stored * moves))
+    rate = fps * float(np.sum(stored * stored)) / overlap if overlap > 0.0 else 0.0  # least squares
+    scaled_gap = float(np.median(np.linalg.norm(moves * (rate / fps) - stored, axis=1)))
+    if speed < JOINT_SPEED_FLOOR:
+        fix = f"{vel_name} is (nearly) zero: store each joint's velocity, e.g. np.gradient({pos_name}, axis=0) * fps"
+    elif scaled_gap <= allowed:
+        fix = (
+            f"they match at about {rate:.0f} fps, or with {vel_name} times {fps / rate:.3g}: is 'fps' ({fps:g}) "
+            f"the clip's rate, and {vel_name} in rad/s?"
+        )
+    else:
+        fix = f"is {vel_name} in rad/s (m/s for slide joints), in the order of {pos_name}, and 'fps' the clip's rate?"
+    raise ValueError(
+        f"motion {vel_name} (joint velocities) does not match how {pos_name} (joint angles) moves: they differ by "
+        f"{gap:.3g} rad/s (median over {len(joint_pos) - 1} frame steps of the norm over {joint_pos.shape[1]} "
+        f"joints; allowed {allowed:.3g}) while the stored velocities are {speed:.3g} rad/s; {fix}"
     )
 
 
@@ -510,10 +553,12 @@ def _state_tracks(
         qvel = _float_field(arrays, "joint_vel", (qpos.shape[0], 6 + j))
         root_pos, root_quat = qpos[:, :3], _unit_quats(qpos[:, 3:7], "joint_pos[:, 3:7]")
         root_lin_vel_w, root_ang_vel_w = qvel[:, :3], qvel[:, 3:6]
+        joint_pos, joint_vel = qpos[:, 7:], qvel[:, 6:]
+        # Joints first: a wrong 'fps' shows in every check, and this one names the rate that would match.
+        _check_joint_speed(joint_pos, joint_vel, fps, "joint_pos[:, 7:]", "joint_vel[:, 6:]")
         _check_root_turn_rate(root_quat, root_ang_vel_w, fps, "joint_pos[:, 3:7]", "joint_vel[:, 3:6]")
         _check_root_speed(root_pos, root_quat, root_lin_vel_w, fps, "joint_pos[:, :3]", "joint_vel[:, :3]")
         root_ang_vel_b = _rotate(root_quat, root_ang_vel_w, inverse=True)
-        joint_pos, joint_vel = qpos[:, 7:], qvel[:, 6:]
     else:
         names_field = arrays.get("joint_names")
         names = _name_list(names_field) if names_field is not None else None
@@ -530,6 +575,7 @@ def _state_tracks(
         body_ang = _float_field(arrays, "body_ang_vel_w", (t, b, 3))
         root_pos, root_quat = body_pos[:, 0], _unit_quats(body_quat[:, 0], "body_quat_w[:, 0]")
         root_lin_vel_w = body_lin[:, 0]
+        _check_joint_speed(joint_pos, joint_vel, fps, "joint_pos", "joint_vel")
         _check_root_turn_rate(root_quat, body_ang[:, 0], fps, "body_quat_w[:, 0]", "body_ang_vel_w[:, 0]")
         _check_root_speed(
             root_pos, root_quat, root_lin_vel_w, fps, "body_pos_w[:, 0]", "body_lin_vel_w[:, 0]"
