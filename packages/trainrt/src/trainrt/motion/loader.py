@@ -416,7 +416,7 @@ def _check_joint_speed(
     scaled_gap = float(np.median(np.linalg.norm(moves * (rate / fps) - stored, axis=1)))
     if speed < JOINT_SPEED_FLOOR:
         fix = f"{vel_name} is (nearly) zero: store each joint's velocity, e.g. np.gradient({pos_name}, axis=0) * fps"
-    elif scaled_gap <= allowed:
+    elif rate > 0.0 and scaled_gap <= allowed:
         fix = (
             f"they match at about {rate:.0f} fps, or with {vel_name} times {fps / rate:.3g}: is 'fps' ({fps:g}) "
             f"the clip's rate, and {vel_name} in rad/s?"
