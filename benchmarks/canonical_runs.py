@@ -8,8 +8,9 @@ override set (interleaved, so drift of the machine hits all alike) at the canoni
 
 Override sets (``SETS``): ``preset`` (the presets: the reference learner schedules, collector and learner
 overlapped), ``sequential`` (the same work, collector then learner), ``one_update_per_step`` (the earlier
-presets' lighter learner: one update per vector step) and ``eager`` (no CUDA graphs; ~10x slower, run
-with ``--eager-iterations``). With ``--physics`` the bare physics is timed first on the same machine
+presets' lighter learner: one update per vector step), ``eager`` (no CUDA graphs; ~10x slower, run
+with ``--eager-iterations``) and ``eager_collector`` (the collector's term math not compiled). The exit
+status is 1 when a run did not complete. With ``--physics`` the bare physics is timed first on the same machine
 (``trainrt bench physics``) and every row reports its ratio to that physics-only rate. The number that
 counts is each run's ``tail_env_steps_per_sec`` from its ``run_summary.json``.
 
@@ -111,6 +112,49 @@ def train_command(
     return [*cmd, *CANONICAL, f"training.run_dir={run_dir}", *extra]
 
 
+def summary_fields(summary: dict) -> dict:
+    """The fields of a run summary we tabulate; the tail's collect/learn means are None when the run ended
+    before completing an iteration."""
+    row: dict = {}
+    for key in (
+        "status",
+        "error",
+        "tail_env_steps_per_sec",
+        "tail_iteration_count",
+        "final_env_steps_per_sec",
+        "completed_iterations",
+        "total_env_steps",
+        "training_wall_time_sec",
+        "warmup_time_sec",
+        "effective_steps_per_replay",
+        "gpu_name",
+        "versions",
+        "commit",
+    ):
+        row[key] = summary.get(key)
+    collector = summary.get("collector_graph") or {}
+    row["collector_graph_enabled"] = collector.get("graph_enabled")
+    row["collector_fallback"] = collector.get("eager_fallback_reason")
+    learner = summary.get("learner_graph") or {}
+    row["learner_graph_enabled"] = learner.get("update_graph_enabled")
+    for key in (
+        "compile_enabled",
+        "overlap_enabled",
+        "overlap_fallback_reason",
+        "updates_per_graph_replay",
+    ):
+        row[key] = learner.get(key)
+    row["updates_per_iteration"] = summary.get("updates_per_iteration")
+    tail = summary.get("tail_iteration_count") or 0
+    iters = (
+        (summary.get("iterations") or [])[-tail:] if tail else []
+    )  # none when the run ended before its first
+    row["tail_collect_ms"] = 1e3 * statistics.mean(i["collect_time_sec"] for i in iters) if iters else None
+    row["tail_learn_ms"] = 1e3 * statistics.mean(i["learn_time_sec"] for i in iters) if iters else None
+    row["episode_statistics"] = summary.get("episode_statistics")
+    return row
+
+
 def run_one(
     algo: str, task: str, run_dir: Path, extra: list[str], constants: dict[str, object] | None = None
 ) -> dict:
@@ -129,40 +173,8 @@ def run_one(
     }
     summary_path = run_dir / "run_summary.json"
     if summary_path.is_file():
-        summary = json.loads(summary_path.read_text())
-        for key in (
-            "status",
-            "error",
-            "tail_env_steps_per_sec",
-            "tail_iteration_count",
-            "final_env_steps_per_sec",
-            "completed_iterations",
-            "total_env_steps",
-            "training_wall_time_sec",
-            "warmup_time_sec",
-            "effective_steps_per_replay",
-            "gpu_name",
-            "versions",
-            "commit",
-        ):
-            row[key] = summary.get(key)
-        row["collector_graph_enabled"] = summary["collector_graph"].get("graph_enabled")
-        row["collector_fallback"] = summary["collector_graph"].get("eager_fallback_reason")
-        learner = summary["learner_graph"]
-        row["learner_graph_enabled"] = learner.get("update_graph_enabled")
-        for key in (
-            "compile_enabled",
-            "overlap_enabled",
-            "overlap_fallback_reason",
-            "updates_per_graph_replay",
-        ):
-            row[key] = learner.get(key)
-        row["updates_per_iteration"] = summary.get("updates_per_iteration")
-        iters = summary["iterations"][-summary["tail_iteration_count"] :]
-        row["tail_collect_ms"] = 1e3 * statistics.mean(i["collect_time_sec"] for i in iters)
-        row["tail_learn_ms"] = 1e3 * statistics.mean(i["learn_time_sec"] for i in iters)
-        row["episode_statistics"] = summary.get("episode_statistics")
-    else:
+        row.update(summary_fields(json.loads(summary_path.read_text())))
+    if row.get("status") != "completed":
         row["stderr_tail"] = proc.stderr[-2000:]
     print(
         json.dumps({k: v for k, v in row.items() if k not in ("versions", "episode_statistics")}), flush=True
@@ -237,7 +249,8 @@ def main() -> int:
                     row["fraction_of_physics"] = row["tail_env_steps_per_sec"] / physics
                 rows.append(row)
                 args.out.write_text(json.dumps(rows, indent=1))
-    print(f"\nphysics only (graph, 2048 envs): {physics or float('nan'):,.0f} env steps/s")
+    if args.physics:
+        print(f"\nphysics only (graph, 2048 envs): {physics or float('nan'):,.0f} env steps/s")
     print(
         "set                  algo      updates  tail_env_steps/s  collect_ms  learn_ms  vs_physics  status"
     )
@@ -247,7 +260,10 @@ def main() -> int:
             f"{r.get('tail_env_steps_per_sec') or 0:>16,.0f}  {r.get('tail_collect_ms') or 0:>10.1f} "
             f"{r.get('tail_learn_ms') or 0:>9.1f}  {r.get('fraction_of_physics') or 0:>10.2f}  {r.get('status')}"
         )
-    return 0
+    failed = [r for r in rows if r.get("status") != "completed"]
+    if failed:
+        print(f"{len(failed)} of {len(rows)} runs did not complete (their stderr_tail is in {args.out})")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -34,8 +34,8 @@ compiled graph and times it as `trainrt bench learner` does (``fused`` mode). Va
   more Triton configurations for pointwise and reduction kernels). A variant whose option this torch does
   not have is reported as skipped;
 - ``combo_projections``: padded, with inductor's horizontal fusion for the parts that update many
-  independent tensors only (FlashSAC's projections with the target's EMA, SAC's optimizer steps with
-  the EMA), so their per-tensor reductions and updates share a few launches;
+  independent tensors only (FlashSAC's projections with the target's EMA and its AdamW steps, SAC's
+  optimizer steps with the EMA), so their per-tensor reductions and updates share a few launches;
 - ``autotune_gemm``: padded, with inductor choosing each matrix product among cuBLAS and its Triton
   templates by timing them at compile time (minutes more compiling), fusing pointwise work into a chosen
   template's epilogue; ``triton_gemm``: the same restricted to the Triton templates, with the producers of
@@ -87,7 +87,14 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "combo_projections": {
         "part_options": {
             part: {"combo_kernels": True, "combo_kernels_pointwise_only": False}
-            for part in ("_project_actor", "_project_critic", "_critic_step", "_actor_step")
+            # SAC's critic step and FlashSAC's critic optimizer step; an agent ignores names it lacks
+            for part in (
+                "_project_actor",
+                "_project_critic",
+                "_critic_step",
+                "_critic_optimizer_step",
+                "_actor_step",
+            )
         }
     },
     "triton_gemm": {
@@ -207,13 +214,20 @@ def _trace_path(directory: str | None, variant: str) -> str | None:
     return str(Path(directory) / f"{variant}.json")
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--algo", default="sac")
     parser.add_argument("--task", default="g1_walk_flat")
     parser.add_argument("--sim", default="mjwarp")
     parser.add_argument("--variants", default="padded,unpadded", help=f"comma-separated, of {list(VARIANTS)}")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=_positive_int, default=2)
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--profile", action="store_true", help="profile each variant's first round")
     parser.add_argument(

@@ -70,3 +70,21 @@ def test_algos_naming_no_workload_or_an_unknown_one_is_refused(algos):
     )  # fmt: skip
     assert result.returncode == 2
     assert "name one or more of the workloads' ['sac', 'flashsac']" in result.stderr
+
+
+def test_a_summary_without_completed_iterations_is_tabulated_without_tail_means():
+    script = load("canonical_runs")
+    failed = {"status": "failed", "error": "boom", "iterations": [], "tail_iteration_count": 0}
+    row = script.summary_fields(failed)
+    assert (row["status"], row["tail_collect_ms"], row["tail_learn_ms"]) == ("failed", None, None)
+    iteration = {"collect_time_sec": 0.08, "learn_time_sec": 0.05}
+    done = {
+        "status": "completed",
+        "iterations": [{"collect_time_sec": 1.0, "learn_time_sec": 1.0}, iteration, iteration],
+        "tail_iteration_count": 2,
+        "collector_graph": {"graph_enabled": True},
+        "learner_graph": {"update_graph_enabled": True},
+    }
+    row = script.summary_fields(done)
+    assert row["tail_collect_ms"] == pytest.approx(80.0) and row["tail_learn_ms"] == pytest.approx(50.0)
+    assert row["collector_graph_enabled"] and row["learner_graph_enabled"]

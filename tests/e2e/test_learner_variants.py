@@ -139,7 +139,9 @@ def test_combo_projections_sets_inductor_options_for_single_parts_inside_the_blo
     variants = _script()
     assert not FlashSacAgent.part_compile_options and not SacAgent.part_compile_options
     with variants.applied("combo_projections"):
-        assert set(FlashSacAgent.part_compile_options) == {"_project_actor", "_project_critic", "_actor_step"}
+        assert set(FlashSacAgent.part_compile_options) == {
+            "_project_actor", "_project_critic", "_critic_optimizer_step", "_actor_step"
+        }  # fmt: skip
         assert set(SacAgent.part_compile_options) == {"_critic_step", "_actor_step"}
         assert all(o["combo_kernels"] for o in FlashSacAgent.part_compile_options.values())
     assert not FlashSacAgent.part_compile_options and not SacAgent.part_compile_options
