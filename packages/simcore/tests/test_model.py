@@ -7,6 +7,7 @@ import zipfile
 import mujoco
 import numpy as np
 import pytest
+import torch
 
 import simcore
 from simcore._src import assets as assets_mod
@@ -104,3 +105,14 @@ def test_extract_refuses_a_wheel_with_the_wrong_hash(tmp_path):
     with pytest.raises(ValueError, match="sha256"):
         assets_mod.extract_wheel(wheel, tmp_path / "assets")
     assert not (tmp_path / "assets").exists()
+
+
+def test_the_demo_steps_the_g1_on_cpu_mujoco_without_cuda(g1_mjcf, capsys):
+    from simcore import demo
+
+    if torch.cuda.is_available():
+        pytest.skip("with CUDA the demo runs MuJoCo Warp at 2048 envs (the GPU suite's bench covers it)")
+    assert demo.main(["2", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "backend=mujoco device=cpu num_envs=2 control_steps=3" in out
+    assert "eager_fallback_reason='cpu device'" in out

@@ -136,6 +136,13 @@ def test_config_listing_has_every_key_of_the_config():
     assert "training.log_every = " in listing and "# iterations between full console blocks" in listing
 
 
+@pytest.mark.parametrize("algo", ["sac", "flashsac"])
+def test_config_listing_says_what_every_key_means(algo):
+    cfg = cpu_demo_preset(algo, "g1_walk_flat", "mujoco")
+    unexplained = [line for line in format_config_listing(cfg).splitlines() if "  # " not in line]
+    assert unexplained == []
+
+
 def test_video_env_reads_do_not_touch_the_env_generator(tmp_path, one_thread):
     cfg = _tiny_cfg("g1_walk_flat")
     env = build_env(cfg)

@@ -46,14 +46,14 @@ class _AlgoSectionBase(BaseModel):
 class SacAlgoSection(_AlgoSectionBase):
     """``algo`` for FastSAC-style SAC; ``params`` are ``trainrt.algos.SacConfig``."""
 
-    name: Literal["sac"] = "sac"
+    name: Literal["sac"] = Field("sac", description="the algorithm (set it with --algo)")
     params: SacConfig = Field(default_factory=SacConfig)
 
 
 class FlashSacAlgoSection(_AlgoSectionBase):
     """``algo`` for FlashSAC; ``params`` are ``trainrt.algos.FlashSacConfig``."""
 
-    name: Literal["flashsac"] = "flashsac"
+    name: Literal["flashsac"] = Field("flashsac", description="the algorithm (set it with --algo)")
     params: FlashSacConfig = Field(default_factory=FlashSacConfig)
 
 
@@ -76,7 +76,7 @@ class TaskSection(BaseModel):
 
     model_config = _STRICT
 
-    name: TaskName
+    name: TaskName = Field(description="the task (set it with --task)")
     motion_file: str | None = Field(
         None,
         description="motion clip of a tracking task: a holosoma or BeyondMimic/mjlab npz path, or the name of a "
