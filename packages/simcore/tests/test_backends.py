@@ -274,7 +274,7 @@ def test_mujoco_host_bridge_serves_cuda_carriers(small_model):
 
 
 @pytest.mark.parametrize("name", BACKENDS)
-def test_a_blown_up_world_is_reported_non_finite_not_silently_reset(name):
+def test_a_blown_up_world_is_reported_non_finite_every_time_not_silently_reset(name):
     # CPU MuJoCo resets an unstable world to qpos0 with only a warning; both backends must instead hand the
     # blow-up to the caller as a non-finite state, and leave the other worlds alone.
     from simcore_scenes import SMALL_XML
@@ -282,10 +282,21 @@ def test_a_blown_up_world_is_reported_non_finite_not_silently_reset(name):
     model = mujoco.MjModel.from_xml_string(SMALL_XML)
     backend = simcore.make_backend(name, model, cpu_config(num_envs=3))
     backend.step()
-    backend.qvel[1] = float("nan")
-    backend.step()
-    finite = torch.isfinite(backend.qvel).all(dim=1) & torch.isfinite(backend.qpos).all(dim=1)
-    assert finite.tolist() == [True, False, True]
+    backend.ctrl.fill_(0.3)
+    spec = backend.reset_spec(("qpos", "qvel"))
+    good = spec.new_payload()
+    for blow_up in range(2):  # the same world, twice: each blow-up is reported
+        backend.qvel[1] = float("nan")
+        time = backend.time.clone()
+        backend.step()
+        finite = torch.isfinite(backend.qvel).all(dim=1) & torch.isfinite(backend.qpos).all(dim=1)
+        assert finite.tolist() == [True, False, True], blow_up
+        # time and controls go on as in the other worlds (MuJoCo's own reset would have zeroed them)
+        assert torch.allclose(backend.time, time + backend.control_dt), blow_up
+        assert torch.all(backend.ctrl == 0.3), blow_up
+        backend.reset(torch.tensor([False, True, False]), good, spec)
+        backend.step()
+        assert bool(torch.isfinite(backend.qpos).all() and torch.isfinite(backend.qvel).all()), blow_up
 
 
 def test_diagnostics_count_solver_iterations(backend):

@@ -6,6 +6,7 @@ import struct
 import mujoco
 import pytest
 
+import simcore
 from simcore._src.model import check_actuated_joints, load_model
 
 _CUBE = [
@@ -107,3 +108,18 @@ def test_the_g1_message_names_only_the_missing_joint(tmp_path):
         simcore.load_g1(mjcf_path=lone)
     assert "right_knee_joint" not in str(caught.value)
     assert "G1 actuators do not match its 29 joints" in str(caught.value)
+
+
+def test_g1_helpers_on_another_model_and_strings_for_sequences_say_what_to_pass():
+    hinge = mujoco.MjModel.from_xml_string(
+        '<mujoco><worldbody><body><joint type="hinge"/><geom size=".1"/></body></worldbody></mujoco>'
+    )
+    for helper in (simcore.g1_default_qpos, simcore.g1_standing_root_height):
+        with pytest.raises(
+            ValueError, match=r"needs a G1 model \(simcore.load_g1\(\)\): it lacks \['left_hip"
+        ):
+            helper(hinge)
+    with pytest.raises(ValueError, match=r"randomized_fields must be a sequence of names, got the string"):
+        simcore.SimConfig(num_envs=1, randomized_fields="body_mass")
+    with pytest.raises(ValueError, match=r"got the string 'GRAPH_CAPTURE'.*simcore.Capability.GRAPH_CAPTURE"):
+        simcore.make_backend("mujoco", hinge, simcore.SimConfig(num_envs=1), require="GRAPH_CAPTURE")

@@ -200,9 +200,28 @@ def test_spec_errors_are_raised_at_spec_time(small_model, name):
         backend.reset(torch.ones(3, dtype=torch.bool), payload, spec)
     with pytest.raises(ValueError, match=r"payload\['ctrl'\] must be"):
         backend.reset(mask, {**payload, "ctrl": payload["ctrl"][:, :1]}, spec)
+    with pytest.raises(ValueError, match=r"payload has channels \['qvel'\] the spec does not write"):
+        backend.reset(mask, {**payload, "qvel": backend.qvel.clone()}, spec)  # would be ignored
+    empty = backend.reset_spec(())
+    with pytest.raises(ValueError, match=r"mask must be \(2,\)"):  # checked without a channel to compare to
+        backend.reset(torch.ones(1, dtype=torch.bool), {}, empty)
     other = simcore.make_backend(name, small_model, cpu_config(num_envs=2))
     with pytest.raises(ValueError, match="another backend"):
         other.reset(mask, payload, spec)
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_state_tensors_are_written_in_place_not_replaced(small_model, name):
+    backend = simcore.make_backend(name, small_model, cpu_config(num_envs=2))
+    ctrl = backend.ctrl
+    with pytest.raises(
+        AttributeError, match=r"backend.ctrl .* cannot be replaced .* backend.ctrl\[:\] = value"
+    ):
+        backend.ctrl = torch.full_like(ctrl, 0.5)
+    assert backend.ctrl is ctrl
+    backend.ctrl[:] = 0.5  # the documented way: the physics sees it
+    backend.step()
+    assert torch.all(backend.ctrl == 0.5) and float(backend.qvel[:, 6].abs().max()) > 0.0
 
 
 def _count_refreshes(backend: simcore.SimBackend) -> list[int]:

@@ -70,6 +70,20 @@ class SimBackend(abc.ABC):
     _derived: DerivedState
     _acc_sensor_columns: torch.Tensor
 
+    STATE_ATTRIBUTES: ClassVar[frozenset[str]] = frozenset(
+        ("time", "qpos", "qvel", "act", "ctrl", "qacc_warmstart", "mocap_pos", "mocap_quat", "model_fields")
+    )
+    """The simulator's own tensors: written in place (``backend.ctrl[:] = value``), never rebound."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self.STATE_ATTRIBUTES and name in self.__dict__:
+            raise AttributeError(
+                f"backend.{name} is the simulator's own tensor and cannot be replaced (the physics would never "
+                f"see the new one): write into it in place, e.g. backend.{name}[:] = value or "
+                f"backend.{name}.copy_(value)"
+            )
+        super().__setattr__(name, value)
+
     def __init__(self, model: mujoco.MjModel, config: SimConfig, require: Iterable[Capability] = ()) -> None:
         require_capabilities(type(self), self.name, require)
         if not isinstance(config, SimConfig):
@@ -129,7 +143,7 @@ class SimBackend(abc.ABC):
         """
         if spec.backend_id != id(self):
             raise ValueError("this ResetSpec was built by another backend; call reset_spec() on this one")
-        check_reset_arguments(mask, payload, spec)
+        check_reset_arguments(mask, payload, spec, self.num_envs, self.qpos.device)
         apply_masked(mask, payload, spec)
         clear_masked(mask, self._derived.cfrc_ext)
         clear_masked(mask, self._derived.sensordata, self._acc_sensor_columns)

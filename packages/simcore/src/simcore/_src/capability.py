@@ -37,6 +37,11 @@ def _members(values: Iterable[Capability] | Capability) -> frozenset[Capability]
     """Flatten an iterable of capabilities (or one combined flag) into single members."""
     if isinstance(values, Capability):
         values = (values,)
+    if isinstance(values, str):
+        raise ValueError(
+            f"expected Capability values, got the string {values!r}; pass simcore.Capability members, e.g. "
+            f"(simcore.Capability.{values.upper() if values.upper() in Capability.__members__ else 'GRAPH_CAPTURE'},)"
+        )
     members: set[Capability] = set()
     for value in values:
         if not isinstance(value, Capability):

@@ -82,6 +82,11 @@ class SimConfig:
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if self.device is not None and not isinstance(self.device, str):
             raise ValueError(f"device must be a torch device string or None, got {self.device!r}")
+        if isinstance(self.randomized_fields, str):
+            raise ValueError(
+                f"randomized_fields must be a sequence of names, got the string {self.randomized_fields!r} "
+                f"(write ({self.randomized_fields!r},))"
+            )
         fields = tuple(self.randomized_fields)
         unknown = [f for f in fields if f not in PER_WORLD_MODEL_FIELDS]
         if unknown:

@@ -46,6 +46,21 @@ G1_SOLE_CLEARANCE = 0.002
 """Gap (m) between the lowest sole point and the floor in the default standing pose."""
 
 
+def _check_g1(model: mujoco.MjModel, what: str) -> None:
+    """ValueError unless ``model`` has a free root and every G1 joint and foot body (a G1 model)."""
+    names = {mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, j) for j in range(model.njnt)}
+    bodies = {mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, b) for b in range(model.nbody)}
+    missing = [n for n in (*G1_JOINT_NAMES, *G1_FOOT_BODIES) if n not in names | bodies]
+    free_root = model.njnt > 0 and model.jnt_type[0] == mujoco.mjtJoint.mjJNT_FREE
+    if missing or not free_root:
+        lacks = (
+            f"it lacks {missing[:4]}{' ...' if len(missing) > 4 else ''}"
+            if missing
+            else "its root is not free"
+        )
+        raise ValueError(f"{what} needs a G1 model (simcore.load_g1()): {lacks}")
+
+
 def _pose_qpos(model: mujoco.MjModel, root_height: float) -> np.ndarray:
     """``qpos0`` with the default joint positions, the root at ``(0, 0, root_height)``, identity orientation."""
     qpos = model.qpos0.copy()
@@ -72,6 +87,7 @@ def _lowest_point(model: mujoco.MjModel, data: mujoco.MjData, geom: int) -> floa
 
 def g1_standing_root_height(model: mujoco.MjModel, clearance: float = G1_SOLE_CLEARANCE) -> float:
     """Pelvis height (m) at which the default pose's soles rest ``clearance`` above flat ground (z = 0)."""
+    _check_g1(model, "g1_standing_root_height")
     data = mujoco.MjData(model)
     data.qpos[:] = _pose_qpos(model, 0.0)
     mujoco.mj_kinematics(model, data)
@@ -83,6 +99,7 @@ def g1_standing_root_height(model: mujoco.MjModel, clearance: float = G1_SOLE_CL
 def g1_default_qpos(model: mujoco.MjModel) -> np.ndarray:
     """Return the default standing qpos ``(nq,)``: the default joint positions, identity orientation, and the
     pelvis at ``g1_standing_root_height(model)`` (soles just above the floor)."""
+    _check_g1(model, "g1_default_qpos")
     return _pose_qpos(model, g1_standing_root_height(model))
 
 
@@ -92,7 +109,8 @@ def g1_pd_gains(model: mujoco.MjModel) -> PdGains:
 
 
 def load_g1(headless: bool = True, mjcf_path: str | Path | None = None, **kwargs: Any) -> mujoco.MjModel:
-    """Load the G1 scene: floor, PD position servos on all 29 joints, default pose as ``qpos0``-keyframe 0."""
+    """Load the G1 scene: floor and PD position servos on all 29 joints (the default standing pose is
+    ``g1_default_qpos(model)``; the model's own ``qpos0`` is the MJCF's zero pose)."""
     path = Path(mjcf_path) if mjcf_path is not None else g1_asset_paths().mjcf
     kwargs.setdefault("pd_from_armature", True)
     model = load_model(path, headless=headless, **kwargs)

@@ -43,6 +43,12 @@ def _unstable_count(d: mujoco.MjData) -> int:
     return sum(d.warning[int(kind)].number for kind in _UNSTABLE_WARNINGS)
 
 
+def _clear_unstable(d: mujoco.MjData) -> None:
+    """Zero the counts `_unstable_count` reads (MuJoCo's reset sets them again, so they only count up once)."""
+    for kind in _UNSTABLE_WARNINGS:
+        d.warning[int(kind)].number = 0
+
+
 class MujocoBackend(SimBackend):
     """CPU MuJoCo, one ``MjData`` per world; carriers are float64 torch tensors (CPU unless ``config.device``)."""
 
@@ -129,20 +135,28 @@ class MujocoBackend(SimBackend):
     # ----------------------------------------------------------------------------------------- physics
     def _advance(self) -> None:
         self._to_host()
-        for m, d in zip(self._world_models, self._world_data):
-            unstable_before = _unstable_count(d)
+        for i, (m, d) in enumerate(zip(self._world_models, self._world_data)):
+            _clear_unstable(d)
             self._substeps(m, d)
             if self._uses_contacts:
                 # contact wrenches of the last substep, before kinematics move on to the integrated state
                 mujoco.mj_rnePostConstraint(m, d)
             self._refresh_world(m, d)
-            if _unstable_count(d) > unstable_before:
-                # MuJoCo silently reset this world to qpos0 after a non-finite or huge state; report the
-                # blow-up as the non-finite state it was (as MuJoCo Warp does), so callers reset and count it
-                d.qpos[:] = np.nan
-                d.qvel[:] = np.nan
+            if _unstable_count(d):
+                self._report_blow_up(i, m, d)
         self._track_overflow()
         self._from_host()
+
+    def _report_blow_up(self, world: int, m: mujoco.MjModel, d: mujoco.MjData) -> None:
+        """MuJoCo silently reset this world to qpos0 after a non-finite or huge state. Report the blow-up as the
+        non-finite state it was, every time (as MuJoCo Warp does), so callers reset and count it; time,
+        controls, activations and mocap poses stay what the step had (MuJoCo's reset cleared them)."""
+        a = self._host_arrays
+        d.time = float(a["time"][world]) + self.decimation * float(m.opt.timestep)
+        for name in ("ctrl", "act", "mocap_pos", "mocap_quat"):
+            getattr(d, name)[...] = a[name][world]
+        d.qpos[:] = np.nan
+        d.qvel[:] = np.nan
 
     def _substeps(self, m: mujoco.MjModel, d: mujoco.MjData) -> None:
         """``decimation`` mj_steps of one world; sensors only in the last one unless every substep wants them."""

@@ -80,18 +80,27 @@ def build_reset_spec(
     )
 
 
-def check_reset_arguments(mask: torch.Tensor, payload: Mapping[str, torch.Tensor], spec: ResetSpec) -> None:
+def check_reset_arguments(
+    mask: torch.Tensor,
+    payload: Mapping[str, torch.Tensor],
+    spec: ResetSpec,
+    num_envs: int,
+    device: torch.device,
+) -> None:
     """Metadata checks only (shapes, dtypes, devices): no tensor values are read, so nothing synchronizes."""
-    first = next(iter(spec._targets.values()), None)
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() != 1:
         raise ValueError(f"mask must be a (num_envs,) bool tensor, got {getattr(mask, 'dtype', type(mask))}")
-    if first is not None and (mask.shape[0] != first.shape[0] or mask.device != first.device):
-        raise ValueError(
-            f"mask must be ({first.shape[0]},) on {first.device}, got {tuple(mask.shape)} on {mask.device}"
-        )
+    if mask.shape[0] != num_envs or mask.device != torch.device(device):
+        raise ValueError(f"mask must be ({num_envs},) on {device}, got {tuple(mask.shape)} on {mask.device}")
     missing = [c for c in spec.channels if c not in payload]
     if missing:
         raise ValueError(f"payload lacks channels {missing} of the spec {list(spec.channels)}")
+    extra = [c for c in payload if c not in spec.channels]
+    if extra:
+        raise ValueError(
+            f"payload has channels {extra} the spec does not write ({list(spec.channels)}); they would be "
+            "ignored: build the spec with them (backend.reset_spec([...])) or leave them out of the payload"
+        )
     for name in spec.channels:
         target, value = spec._targets[name], payload[name]
         if value.shape != target.shape or value.dtype != target.dtype or value.device != target.device:
