@@ -84,6 +84,10 @@ def test_action_meta_describes_joints_gains_and_timing():
     assert meta["effort_limit"] == [3.0, 2.0]
     assert meta["step_dt"] == pytest.approx(0.01) and meta["num_actions"] == 2
     assert "JointPositionAction" in str(env.action_manager)
+    assert meta["terms"]["joint_pos"]["action_offset"] == pytest.approx([0.3, 0.0])
+    absolute = make_env(toy_cfg(actions=_actions(use_default_offset=False))).action_meta()
+    assert absolute["terms"]["joint_pos"]["action_offset"] == [0.0, 0.0]
+    assert absolute["default_joint_pos"] == pytest.approx([0.3, 0.0])  # still the pose observations use
 
 
 FOUR_HINGES_XML = """

@@ -239,8 +239,9 @@ class JointPositionAction(ActionTerm):
     def meta(self) -> dict[str, Any]:
         """The controlled joints and their mapping: ``target = clamp(offset + scale * action, lower, upper)``.
 
-        Joint names (the action's column order), default offsets (row 0), mode, scales, target bounds, PD
-        gains and effort limits.
+        Joint names (the action's column order), the robot's default joint positions (row 0; joint
+        observations are relative to them whether or not the action adds them), offsets, mode, scales,
+        target bounds, PD gains and effort limits.
         """
         model = self.env.backend.mj_model
         ids = self.actuator_ids
@@ -248,13 +249,14 @@ class JointPositionAction(ActionTerm):
             float(model.actuator_forcerange[a, 1]) if model.actuator_forcelimited[a] else math.inf
             for a in ids
         ]
-        offset = self._offset()[0] if self.use_default_offset else torch.zeros(self.action_dim)
+        default = self._offset()[0]  # the robot's default pose: what joint observations are relative to
+        offset = default if self.use_default_offset else torch.zeros_like(default)
         lower = self._lower if self.clip_to_joint_range else torch.full_like(self._lower, -math.inf)
         upper = self._upper if self.clip_to_joint_range else torch.full_like(self._upper, math.inf)
         return {
             "joint_names": list(self.joint_names),
             "actuator_ids": list(ids),
-            "default_joint_pos": [float(v) for v in offset.cpu()],
+            "default_joint_pos": [float(v) for v in default.cpu()],
             "action_mode": self.mode,
             "action_offset": [float(v) for v in offset.cpu()],
             "action_scale": [float(v) for v in self.scale.cpu()],
