@@ -339,6 +339,31 @@ def test_play_and_export_take_an_iteration_number_as_checkpoint(finished_run, tm
     assert json.loads(out.stdout[out.stdout.index("{") :])["iteration"] == 1
 
 
+def test_export_of_an_older_checkpoint_leaves_the_runs_policy_and_other_files_alone(finished_run, tmp_path):
+    run_dir = _copy(finished_run, tmp_path / "run")
+    out = trainrt("export", str(run_dir))
+    assert out.returncode == 0, out.stderr[-3000:]
+    latest = (run_dir / "policy.onnx").read_bytes()
+    out = trainrt("export", str(run_dir), "--checkpoint", "1")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout[out.stdout.index("{") :])["path"] == str(run_dir / "policy_1.onnx")
+    assert (run_dir / "policy.onnx").read_bytes() == latest  # still the checkpoint run_summary.json names
+    notes = tmp_path / "notes.txt"
+    notes.write_text("keep me")
+    out = trainrt("export", str(run_dir), "--output", str(notes))
+    assert out.returncode == 2 and "exists and is not an .onnx file" in out.stderr
+    assert notes.read_text() == "keep me"
+
+
+def test_evaluating_a_checkpoint_again_says_it_replaces_the_file(finished_run, tmp_path):
+    run_dir = _copy(finished_run, tmp_path / "run")
+    args = ("eval", str(run_dir), "--num-envs", "2", "--steps", "2", "--commands", "stand")
+    first, second = trainrt(*args), trainrt(*args)
+    assert first.returncode == 0 and second.returncode == 0, second.stderr[-3000:]
+    assert "replaces the previous evaluation" not in first.stdout
+    assert "(it replaces the previous evaluation of this checkpoint)" in second.stdout
+
+
 def test_report_plots_the_scalars_of_a_run_whose_summary_is_damaged(finished_run, tmp_path):
     run_dir = _copy(finished_run, tmp_path / "run")
     (run_dir / "run_summary.json").write_text("")

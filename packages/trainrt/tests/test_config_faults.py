@@ -79,3 +79,26 @@ def test_a_resumed_config_does_not_carry_its_old_run_dir_or_overwrite(tmp_path, 
         cuda_available=False,
     )
     assert cfg.training.run_dir == str(tmp_path / "new")
+
+
+def test_an_output_file_that_cannot_be_written_is_refused_before_the_work(tmp_path, monkeypatch, capsys):
+    import os
+    from pathlib import Path
+
+    import typer
+
+    from trainrt import cli
+
+    folder = tmp_path / "results"
+    folder.mkdir()
+    cli._check_output_file(folder / "sub" / "e.json", "--out", "eval.json")  # writable: passes
+    # Permission bits do not stop root, so the check's own question is answered "no" here.
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != folder)
+    with pytest.raises(typer.Exit) as exit_info:
+        cli._check_output_file(folder / "sub" / "e.json", "--out", "eval.json")
+    assert exit_info.value.exit_code == 2
+    assert f"error: --out {folder / 'sub' / 'e.json'}: {folder} is not writable" in capsys.readouterr().err
+    with pytest.raises(typer.Exit):
+        cli._check_output_file(None, "--output", "policy.onnx", default=folder / "policy.onnx")
+    assert "(where it writes by default; give --output PATH elsewhere)" in capsys.readouterr().err
+    cli._check_output_file(None, "--output", "policy.onnx")  # nothing to write by default: nothing to check

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import json
+import os
 import sys
 import traceback
 import warnings
@@ -158,16 +159,30 @@ def _usage_errors(*errors: type[Exception]) -> Iterator[None]:
         raise _fail(str(err)) from None
 
 
-def _check_output_file(path: Path | None, option: str, example: str) -> None:
-    """Exit with a usage error when ``path``, a file the command will write, is an existing directory or lies
-    under a file."""
+def _check_output_file(path: Path | None, option: str, example: str, *, default: Path | None = None) -> None:
+    """Exit with a usage error when ``path``, a file the command will write, is an existing directory, lies
+    under a file, or cannot be written (checked before the work, so its results are not lost at the end);
+    without ``path``, ``default``, the file written then, is checked for writability."""
     if path is None:
+        if default is not None:
+            _check_writable(default, f"{default} (where it writes by default; give {option} PATH elsewhere)")
         return
     if path.is_dir():
         raise _fail(f"{option} {path} is a directory; give a file path, e.g. {option} {path / example}")
     under = next((parent for parent in path.parents if parent.is_file()), None)
     if under is not None:
         raise _fail(f"{option} {path}: {under} is a file, not a directory; give a path in a folder")
+    _check_writable(path, f"{option} {path}")
+
+
+def _check_writable(path: Path, said: str) -> None:
+    """Usage error unless ``path`` (a file to write) can be written: the file itself when it exists, else the
+    nearest folder above it that exists (the command creates the rest)."""
+    existing = path if path.exists() else next((p for p in path.absolute().parents if p.exists()), None)
+    if existing is None:
+        return
+    if not os.access(existing, os.W_OK | (os.X_OK if existing.is_dir() else 0)):
+        raise _fail(f"{said}: {existing} is not writable; give a path you can write")
 
 
 def _warn(line: str) -> None:
@@ -456,15 +471,22 @@ def play(
 @app.command()
 def export(
     run_dir: RunDirArg,
-    output: Annotated[Path | None, typer.Option(help="ONNX file (default: <run_dir>/policy.onnx)")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            help="ONNX file (default: <run_dir>/policy.onnx; with --checkpoint, <run_dir>/policy_<iteration>.onnx)"
+        ),
+    ] = None,
     checkpoint: CheckpointOpt = None,
     motion_file: MotionFileOpt = None,
 ) -> None:
     """Export a run's actor (with its observation normalizer) to ONNX: input `obs`, output `actions`."""
     from trainrt.runner import export_run
 
-    _check_output_file(output, "--output", "policy.onnx")
-    with _usage_errors(FileNotFoundError, ValueError):
+    _check_output_file(output, "--output", "policy.onnx", default=Path(run_dir) / "policy.onnx")
+    if output is not None and output.is_file() and output.suffix.lower() != ".onnx":
+        raise _fail(f"--output {output} exists and is not an .onnx file; give another path (or delete it)")
+    with _usage_errors(OSError, ValueError):
         result = export_run(
             run_dir, output=output, checkpoint=checkpoint, motion_file=_motion_file(motion_file)
         )
@@ -507,8 +529,8 @@ def eval_command(
     """Deterministic evaluation: walk per fixed command (fell, velocity errors); tracking over the whole clip."""
     from trainrt.runner.evaluate import evaluate_run, format_eval_table
 
-    _check_output_file(out, "--out", "eval.json")
-    with _usage_errors(FileNotFoundError, ValueError):
+    _check_output_file(out, "--out", "eval.json", default=Path(run_dir) / "eval" / "eval.json")
+    with _usage_errors(OSError, ValueError):
         result = evaluate_run(
             run_dir,
             checkpoint=checkpoint,
@@ -523,7 +545,8 @@ def eval_command(
             motion_file=_motion_file(motion_file),
         )
     typer.echo(format_eval_table(result))
-    typer.echo(f"wrote {result['json_path']}")
+    replaced = " (it replaces the previous evaluation of this checkpoint)" if result.get("replaced") else ""
+    typer.echo(f"wrote {result['json_path']}{replaced}")
 
 
 @app.command()

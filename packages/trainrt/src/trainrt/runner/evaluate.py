@@ -437,8 +437,10 @@ def evaluate_run(
         Path(out) if out is not None else Path(run_dir) / EVAL_DIR_NAME / f"eval_{state['iteration']}.json"
     )
     target.parent.mkdir(parents=True, exist_ok=True)
+    replaced = target.is_file()
     atomic_write_text(target, json.dumps(result, indent=2) + "\n")
     result["json_path"] = str(target)
+    result["replaced"] = replaced
     return result
 
 

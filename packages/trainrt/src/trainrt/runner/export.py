@@ -146,8 +146,8 @@ def export_run(
     checkpoint: str | os.PathLike | None = None,
     motion_file: str | None = None,
 ) -> dict[str, Any]:
-    """Export the actor of a run's last (or the given) checkpoint to ``<run_dir>/policy.onnx`` (or ``output``);
-    ``motion_file``: the run's clip at another place."""
+    """Export the actor of a run's last checkpoint to ``<run_dir>/policy.onnx``, or of the given ``checkpoint`` to
+    ``<run_dir>/policy_<iteration>.onnx`` (or to ``output``); ``motion_file``: the run's clip at another place."""
     cfg = load_resolved_config(run_dir, motion_file=motion_file)
     state = load_run_checkpoint(run_dir, checkpoint, map_location="cpu")
     env_meta = state["env_meta"]
@@ -157,7 +157,10 @@ def export_run(
     metadata = export_metadata(
         env_meta, obs_group=group, algo=cfg.algo.name, task=cfg.task.name, iteration=state["iteration"]
     )
-    target = Path(output) if output is not None else Path(run_dir) / ONNX_FILE_NAME
+    # An older checkpoint's policy goes beside the run's policy.onnx, which stays the last checkpoint's (the
+    # one run_summary.json names).
+    default_name = ONNX_FILE_NAME if checkpoint is None else f"policy_{state['iteration']}.onnx"
+    target = Path(output) if output is not None else Path(run_dir) / default_name
     result = export_policy_onnx(
         agent.actor_for_export(), env_meta["obs_dims"][group], target, metadata=metadata
     )
