@@ -114,6 +114,11 @@ def test_onnx_export_matches_torch_and_carries_metadata(tmp_path):
     model = onnx.load(tmp_path / "policy.onnx")
     assert [i.name for i in model.graph.input] == [ONNX_INPUT_NAME]
     assert [o.name for o in model.graph.output] == [ONNX_OUTPUT_NAME]
+
+    def shape(value_info):
+        return [d.dim_param or d.dim_value for d in value_info.type.tensor_type.shape.dim]
+
+    assert shape(model.graph.input[0]) == ["batch", 5] and shape(model.graph.output[0]) == ["batch", 3]
     props = {p.key: p.value for p in model.metadata_props}
     assert json.loads(props["joint_names"]) == ["a", "b", "c"]
     assert props["task"] == "g1_walk_flat"

@@ -95,6 +95,14 @@ def export_policy_onnx(
             opset_version=ONNX_OPSET,
         )
     model = onnx.load_from_string(buffer.getvalue())
+    with torch.no_grad():
+        num_actions = int(policy(example).shape[-1])
+    # The exporter names the action width symbolically (from the graph's last op); deploy tools want (batch, A).
+    for value_info, width in ((model.graph.input[0], obs_dim), (model.graph.output[0], num_actions)):
+        dims = value_info.type.tensor_type.shape.dim
+        dims[0].dim_param = "batch"
+        dims[1].Clear()
+        dims[1].dim_value = width
     for key, value in (metadata or {}).items():
         entry = model.metadata_props.add()
         entry.key = key
