@@ -127,22 +127,20 @@ def test_exported_actor_runs_in_onnxruntime(algo, tmp_path):
     agent, buffer = _agent_with_data(algo, obs_normalization=True)
     for _ in range(2):
         agent.update(buffer.sample(32, agent.update_rng))
+    import onnx
+
+    from trainrt.runner.export import export_policy_onnx
+
     policy = agent.actor_for_export()
     obs = _obs(5)["policy"]
     path = tmp_path / "policy.onnx"
-    torch.onnx.export(
-        policy,
-        (obs,),
-        str(path),
-        input_names=["obs"],
-        output_names=["actions"],
-        dynamic_axes={"obs": {0: "num_envs"}, "actions": {0: "num_envs"}},
-        dynamo=False,
-        opset_version=17,
-    )
+    export_policy_onnx(policy, obs.shape[1], path)
     session = onnxruntime.InferenceSession(str(path))
     (actions,) = session.run(None, {"obs": obs.numpy()})
     torch.testing.assert_close(torch.from_numpy(actions), policy(obs), rtol=1e-5, atol=1e-6)
+    graph = onnx.load(path).graph  # fixed widths, for deploy tools that want static shapes
+    for value_info, width in ((graph.input[0], obs.shape[1]), (graph.output[0], actions.shape[1])):
+        assert [d.dim_param or d.dim_value for d in value_info.type.tensor_type.shape.dim] == ["batch", width]
 
 
 def test_checkpoints_are_not_interchangeable_between_algorithms():
