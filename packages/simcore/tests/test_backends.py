@@ -221,6 +221,28 @@ def test_set_option_changes_physics_and_bumps_structure_version(backend):
     torch.testing.assert_close(backend.qpos[:, 2], torch.ones_like(backend.qpos[:, 2]))  # weightless: no fall
     with pytest.raises(ValueError, match="unknown option 'warp_speed'"):
         backend.set_option("warp_speed", 9)
+    version = backend.structure_version
+    for option, value, message in (
+        ("gravity", (0.0, -9.81), r"takes 3 numbers \(now \[0.0, 0.0, 0.0\]\)"),
+        ("gravity", (0.0, 0.0, float("nan")), "must be finite"),
+        ("timestep", -1.0, "takes a positive number"),
+        ("timestep", "fast", "takes a number"),
+        ("iterations", 2.5, "takes an integer"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            backend.set_option(option, value)
+    # refused before anything changed: host model and simulator agree, graphs stay valid
+    assert backend.structure_version == version and backend.mj_model.opt.timestep == pytest.approx(0.002)
+    assert backend.mj_model.opt.gravity.tolist() == [0.0, 0.0, 0.0]
+    backend.set_option("gravity", -2.0)  # a scalar broadcasts, on both backends
+    backend.set_option("disableflags", mujoco.mjtDisableBit.mjDSBL_CONTACT)  # MuJoCo's flag enum
+    backend.set_option("disableflags", 0)
+    assert backend.mj_model.opt.gravity.tolist() == [-2.0, -2.0, -2.0]
+    backend.reset(torch.ones(3, dtype=torch.bool), payload, spec)
+    backend.step()
+    assert float(backend.qvel[0, 2]) == pytest.approx(
+        -2.0 * backend.control_dt, rel=1e-3
+    )  # the box falls at -2
 
 
 def test_mjwarp_carriers_alias_warp_arrays(small_model):

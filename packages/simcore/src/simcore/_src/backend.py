@@ -5,11 +5,14 @@ from __future__ import annotations
 import abc
 import contextlib
 import copy
+import math
+import operator
 import warnings
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import mujoco
+import numpy as np
 import torch
 
 from simcore._src.capability import Capability, declared_capabilities, require_capabilities
@@ -191,7 +194,9 @@ class SimBackend(abc.ABC):
         valid = sorted(n for n in dir(self.mj_model.opt) if not n.startswith("_"))
         if name not in valid:
             raise ValueError(f"unknown option {name!r}; valid: {valid}")
-        self._set_option(name, value)
+        # Checked and converted before anything changes: a bad value leaves the host model and the simulator as
+        # they were.
+        self._set_option(name, _checked_option(name, getattr(self.mj_model.opt, name), value))
         if name == "timestep":
             self.physics_dt = float(self.mj_model.opt.timestep)
         self._structure_version += 1
@@ -332,3 +337,34 @@ class SimBackend(abc.ABC):
                 adr = int(model.sensor_adr[i])
                 columns[adr : adr + int(model.sensor_dim[i])] = True
         return columns.to(device)
+
+
+def _checked_option(name: str, current: Any, value: Any) -> Any:
+    """``value`` as the option ``name`` (now ``current``) takes it: a finite float array of its shape (a scalar
+    broadcasts), an integer, or a finite float (a positive one for ``timestep``); ValueError otherwise."""
+    if isinstance(current, np.ndarray):
+        try:
+            array = np.broadcast_to(np.asarray(value, dtype=np.float64), current.shape).copy()
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"option {name!r} takes {current.shape[0]} numbers (now {current.tolist()}), got {value!r}"
+            ) from None
+        if not np.isfinite(array).all():
+            raise ValueError(f"option {name!r} must be finite, got {value!r}")
+        return array
+    if isinstance(current, int):
+        try:
+            if isinstance(value, bool):
+                raise TypeError
+            return operator.index(value)  # ints, NumPy integers, MuJoCo's flag enums
+        except TypeError:
+            raise ValueError(f"option {name!r} takes an integer (now {current}), got {value!r}") from None
+    if isinstance(current, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise ValueError(f"option {name!r} takes a number (now {current}), got {value!r}")
+        number = float(value)
+        if not math.isfinite(number) or (name == "timestep" and number <= 0.0):
+            kind = "a positive number" if name == "timestep" else "a finite number"
+            raise ValueError(f"option {name!r} takes {kind}, got {value!r}")
+        return number
+    return value
