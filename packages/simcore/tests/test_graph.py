@@ -38,12 +38,22 @@ def test_cpu_capture_falls_back_to_eager_and_replays_k_steps(cpu_backend):
 
 
 def test_require_graph_raises_instead_of_falling_back(cpu_backend):
+    physics = simcore.CapturedWork(cpu_backend.step, backend=cpu_backend, name="physics")
+    physics.capture()
+    physics.replay()
     work = simcore.CapturedWork(cpu_backend.step, backend=cpu_backend, name="strict", require_graph=True)
     with pytest.raises(RuntimeError, match="requires a CUDA graph but would run eagerly: cpu device"):
         work.capture()
+    diag = cpu_backend.diagnostics()  # still the capture in use, not the refused one
+    assert (diag.eager_fallback_reason, diag.graph_captures, diag.graph_replays) == ("cpu device", 1, 1)
     disabled = simcore.CapturedWork(cpu_backend.step, backend=cpu_backend, name="off", enabled=False)
     disabled.capture()
     assert disabled.eager_fallback_reason == "disabled by config"
+    assert cpu_backend.diagnostics().eager_fallback_reason == "disabled by config"  # the latest capture
+    with pytest.raises(ValueError, match="enabled must be True or False, got 'no'"):
+        simcore.CapturedWork(cpu_backend.step, backend=cpu_backend, name="x", enabled="no")
+    with pytest.raises(ValueError, match="backend must be a simcore backend"):
+        simcore.CapturedWork(cpu_backend.step, backend=None, name="x")
 
 
 def test_backend_without_graph_capabilities_falls_back_naming_them(small_model):

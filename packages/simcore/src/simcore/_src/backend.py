@@ -221,7 +221,9 @@ class SimBackend(abc.ABC):
         )
         if self._graphs:
             diag.graphs = {name: work.diagnostics() for name, work in self._graphs.items()}
-            latest = next(reversed(self._graphs.values())).diagnostics()
+            works = list(self._graphs.values())
+            # the latest capture (a refused or never-captured work says nothing about the graph in use)
+            latest = ([w for w in works if w.captures] or works)[-1].diagnostics()
             diag.graph_enabled = latest["graph_enabled"]
             diag.graph_version = latest["version"]
             diag.steps_per_replay = latest["steps_per_replay"]
@@ -283,7 +285,8 @@ class SimBackend(abc.ABC):
         return None
 
     def _attach_graph(self, work: CapturedWork) -> None:
-        """Called by CapturedWork: its state shows up in ``diagnostics()``; the latest attached is summarized."""
+        """Called by CapturedWork when built and after each capture: its state shows up in ``diagnostics()``, whose
+        summary fields are the latest capture's."""
         self._graphs.pop(work.name, None)
         self._graphs[work.name] = work
 

@@ -57,6 +57,15 @@ class CapturedWork:
             or steps_per_replay < 1
         ):
             raise ValueError(f"steps_per_replay must be an int >= 1, got {steps_per_replay!r}")
+        if not hasattr(backend, "_attach_graph"):
+            raise ValueError(f"backend must be a simcore backend (simcore.make_backend), got {backend!r}")
+        for flag, value in (
+            ("require_graph", require_graph),
+            ("recapture_when_stale", recapture_when_stale),
+            ("enabled", enabled),
+        ):
+            if not isinstance(value, bool):
+                raise ValueError(f"{flag} must be True or False, got {value!r}")
         if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
             raise ValueError(f"warmup_steps must be an int >= 0, got {warmup_steps!r}")
         self.fn = fn
@@ -138,6 +147,7 @@ class CapturedWork:
         self._captured_version = self.version
         self._captured_structure = self.backend.structure_version
         self.captures += 1
+        self.backend._attach_graph(self)  # the backend's diagnostics summarize the latest capture
 
     def replay(self) -> None:
         """One replay: the captured graph, or K eager calls; a stale capture raises RuntimeError."""
