@@ -37,3 +37,22 @@ def test_make_backend_builds_by_name_and_names_the_valid_set():
     with pytest.raises(ValueError, match=r"unknown backend 'bullet'; valid: \['mujoco', 'mjwarp'\]"):
         simcore.make_backend("bullet", model, cpu_config(2))
     assert BACKEND_NAMES == BACKENDS
+
+
+def test_devices_and_buffer_sizes_a_backend_cannot_use_are_refused_naming_the_setting():
+    import torch
+
+    model = mujoco.MjModel.from_xml_string(SMALL_XML)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="requested but torch sees no CUDA device"):
+            simcore.make_backend("mujoco", model, simcore.SimConfig(num_envs=1, device="cuda"))
+    with pytest.raises(ValueError, match=r"keeps its tensors on 'cpu' or 'cuda\[:i\]', got device 'meta'"):
+        simcore.make_backend("mujoco", model, simcore.SimConfig(num_envs=1, device="meta"))
+    with pytest.raises(ValueError, match="'bogus' is not a torch device"):
+        simcore.make_backend("mujoco", model, simcore.SimConfig(num_envs=1, device="bogus"))
+    resting = mujoco.MjModel.from_xml_string(
+        '<mujoco><worldbody><geom type="plane" size="1 1 .1"/>'
+        '<body pos="0 0 .05"><freejoint/><geom type="box" size=".1 .1 .1"/></body></worldbody></mujoco>'
+    )  # in contact from the start: its first state needs constraint rows
+    with pytest.raises(ValueError, match=r"raise SimConfig.njmax \(now 1\) or SimConfig.nconmax"):
+        simcore.make_backend("mjwarp", resting, cpu_config(num_envs=1, njmax=1))

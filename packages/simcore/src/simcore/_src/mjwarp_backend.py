@@ -117,7 +117,16 @@ class MjwarpBackend(SimBackend):
             ):
                 # unrolled: graphs run every solver iteration (drivers before CUDA 12.4 lack conditional nodes)
                 self._m.opt.graph_conditional = False
-            self._d = mjw.put_data(self._model, data, nworld=n, nconmax=self.nconmax, njmax=self.njmax)
+            try:
+                self._d = mjw.put_data(self._model, data, nworld=n, nconmax=self.nconmax, njmax=self.njmax)
+            except ValueError as err:
+                if "overflow" not in str(err):
+                    raise
+                raise ValueError(
+                    f"MuJoCo Warp cannot hold this model's initial state in its buffers ({err}); raise "
+                    f"SimConfig.njmax (now {self.njmax}) or SimConfig.nconmax (now {self.nconmax}), or leave "
+                    "them None for the model-derived sizes"
+                ) from None
             if self._has_constant_sources:
                 # recompute once here, so later recomputations reproduce unselected rows bit for bit
                 mjw.set_const(self._m, self._d, groups=_CONSTANT_GROUPS, restore=False)

@@ -49,6 +49,23 @@ def _clear_unstable(d: mujoco.MjData) -> None:
         d.warning[int(kind)].number = 0
 
 
+def _host_bridge_device(device: str | None) -> torch.device:
+    """The torch device of the CPU backend's carriers: CPU, or a visible CUDA device (copied across each call)."""
+    try:
+        resolved = torch.device(device or "cpu")
+    except RuntimeError as err:
+        raise ValueError(
+            f"device {device!r} is not a torch device ({err}); use 'cpu' or 'cuda[:i]'"
+        ) from None
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} requested but torch sees no CUDA device; use 'cpu'")
+    if resolved.type not in ("cpu", "cuda"):
+        raise ValueError(
+            f"the mujoco backend keeps its tensors on 'cpu' or 'cuda[:i]', got device {device!r}"
+        )
+    return resolved
+
+
 class MujocoBackend(SimBackend):
     """CPU MuJoCo, one ``MjData`` per world; carriers are float64 torch tensors (CPU unless ``config.device``)."""
 
@@ -66,7 +83,7 @@ class MujocoBackend(SimBackend):
 
     def __init__(self, model: mujoco.MjModel, config: SimConfig, require=()) -> None:
         super().__init__(model, config, require)
-        self.device = torch.device(config.device or "cpu")
+        self.device = _host_bridge_device(config.device)
         self._model = self._host_model_copy(model, config)
         model = self._model
         self.physics_dt = float(model.opt.timestep)
