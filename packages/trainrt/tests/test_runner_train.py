@@ -584,7 +584,8 @@ def test_an_older_run_directory_with_no_play_still_plays_and_exports(trained_run
     assert load_resolved_config(copy).training.final_eval is True
     assert load_run_summary(copy).final_eval == summary.final_eval
     played = play_run(copy, num_envs=2, num_steps=2)
-    assert played["iteration"] == 2 and played["num_steps"] == 2.0
+    assert played["iteration"] == 2 and played["num_steps"] == 2 and played["requested_steps"] == 2
+    assert isinstance(played["num_envs"], int) and isinstance(played["num_steps"], int)
     exported = export_run(copy, output=tmp_path / "policy.onnx")
     assert exported["iteration"] == 2 and (tmp_path / "policy.onnx").is_file()
 

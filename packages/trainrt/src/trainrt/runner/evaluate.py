@@ -485,7 +485,7 @@ def format_eval_table(result: dict[str, Any]) -> str:
     else:
         r = result["tracking"]
         header = ["clip", "completed", "fell", "body pos err m", "anchor pos err m", "anchor ori err rad",
-                  "joint pos err rad", "saturated", "ep len"]  # fmt: skip
+                  "joint pos err rad (norm)", "saturated", "ep len"]  # fmt: skip
         rows = [
             [
                 Path(result["clip"]["motion_file"]).name,

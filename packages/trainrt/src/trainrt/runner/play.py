@@ -26,14 +26,15 @@ _DONE_CHECK_EVERY = 50  # control steps between the (synchronizing) checks for "
 
 @cold_path
 @torch.no_grad()
-def evaluate_policy(env: Any, agent: Any, num_steps: int) -> dict[str, float]:
+def evaluate_policy(env: Any, agent: Any, num_steps: int) -> dict[str, float | int]:
     """Roll out ``agent.act(obs, deterministic=True)`` for up to ``num_steps`` control steps after a reset.
 
     Every env contributes its first episode, cut at ``num_steps`` if still running.
 
     Returns:
         ``mean_return`` (sum of rewards), ``mean_episode_length`` (control steps), ``terminated_fraction``
-        (episodes that ended in a failure), ``num_envs`` and ``num_steps`` (steps actually taken).
+        (episodes that ended in a failure), ``num_envs``, ``num_steps`` (steps actually taken: the rollout
+        stops once every env's episode has ended) and ``requested_steps``.
     """
     if num_steps < 1:
         raise ValueError(f"num_steps must be >= 1, got {num_steps}")
@@ -59,8 +60,10 @@ def evaluate_policy(env: Any, agent: Any, num_steps: int) -> dict[str, float]:
         "mean_return": float(values[0]),
         "mean_episode_length": float(values[1]),
         "terminated_fraction": float(values[2]),
-        "num_envs": float(n),
-        "num_steps": float(steps_taken),
+        "num_envs": n,
+        "num_steps": steps_taken,
+        # the rollout stops early (checked every _DONE_CHECK_EVERY steps) once every env's episode has ended
+        "requested_steps": num_steps,
     }
 
 
