@@ -187,8 +187,9 @@ def physics_rate(out_dir: Path) -> float | None:
     path = out_dir / "physics.json"
     cmd = [sys.executable, "-m", "trainrt", "bench", "physics", "--sim", "mjwarp", "--num-envs", "2048"]
     cmd += ["--steps", "200", "--output", str(path)]
-    subprocess.run(cmd, capture_output=True, text=True, check=False)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if not path.is_file():
+        print(f"physics bench failed (exit {proc.returncode}): {proc.stderr[-1500:]}", file=sys.stderr)
         return None
     results = json.loads(path.read_text())
     rows = results if isinstance(results, list) else [results]
