@@ -78,6 +78,41 @@ class LearnerConfig(Protocol):
     lr_schedule: str
 
 
+LEARNER_FIELD_DESCRIPTIONS: dict[str, str] = {
+    "actor_hidden_dim": "width of the actor's first hidden layer",
+    "critic_hidden_dim": "width of each critic's first hidden layer",
+    "num_atoms": "atoms of the categorical (C51) critic's return support",
+    "v_min": "lowest return of the critic's support",
+    "v_max": "highest return of the critic's support",
+    "log_std_min": "lower bound of the actor's pre-tanh log std",
+    "log_std_max": "upper bound of the actor's pre-tanh log std",
+    "gamma": "discount factor per control step",
+    "n_step": "steps per TD target (n-step returns)",
+    "tau": "target critic's EMA rate per update (1: copy)",
+    "actor_lr": "actor learning rate (AdamW)",
+    "critic_lr": "critic learning rate (AdamW)",
+    "alpha_lr": "temperature learning rate",
+    "lr_schedule": "actor/critic learning-rate schedule: constant or warmup_cosine",
+    "lr_warmup_updates": "updates of linear learning-rate warm-up (warmup_cosine)",
+    "lr_final_ratio": "learning rate at the end of the cosine decay, as a fraction of the initial one",
+    "lr_decay_updates": "updates over which the cosine decays (null: the run's total updates)",
+    "weight_decay": "AdamW weight decay",
+    "adam_betas": "AdamW (beta1, beta2)",
+    "batch_size": "transitions sampled per update",
+    "updates_per_iteration": "gradient updates per iteration (the learner's schedule)",
+    "actor_update_period": "the actor and temperature step every this many critic updates",
+    "buffer_size_per_env": "replay rows kept per env (capacity = this x num_envs)",
+    "learning_starts": "vector env steps collected before the first update",
+    "alpha_init": "initial entropy temperature",
+    "bf16_autocast": "networks run under bf16 autocast on CUDA",
+    "obs_normalization": "running mean/std normalization of observations",
+    "actor_obs_group": "observation group the actor reads",
+    "critic_obs_group": "observation group the critics read",
+}
+"""What the hyperparameters both agents have mean (``trainrt config show`` prints them); a config class's own
+``Field(description=...)`` takes precedence."""
+
+
 class CheckedLearnerConfig(BaseModel):
     """The pydantic base of `SacConfig` and `FlashSacConfig`: unknown keys refused, ranges checked.
 
@@ -86,6 +121,14 @@ class CheckedLearnerConfig(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid")
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        """Give each field without a description of its own the shared one."""
+        super().__pydantic_init_subclass__(**kwargs)
+        for name, field in cls.model_fields.items():
+            if field.description is None and name in LEARNER_FIELD_DESCRIPTIONS:
+                field.description = LEARNER_FIELD_DESCRIPTIONS[name]
 
     @model_validator(mode="after")
     def _check_ranges(self) -> "CheckedLearnerConfig":

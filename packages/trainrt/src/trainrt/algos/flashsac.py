@@ -68,8 +68,8 @@ class FlashSacConfig(CheckedLearnerConfig):
     batch_norm_momentum: float = Field(
         0.01, gt=0.0, le=1.0, description="momentum of the BatchNorm running statistics"
     )
-    log_std_min: float = Field(-5.0, description="lower bound of the actor's pre-tanh log std")
-    log_std_max: float = Field(0.0, description="upper bound of the actor's pre-tanh log std")
+    log_std_min: float = -5.0
+    log_std_max: float = 0.0
     # The actor's output layer: "linear" (the presets) is unconstrained, its mean starting near zero;
     # "unit_norm" re-projects each action's mean and log-std weight vectors to unit norm after every step
     # (free biases), as the authors' first release did with log-std bounds [-10, 2]. adr/0016 has the A/B.
@@ -78,9 +78,9 @@ class FlashSacConfig(CheckedLearnerConfig):
     )
 
     # Categorical critic over the normalized-return range [-G_max, G_max].
-    num_atoms: int = Field(101, ge=2, description="atoms of the categorical (C51) critic's return support")
-    v_min: float = Field(-5.0, description="lowest return of the critic's support")
-    v_max: float = Field(5.0, description="highest return of the critic's support")
+    num_atoms: int = Field(101, ge=2)
+    v_min: float = -5.0
+    v_max: float = 5.0
     # Adaptive reward scaling, by the running statistics of the discounted return G:
     # "max_return" (the authors) divides rewards by max(std(G), max|G| / normalized_return_max), so the
     # largest return ever seen lands on the support's edge (keep normalized_return_max equal to v_max);
@@ -97,56 +97,39 @@ class FlashSacConfig(CheckedLearnerConfig):
     )
 
     # Temporal difference: 3-step returns and a slow target, as the authors' Isaac Lab setting.
-    gamma: float = Field(0.99, gt=0.0, le=1.0, description="discount factor per control step")
-    n_step: int = Field(3, ge=1, description="steps per TD target (n-step returns)")
-    tau: float = Field(0.01, gt=0.0, le=1.0, description="target critic's EMA rate per update (1: copy)")
+    gamma: float = Field(0.99, gt=0.0, le=1.0)
+    n_step: int = Field(3, ge=1)
+    tau: float = Field(0.01, gt=0.0, le=1.0)
 
     # Optimization. Weight decay is 0: the unit-norm projection already fixes every weight's scale.
-    actor_lr: float = Field(3e-4, gt=0.0, description="actor learning rate (AdamW)")
-    critic_lr: float = Field(3e-4, gt=0.0, description="critic learning rate (AdamW)")
-    alpha_lr: float = Field(3e-4, gt=0.0, description="temperature learning rate")
+    actor_lr: float = Field(3e-4, gt=0.0)
+    critic_lr: float = Field(3e-4, gt=0.0)
+    alpha_lr: float = Field(3e-4, gt=0.0)
     # Actor and critic learning rates: linear warm-up, then cosine decay to lr_final_ratio of the
     # initial rate over lr_decay_updates (None: the run's total updates), as the authors decay 3e-4
     # to 1.5e-4 over training; "constant" keeps them fixed.
-    lr_schedule: Literal["constant", "warmup_cosine"] = Field(
-        "warmup_cosine", description="actor/critic learning-rate schedule: constant or warmup_cosine"
-    )
-    lr_warmup_updates: int = Field(
-        0, ge=0, description="updates of linear learning-rate warm-up (warmup_cosine)"
-    )
-    lr_final_ratio: float = Field(
-        0.5,
-        gt=0.0,
-        le=1.0,
-        description="learning rate at the end of the cosine decay, as a fraction of the initial one",
-    )
-    lr_decay_updates: int | None = Field(
-        None, ge=1, description="updates over which the cosine decays (null: the run's total updates)"
-    )
-    weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay")
-    adam_betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW (beta1, beta2)")
+    lr_schedule: Literal["constant", "warmup_cosine"] = "warmup_cosine"
+    lr_warmup_updates: int = Field(0, ge=0)
+    lr_final_ratio: float = Field(0.5, gt=0.0, le=1.0)
+    lr_decay_updates: int | None = Field(None, ge=1)
+    weight_decay: float = Field(0.0, ge=0.0)
+    adam_betas: tuple[float, float] = (0.9, 0.999)
     # Large batch, few updates: 8192 per update and one update per 2048-env step replays each
     # transition ~4 times, the authors' Isaac Lab ratio (2 updates x 2048 per 1024-env step).
-    batch_size: int = Field(8192, ge=1, description="transitions sampled per update")
-    updates_per_iteration: int = Field(
-        1, ge=1, description="gradient updates per iteration (the learner's schedule)"
-    )
+    batch_size: int = Field(8192, ge=1)
+    updates_per_iteration: int = Field(1, ge=1)
     # Delayed actor/temperature: every 2nd critic update, as the authors.
-    actor_update_period: int = Field(
-        2, ge=1, description="the actor and temperature step every this many critic updates"
-    )
+    actor_update_period: int = Field(2, ge=1)
 
     # Replay: a large buffer (authors: 10M transitions); 4096 rows x 2048 envs = 8.4M (~30 GB with
     # motion-tracking observation sizes, stored twice for obs and next_obs).
-    buffer_size_per_env: int = Field(
-        4096, ge=1, description="replay rows kept per env (capacity = this x num_envs)"
-    )
+    buffer_size_per_env: int = Field(4096, ge=1)
     # Vector env steps before the first update (~100k transitions at 2048 envs, as the authors).
-    learning_starts: int = Field(50, ge=1, description="vector env steps collected before the first update")
+    learning_starts: int = Field(50, ge=1)
 
     # Temperature: target entropy of a Gaussian with std 0.15 per action dimension (paper), unless
     # target_entropy is given explicitly.
-    alpha_init: float = Field(0.01, gt=0.0, description="initial entropy temperature")
+    alpha_init: float = Field(0.01, gt=0.0)
     target_action_std: float = Field(
         0.15,
         gt=0.0,
@@ -164,10 +147,10 @@ class FlashSacConfig(CheckedLearnerConfig):
 
     # Numerics and inputs. The input BatchNorm already standardizes observations, so the separate
     # running normalizer is off by default.
-    bf16_autocast: bool = Field(True, description="networks run under bf16 autocast on CUDA")
-    obs_normalization: bool = Field(False, description="running mean/std normalization of observations")
-    actor_obs_group: str = Field("policy", description="observation group the actor reads")
-    critic_obs_group: str = Field("critic", description="observation group the critics read")
+    bf16_autocast: bool = True
+    obs_normalization: bool = False
+    actor_obs_group: str = "policy"
+    critic_obs_group: str = "critic"
 
 
 BF16_WEIGHT_COPIES = False

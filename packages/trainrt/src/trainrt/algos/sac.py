@@ -37,78 +37,61 @@ class SacConfig(CheckedLearnerConfig):
     """SAC hyperparameters; defaults target a 29-DoF humanoid with 2048 parallel envs."""
 
     # Networks. FastSAC's humanoid sizes: the actor is 512 -> 256 -> 128, each critic 768 -> 384 -> 192.
-    actor_hidden_dim: int = Field(512, ge=4, description="width of the actor's first hidden layer")
-    critic_hidden_dim: int = Field(768, ge=4, description="width of each critic's first hidden layer")
+    actor_hidden_dim: int = Field(512, ge=4)
+    critic_hidden_dim: int = Field(768, ge=4)
     # C51 support. The presets size [v_min, v_max] to the task's dt-scaled returns
     # (trainrt.config.presets.return_support); a support far wider leaves few atoms where values live.
-    num_atoms: int = Field(101, ge=2, description="atoms of the categorical (C51) critic's return support")
-    v_min: float = Field(-20.0, description="lowest return of the critic's support")
-    v_max: float = Field(20.0, description="highest return of the critic's support")
+    num_atoms: int = Field(101, ge=2)
+    v_min: float = -20.0
+    v_max: float = 20.0
     # exp(0) = 1 caps the pre-tanh std: wider noise only saturates tanh on a position-controlled robot.
-    log_std_min: float = Field(-5.0, description="lower bound of the actor's pre-tanh log std")
-    log_std_max: float = Field(0.0, description="upper bound of the actor's pre-tanh log std")
+    log_std_min: float = -5.0
+    log_std_max: float = 0.0
 
     # Temporal difference. gamma 0.97 (FastSAC's G1 setting) is a ~33-step horizon, ~0.7 s at 50 Hz.
-    gamma: float = Field(0.97, gt=0.0, le=1.0, description="discount factor per control step")
-    n_step: int = Field(1, ge=1, description="steps per TD target (n-step returns)")
+    gamma: float = Field(0.97, gt=0.0, le=1.0)
+    n_step: int = Field(1, ge=1)
     # Fast target tracking works with large batches and twin distributional critics (FastTD3/FastSAC).
-    tau: float = Field(0.1, gt=0.0, le=1.0, description="target critic's EMA rate per update (1: copy)")
+    tau: float = Field(0.1, gt=0.0, le=1.0)
 
     # Optimization: AdamW with beta2 0.95 and light weight decay, as FastSAC.
-    actor_lr: float = Field(3e-4, gt=0.0, description="actor learning rate (AdamW)")
-    critic_lr: float = Field(3e-4, gt=0.0, description="critic learning rate (AdamW)")
-    alpha_lr: float = Field(3e-4, gt=0.0, description="temperature learning rate")
+    actor_lr: float = Field(3e-4, gt=0.0)
+    critic_lr: float = Field(3e-4, gt=0.0)
+    alpha_lr: float = Field(3e-4, gt=0.0)
     # Actor and critic learning-rate schedule ("constant", or linear warm-up then cosine decay to
     # lr_final_ratio over lr_decay_updates; None: the run's total updates).
-    lr_schedule: Literal["constant", "warmup_cosine"] = Field(
-        "constant", description="actor/critic learning-rate schedule: constant or warmup_cosine"
-    )
-    lr_warmup_updates: int = Field(
-        0, ge=0, description="updates of linear learning-rate warm-up (warmup_cosine)"
-    )
-    lr_final_ratio: float = Field(
-        1.0,
-        gt=0.0,
-        le=1.0,
-        description="learning rate at the end of the cosine decay, as a fraction of the initial one",
-    )
-    lr_decay_updates: int | None = Field(
-        None, ge=1, description="updates over which the cosine decays (null: the run's total updates)"
-    )
-    weight_decay: float = Field(1e-3, ge=0.0, description="AdamW weight decay")
-    adam_betas: tuple[float, float] = Field((0.9, 0.95), description="AdamW (beta1, beta2)")
+    lr_schedule: Literal["constant", "warmup_cosine"] = "constant"
+    lr_warmup_updates: int = Field(0, ge=0)
+    lr_final_ratio: float = Field(1.0, gt=0.0, le=1.0)
+    lr_decay_updates: int | None = Field(None, ge=1)
+    weight_decay: float = Field(1e-3, ge=0.0)
+    adam_betas: tuple[float, float] = (0.9, 0.95)
     # 8192 transitions per update and one update per 2048-env step replays each transition ~4 times,
     # the replay ratio FlashSAC reports for massively parallel sims; one update keeps the learner graph
     # (3.6 ms replayed on an H200 at these sizes) under the collector step.
-    batch_size: int = Field(8192, ge=1, description="transitions sampled per update")
-    updates_per_iteration: int = Field(
-        1, ge=1, description="gradient updates per iteration (the learner's schedule)"
-    )
+    batch_size: int = Field(8192, ge=1)
+    updates_per_iteration: int = Field(1, ge=1)
     # 1 = the actor and temperature step in every update.
-    actor_update_period: int = Field(
-        1, ge=1, description="the actor and temperature step every this many critic updates"
-    )
+    actor_update_period: int = Field(1, ge=1)
 
     # Replay. 1024 rows per env (2M transitions at 2048 envs, ~4 GB with both obs groups).
-    buffer_size_per_env: int = Field(
-        1024, ge=1, description="replay rows kept per env (capacity = this x num_envs)"
-    )
+    buffer_size_per_env: int = Field(1024, ge=1)
     # Vector env steps collected before the first update (FastSAC starts almost at once).
-    learning_starts: int = Field(10, ge=1, description="vector env steps collected before the first update")
+    learning_starts: int = Field(10, ge=1)
 
     # Temperature. A small start keeps the entropy bonus below dt-scaled per-step rewards (~1e-2);
     # target entropy 0 (FastSAC) rather than -|A| keeps roughly 0.24 pre-tanh std per joint.
-    alpha_init: float = Field(1e-3, gt=0.0, description="initial entropy temperature")
+    alpha_init: float = Field(1e-3, gt=0.0)
     autotune_alpha: bool = Field(
         True, description="learn the temperature toward the target entropy (false: fixed alpha_init)"
     )
     target_entropy_per_action: float = Field(0.0, description="target entropy per action dimension")
 
     # Numerics and inputs.
-    bf16_autocast: bool = Field(True, description="networks run under bf16 autocast on CUDA")
-    obs_normalization: bool = Field(True, description="running mean/std normalization of observations")
-    actor_obs_group: str = Field("policy", description="observation group the actor reads")
-    critic_obs_group: str = Field("critic", description="observation group the critics read")
+    bf16_autocast: bool = True
+    obs_normalization: bool = True
+    actor_obs_group: str = "policy"
+    critic_obs_group: str = "critic"
 
 
 # --------------------------------------------------------------------------------------------------
