@@ -4,6 +4,7 @@ names the joint."""
 import struct
 
 import mujoco
+import numpy as np
 import pytest
 
 import simcore
@@ -123,3 +124,12 @@ def test_g1_helpers_on_another_model_and_strings_for_sequences_say_what_to_pass(
         simcore.SimConfig(num_envs=1, randomized_fields="body_mass")
     with pytest.raises(ValueError, match=r"got the string 'GRAPH_CAPTURE'.*simcore.Capability.GRAPH_CAPTURE"):
         simcore.make_backend("mujoco", hinge, simcore.SimConfig(num_envs=1), require="GRAPH_CAPTURE")
+
+
+def test_pd_gains_take_lists_and_load_model_refuses_fractional_iterations():
+    gains = simcore.PdGains([1.0, 2.0], (0.1, 0.2), [5.0, 5.0])
+    assert gains.kp.dtype == np.float64 and gains.kd.tolist() == [0.1, 0.2]
+    with pytest.raises(ValueError, match=r"PdGains\.kp must be numbers"):
+        simcore.PdGains(["stiff", "soft"], [0.1, 0.2], [5.0, 5.0])
+    with pytest.raises(ValueError, match=r"solver_iterations must be an int, got 2\.5"):
+        load_model(simcore.g1_asset_paths().mjcf, solver_iterations=2.5)

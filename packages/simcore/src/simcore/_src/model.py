@@ -38,6 +38,11 @@ class PdGains:
     effort_limit: np.ndarray
 
     def __post_init__(self) -> None:
+        for name in ("kp", "kd", "effort_limit"):  # lists and tuples are taken as (nu,) float arrays
+            try:
+                object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.float64))
+            except (TypeError, ValueError):
+                raise ValueError(f"PdGains.{name} must be numbers, got {getattr(self, name)!r}") from None
         shapes = {self.kp.shape, self.kd.shape, self.effort_limit.shape}
         if len(shapes) != 1 or self.kp.ndim != 1:
             raise ValueError(f"PdGains arrays must share one (nu,) shape, got {sorted(shapes)}")
@@ -280,6 +285,9 @@ def load_model(
         raise FileNotFoundError(f"MJCF file not found: {path}")
     if timestep <= 0 or not math.isfinite(timestep):
         raise ValueError(f"timestep must be a positive finite number, got {timestep}")
+    for name, value in (("solver_iterations", solver_iterations), ("ls_iterations", ls_iterations)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ValueError(f"{name} must be an int, got {value!r}")
     if solver_iterations < 1 or ls_iterations < 1:
         raise ValueError(f"solver/ls iterations must be >= 1, got {solver_iterations}, {ls_iterations}")
     if pd is not None and pd_from_armature:
