@@ -640,3 +640,18 @@ def test_the_console_shows_the_env_summary_and_env_txt_has_the_full_tables(train
     assert "RewardManager" not in text, "the console has the summary, not the tables"
     assert "  reward: 16 terms: track_lin_vel_xy_exp" in text
     assert f"full manager tables written to {run_dir / 'env.txt'}" in text
+
+
+def test_a_term_with_outputs_the_env_cannot_take_is_named_before_anything_is_written(tmp_path, monkeypatch):
+    from trainrt import mdp
+
+    def column(env):  # (num_envs, 1): an extender's forgotten squeeze
+        return torch.zeros(env.num_envs, 1, device=env.device)
+
+    monkeypatch.setattr(mdp, "lin_vel_z_l2", column)
+    run_dir = tmp_path / "run"
+    with pytest.raises(
+        ValueError, match=r"reward term 'lin_vel_z_l2' must return a \(num_envs,\) tensor, got shape"
+    ):
+        OffPolicyRunner(tiny_config(run_dir, "sac", "g1_walk_flat"), log=lambda line: None)
+    assert not run_dir.exists()

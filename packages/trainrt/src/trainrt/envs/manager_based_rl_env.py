@@ -278,6 +278,20 @@ class ManagerBasedRlEnv:
                 final.copy_(obs)
         return self._obs
 
+    @cold_path
+    def check_term_outputs(self) -> None:
+        """Call every observation, reward, termination and metric term once on the current state (after a
+        reset or a step): ``ValueError`` naming the first term whose output a manager cannot take (wrong shape, a
+        termination that is not bool, NaN or infinite values). A check for set-up: stateful terms advance."""
+        with self.state_cache.memoizing():
+            for manager in (
+                self.observation_manager,
+                self.reward_manager,
+                self.termination_manager,
+                self.metrics_manager,
+            ):
+                manager.check_outputs()
+
     def step(self, action: torch.Tensor) -> StepResult:
         """Advance one control step with ``action`` (num_envs, num_actions); auto-reset done rows."""
         with self.state_cache.memoizing():

@@ -225,6 +225,11 @@ class ManagerBase:
             term.reset(env_mask)
 
     @cold_path
+    def check_outputs(self) -> None:
+        """Call the terms once and refuse outputs the manager cannot take (``ValueError`` naming the term); a
+        manager whose terms return nothing to check passes."""
+
+    @cold_path
     def _table_header(self) -> list[str]:
         return ["index", "name", "func"]
 
@@ -236,3 +241,26 @@ class ManagerBase:
     def __str__(self) -> str:
         title = f"{type(self).__name__}: {len(self._term_names)} active {self.kind} terms"
         return format_table(title, self._table_header(), self._table_rows())
+
+
+@cold_path
+def check_term_value(kind: str, name: str, value: Any, num_envs: int, *, flag: bool = False) -> None:
+    """``ValueError`` naming the ``kind`` term ``name`` unless ``value`` is what such a term returns: a
+    ``(num_envs,)`` tensor, bool when ``flag`` (terminations), finite otherwise."""
+    want = "(num_envs,) bool tensor" if flag else "(num_envs,) tensor"
+    if not isinstance(value, torch.Tensor):
+        raise ValueError(f"{kind} term {name!r} must return a {want}, got {type(value).__name__}")
+    if tuple(value.shape) != (num_envs,):
+        raise ValueError(
+            f"{kind} term {name!r} must return a {want}, got shape {tuple(value.shape)} for {num_envs} envs "
+            "(drop the trailing axis, e.g. .squeeze(-1), or reduce it, e.g. .sum(dim=-1))"
+        )
+    if flag and value.dtype != torch.bool:
+        raise ValueError(
+            f"{kind} term {name!r} must return a {want}, got {value.dtype} (compare, e.g. value > threshold, "
+            "rather than let nonzero numbers count as true)"
+        )
+    if not flag and value.is_floating_point() and not bool(torch.isfinite(value).all()):
+        raise ValueError(
+            f"{kind} term {name!r} returned NaN or infinite values (checked after a reset and after one step)"
+        )

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainrt.hotpath import cold_path
-from trainrt.managers.base import ManagerBase, resolve_term, stateful_terms
+from trainrt.managers.base import ManagerBase, check_term_value, resolve_term, stateful_terms
 
 if TYPE_CHECKING:
     from trainrt.envs.manager_based_rl_env import ManagerBasedRlEnv
@@ -45,6 +45,12 @@ class MetricsManager(ManagerBase):
         self.episode_sums = torch.zeros(n, m, device=env.device)
         """Per-metric sums over the running episode (num_envs, num_metrics)."""
         self._finished_mean_sum = torch.zeros(m, device=env.device)
+
+    @cold_path
+    def check_outputs(self) -> None:
+        """Call every metric once: ``ValueError`` naming one that does not return finite (num_envs,) values."""
+        for i, fn, params in self._terms:
+            check_term_value("metric", self._term_names[i], fn(self._env, **params), self._env.num_envs)
 
     def compute(self) -> None:
         """Evaluate the metrics for all rows and add them to the episode sums."""

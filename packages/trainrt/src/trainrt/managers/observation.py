@@ -214,6 +214,18 @@ class ObservationManager(ManagerBase):
         """The persistent output buffers, as returned by :meth:`compute`."""
         return self._obs
 
+    @cold_path
+    def check_outputs(self) -> None:
+        """Call every term once: ``ValueError`` naming a term whose values are not finite (before noise)."""
+        for group_name, group in self._groups.items():
+            for term in group.terms:
+                value = term.fn(self._env, **term.params)
+                if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+                    raise ValueError(
+                        f"observation term {group_name}/{term.name} returned NaN or infinite values (checked "
+                        "after a reset and after one step)"
+                    )
+
     def compute(self, update_history: bool = True) -> dict[str, torch.Tensor | dict[str, torch.Tensor]]:
         """Compute every group for all rows into the persistent buffers and return them.
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainrt.hotpath import cold_path
-from trainrt.managers.base import ManagerBase, callable_name, resolve_term, stateful_terms
+from trainrt.managers.base import ManagerBase, callable_name, check_term_value, resolve_term, stateful_terms
 
 if TYPE_CHECKING:
     from trainrt.envs.manager_based_rl_env import ManagerBasedRlEnv
@@ -67,6 +67,12 @@ class RewardManager(ManagerBase):
         factors = [weight * dt for *_, weight in self._evaluated]
         self._scales.copy_(torch.tensor(factors, dtype=torch.float32))
         self._scales_dt = dt
+
+    @cold_path
+    def check_outputs(self) -> None:
+        """Call every weighted term once: ``ValueError`` naming a term that does not return finite (num_envs,)."""
+        for i, fn, params, _ in self._evaluated:
+            check_term_value("reward", self._term_names[i], fn(self._env, **params), self._env.num_envs)
 
     def compute(self, dt: float) -> torch.Tensor:
         """Evaluate the terms for all rows and return the total reward (num_envs,) (a persistent buffer)."""

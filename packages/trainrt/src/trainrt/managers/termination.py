@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trainrt.hotpath import cold_path
-from trainrt.managers.base import ManagerBase, callable_name, resolve_term, stateful_terms
+from trainrt.managers.base import ManagerBase, callable_name, check_term_value, resolve_term, stateful_terms
 
 if TYPE_CHECKING:
     from trainrt.envs.manager_based_rl_env import ManagerBasedRlEnv
@@ -57,6 +57,13 @@ class TerminationManager(ManagerBase):
         self.dones = torch.zeros(n, dtype=torch.bool, device=device)
         """``failures | time_outs`` (num_envs,)."""
         self._cause_counts = torch.zeros(t, device=device)
+
+    @cold_path
+    def check_outputs(self) -> None:
+        """Call every term once: ``ValueError`` naming a term that does not return a (num_envs,) bool tensor."""
+        for i, fn, params in self._terms:
+            value = fn(self._env, **params)
+            check_term_value("termination", self._term_names[i], value, self._env.num_envs, flag=True)
 
     def compute(self) -> torch.Tensor:
         """Evaluate all terms; return ``dones`` (num_envs,) bool (a persistent buffer)."""

@@ -561,6 +561,16 @@ class OffPolicyRunner:
                 ) from err
             raise _usage_error(err, "task.", "check the task.* settings") from err
         try:
+            # Every term once after a reset and once after a step: a term returning the wrong shape or dtype,
+            # or NaN, is named here rather than failing deep in the env or the learner after the run directory
+            # is written.
+            probe.reset()
+            probe.check_term_outputs()
+            probe.step(torch.zeros(1, probe.num_actions, device=probe.device))
+            probe.check_term_outputs()
+        except ValueError as err:
+            raise _usage_error(err, "task.", "fix the term, or its task.* settings") from err
+        try:
             try:
                 agent = build_agent(cfg, probe.obs_dims, probe.num_actions, "cpu")
             except (ValueError, FileNotFoundError) as err:
