@@ -59,3 +59,9 @@ def test_a_metric_of_the_wrong_shape_and_a_nan_observation_are_named():
     group = ObsGroupCfg({**policy.terms, "broken": ObsTermCfg(_nan)})
     with pytest.raises(ValueError, match=r"observation term policy/broken returned NaN or infinite values"):
         _checked(observations={**toy_cfg().observations, "policy": group})
+
+
+@pytest.mark.parametrize("weight", [float("nan"), "2.0", [1.0, 2.0], None, True])
+def test_a_reward_weight_that_is_not_a_finite_number_is_named(weight):
+    with pytest.raises(ValueError, match=r"reward term 'alive': weight must be a finite number"):
+        make_env(toy_cfg(rewards={"alive": RewardTermCfg(_half, weight=weight)}))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,9 @@ class RewardManager(ManagerBase):
         self._evaluated: list[tuple[int, Callable, dict[str, Any], float]] = []
         fns = []
         for i, (name, term_cfg) in enumerate(cfg.items()):
+            weight = term_cfg.weight
+            if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight):
+                raise ValueError(f"reward term {name!r}: weight must be a finite number, got {weight!r}")
             fn, params = resolve_term("reward", name, term_cfg, env)
             fns.append(fn)
             if term_cfg.weight != 0.0:
