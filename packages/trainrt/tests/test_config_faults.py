@@ -102,3 +102,16 @@ def test_an_output_file_that_cannot_be_written_is_refused_before_the_work(tmp_pa
         cli._check_output_file(None, "--output", "policy.onnx", default=folder / "policy.onnx")
     assert "(where it writes by default; give --output PATH elsewhere)" in capsys.readouterr().err
     cli._check_output_file(None, "--output", "policy.onnx")  # nothing to write by default: nothing to check
+
+
+def test_reward_weights_that_let_returns_outgrow_the_critic_support_are_warned_with_the_fix(capsys):
+    resolve_train_config("sac", "g1_walk_flat", None, ["task.rewards.alive.weight=50"], "canonical")
+    err = capsys.readouterr().err
+    assert "beyond the critic's support [-5, 5] sized for the preset's weights" in err
+    assert "add algo.params.v_min=-45 algo.params.v_max=45" in err
+    for overrides in (
+        ["task.rewards.alive.weight=50", "algo.params.v_min=-45", "algo.params.v_max=45"],  # sized by hand
+        ["task.rewards.alive.weight=0.5"],  # returns shrink: the support still holds them
+    ):
+        resolve_train_config("sac", "g1_walk_flat", None, overrides, "canonical")
+        assert "critic's support" not in capsys.readouterr().err

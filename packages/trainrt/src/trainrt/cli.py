@@ -273,12 +273,33 @@ def resolve_train_config(
             base = cpu_demo_preset(algo, task, sim or "mujoco")
             chosen = "cpu-demo"
     cfg = apply_overrides(base, parsed, reserved=reserved, warn=_warn)
+    _warn_if_returns_outgrow_the_support(cfg, [o.key for o in parsed])
     check_device_available(
         cfg,
         cuda_available=cuda_available,
         cuda_device_count=torch.cuda.device_count() if cuda_available else 0,
     )
     return cfg, {"preset": chosen, "overrides": list(overrides), "cuda_available": cuda_available}
+
+
+def _warn_if_returns_outgrow_the_support(cfg: TrainConfig, keys: list[str]) -> None:
+    """A warning when reward-weight overrides let returns outgrow the critic's C51 support, which the presets
+    size to the task's own weights (``config.presets.return_support``) and overrides do not resize."""
+    from trainrt.config.presets import support_bound
+    from trainrt.runner.build import make_env_cfg
+
+    params = cfg.algo.params
+    if not any(k.startswith("task.rewards.") for k in keys) or getattr(params, "reward_scaling", False):
+        return  # FlashSAC's reward scaling keeps returns on the support whatever the weights
+    if any(k in ("algo.params.v_min", "algo.params.v_max") for k in keys):
+        return
+    bound = support_bound(make_env_cfg(cfg).rewards, params.gamma)
+    if bound > params.v_max:
+        _warn(
+            f"with these task.rewards weights returns reach about {bound:g}, beyond the critic's support "
+            f"[{params.v_min:g}, {params.v_max:g}] sized for the preset's weights: add "
+            f"algo.params.v_min={-bound:g} algo.params.v_max={bound:g}"
+        )
 
 
 def _resolve_command_line(

@@ -19,7 +19,8 @@ CLI announces when it is used. It is a demonstration, not a measurement.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from trainrt.algos import FlashSacConfig, SacConfig
 from trainrt.config.schema import (
@@ -180,10 +181,14 @@ def return_support(task: str, gamma: float, margin: float = 1.25) -> tuple[float
     """
     from trainrt.tasks import make_task_cfg
 
-    rewards = make_task_cfg(task).rewards
-    best_step = sum(term.weight for term in rewards.values() if term.weight > 0) * G1_CONTROL_DT
-    bound = float(math.ceil(margin * best_step / (1.0 - gamma)))
+    bound = support_bound(make_task_cfg(task).rewards, gamma, margin)
     return -bound, bound
+
+
+def support_bound(rewards: Mapping[str, Any], gamma: float, margin: float = 1.25) -> float:
+    """The ``v`` of `return_support` for reward term configs ``rewards`` (their weights as they are)."""
+    best_step = sum(term.weight for term in rewards.values() if term.weight > 0) * G1_CONTROL_DT
+    return float(math.ceil(margin * best_step / (1.0 - gamma)))
 
 
 def sac_g1_walk_flat() -> TrainConfig:
