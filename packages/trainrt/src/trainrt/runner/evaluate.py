@@ -418,8 +418,12 @@ def evaluate_run(
         if horizon_s is not None:
             raise ValueError("horizon_s is a walk evaluation option; the tracking evaluation runs the clip")
         body = evaluate_tracking(cfg, state, num_envs=num_envs, steps=steps, use_graph=use_graph)
-    else:  # pragma: no cover - the schema admits only the tasks above
-        raise NotImplementedError(f"no evaluation for task {cfg.task.name!r}")
+    else:  # a task added to the registry without an evaluation of its own (docs/extending.md)
+        raise ValueError(
+            f"trainrt eval has no evaluation for task {cfg.task.name!r} (it evaluates g1_walk_flat and "
+            "g1_motion_tracking); add one in trainrt/runner/evaluate.py, or use `trainrt play` for the "
+            "task's own episode statistics"
+        )
     result = {
         "run_dir": str(run_dir),
         "checkpoint": str(state["path"]),
