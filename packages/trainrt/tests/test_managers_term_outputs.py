@@ -65,3 +65,15 @@ def test_a_metric_of_the_wrong_shape_and_a_nan_observation_are_named():
 def test_a_reward_weight_that_is_not_a_finite_number_is_named(weight):
     with pytest.raises(ValueError, match=r"reward term 'alive': weight must be a finite number"):
         make_env(toy_cfg(rewards={"alive": RewardTermCfg(_half, weight=weight)}))
+
+
+def test_a_term_function_that_does_not_take_env_first_is_named_with_the_fix():
+    def above(max_height=1.0):  # forgot env: the manager would pass env as max_height
+        return max_height
+
+    with pytest.raises(
+        ValueError, match=r"takes \(env\) first, then its params as keywords; it starts with \(max_height\)"
+    ):
+        make_env(toy_cfg(rewards={"above": RewardTermCfg(above, weight=1.0, params={"max_height": 0.5})}))
+    with pytest.raises(ValueError, match=r"it starts with \(nothing\)"):
+        make_env(toy_cfg(rewards={"none": RewardTermCfg(lambda: 0.0, weight=1.0)}))

@@ -128,7 +128,26 @@ def resolve_term(
         return term, params
     if not callable(func):
         raise ValueError(f"{kind} term {name!r}: func must be a function or a class, got {func!r}")
+    _check_leading_parameters(owner, func, cfg.params, leading_args)
     return func, merge_term_params(owner, cfg.params, term_param_defaults(func, leading_args))
+
+
+@cold_path
+def _check_leading_parameters(owner: str, func: Any, params: Mapping[str, Any], leading_args: int) -> None:
+    """``ValueError`` when a term function does not start with the ``leading_args`` positional parameters its
+    manager passes (``env``; ``env, env_mask`` for events and curricula), e.g. its first one is a param."""
+    try:
+        first = list(inspect.signature(func).parameters.values())[:leading_args]
+    except (TypeError, ValueError):
+        return  # term_param_defaults names a callable without a signature
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if len(first) < leading_args or any(p.kind not in positional or p.name in params for p in first):
+        leading = "env, env_mask" if leading_args == 2 else "env"
+        starts = ", ".join(p.name for p in first) or "nothing"
+        raise ValueError(
+            f"{owner}: a term function takes ({leading}) first, then its params as keywords; it starts with "
+            f"({starts})"
+        )
 
 
 @cold_path
