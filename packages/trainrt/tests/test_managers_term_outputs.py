@@ -57,7 +57,7 @@ def test_a_metric_of_the_wrong_shape_and_a_nan_observation_are_named():
         _checked(metrics={"column": MetricTermCfg(_column)})
     policy = dataclasses.replace(toy_cfg().observations["policy"])
     group = ObsGroupCfg({**policy.terms, "broken": ObsTermCfg(_nan)})
-    with pytest.raises(ValueError, match=r"observation term policy/broken returned NaN or infinite values"):
+    with pytest.raises(ValueError, match=r"observation term 'policy/broken' returned NaN or infinite values"):
         _checked(observations={**toy_cfg().observations, "policy": group})
 
 

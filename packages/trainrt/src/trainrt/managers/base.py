@@ -279,7 +279,15 @@ def check_term_value(kind: str, name: str, value: Any, num_envs: int, *, flag: b
             f"{kind} term {name!r} must return a {want}, got {value.dtype} (compare, e.g. value > threshold, "
             "rather than let nonzero numbers count as true)"
         )
-    if not flag and value.is_floating_point() and not bool(torch.isfinite(value).all()):
+    if not flag:
+        check_term_finite(kind, name, value)
+
+
+@cold_path
+def check_term_finite(kind: str, name: str, value: torch.Tensor) -> None:
+    """``ValueError`` naming the ``kind`` term ``name`` when a floating-point ``value`` holds NaN or infinities
+    (a synchronizing read: set-up checks only)."""
+    if value.is_floating_point() and not bool(torch.isfinite(value).all()):
         raise ValueError(
             f"{kind} term {name!r} returned NaN or infinite values (checked after a reset and after one step)"
         )

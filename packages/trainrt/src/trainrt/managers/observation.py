@@ -22,7 +22,14 @@ import torch
 
 from trainrt.compiled import CompiledOnFirstCall
 from trainrt.hotpath import cold_path
-from trainrt.managers.base import ManagerBase, callable_name, format_table, resolve_term, stateful_terms
+from trainrt.managers.base import (
+    ManagerBase,
+    callable_name,
+    check_term_finite,
+    format_table,
+    resolve_term,
+    stateful_terms,
+)
 from trainrt.managers.noise import NoiseCfg
 
 if TYPE_CHECKING:
@@ -219,12 +226,9 @@ class ObservationManager(ManagerBase):
         """Call every term once: ``ValueError`` naming a term whose values are not finite (before noise)."""
         for group_name, group in self._groups.items():
             for term in group.terms:
-                value = term.fn(self._env, **term.params)
-                if value.is_floating_point() and not bool(torch.isfinite(value).all()):
-                    raise ValueError(
-                        f"observation term {group_name}/{term.name} returned NaN or infinite values (checked "
-                        "after a reset and after one step)"
-                    )
+                check_term_finite(
+                    "observation", f"{group_name}/{term.name}", term.fn(self._env, **term.params)
+                )
 
     def compute(self, update_history: bool = True) -> dict[str, torch.Tensor | dict[str, torch.Tensor]]:
         """Compute every group for all rows into the persistent buffers and return them.

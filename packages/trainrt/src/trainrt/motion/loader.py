@@ -237,6 +237,13 @@ def detect_motion_format(arrays: Mapping[str, np.ndarray], num_model_joints: int
 
 
 @cold_path
+def motion_fps(arrays: Mapping[str, Any]) -> float:
+    """A motion file's frame rate (its ``fps`` field), checked as the loader checks it; ValueError otherwise."""
+    if "fps" not in arrays:
+        raise ValueError(f"motion has no 'fps' field; it has {sorted(arrays)}")
+    return _check_fps(arrays["fps"])
+
+
 def _check_fps(value: Any) -> float:
     array = np.asarray(value)
     if array.size != 1 or not np.issubdtype(array.dtype, np.number):

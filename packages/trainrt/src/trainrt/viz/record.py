@@ -290,16 +290,13 @@ def record_clip_video(
 
 
 def _clip_video_rate(arrays: dict[str, np.ndarray], wanted_fps: float) -> float:
-    """``wanted_fps``, or the file's own fps when the clip lasts less than one frame at ``wanted_fps`` (the
-    loader checks the fields; a malformed file keeps ``wanted_fps`` and fails there)."""
-    from trainrt.motion.loader import resampled_frame_count
+    """``wanted_fps``, or the file's own fps when the clip lasts less than two frames at ``wanted_fps`` (a bad
+    'fps' fails here as in the loader; other fields are the loader's to check)."""
+    from trainrt.motion.loader import motion_fps, resampled_frame_count
 
-    try:
-        fps = float(np.asarray(arrays["fps"]).reshape(-1)[0])
-        count = resampled_frame_count(len(arrays["joint_pos"]), fps, wanted_fps)
-    except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError):
-        return wanted_fps
-    return fps if count < 2 and math.isfinite(fps) and fps > 0 else wanted_fps
+    fps = motion_fps(arrays)
+    frames = len(arrays.get("joint_pos", ()))
+    return fps if frames >= 2 and resampled_frame_count(frames, fps, wanted_fps) < 2 else wanted_fps
 
 
 @cold_path
