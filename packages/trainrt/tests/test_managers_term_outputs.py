@@ -4,12 +4,20 @@ training: `ManagerBasedRlEnv.check_term_outputs`, which the runner's set-up prob
 from __future__ import annotations
 
 import dataclasses
+import inspect
 
 import pytest
 import torch
 from managers_toy_scene import make_env, toy_cfg
 
-from trainrt.managers import MetricTermCfg, ObsGroupCfg, ObsTermCfg, RewardTermCfg, TerminationTermCfg
+from trainrt.managers import (
+    EventTermCfg,
+    MetricTermCfg,
+    ObsGroupCfg,
+    ObsTermCfg,
+    RewardTermCfg,
+    TerminationTermCfg,
+)
 from trainrt.mdp import time_out
 
 
@@ -77,3 +85,21 @@ def test_a_term_function_that_does_not_take_env_first_is_named_with_the_fix():
         make_env(toy_cfg(rewards={"above": RewardTermCfg(above, weight=1.0, params={"max_height": 0.5})}))
     with pytest.raises(ValueError, match=r"it starts with \(nothing\)"):
         make_env(toy_cfg(rewards={"none": RewardTermCfg(lambda: 0.0, weight=1.0)}))
+
+
+def test_an_event_function_without_the_row_mask_is_named_instead_of_getting_it_as_a_param():
+    def push(env, strength=1.0):  # forgot env_mask: the manager would pass the mask as strength
+        return None
+
+    def push_ids(env, env_ids):  # an env-ids habit from other stacks: it gets a bool mask, not ids
+        return None
+
+    for func in (push, push_ids):
+        name = list(inspect.signature(func).parameters)[1]
+        with pytest.raises(
+            ValueError,
+            match=rf"its second parameter '{name}' would receive the rows to act on, a bool mask of shape "
+            r"\(num_envs,\) \(not row ids\); write the function as \(env, env_mask, \.\.\.\)",
+        ):
+            make_env(toy_cfg(events={"push": EventTermCfg(func, "reset")}))
+    make_env(toy_cfg(events={"push": EventTermCfg(lambda env, mask, strength=1.0: None, "reset")}))

@@ -148,6 +148,12 @@ def _check_leading_parameters(owner: str, func: Any, params: Mapping[str, Any], 
             f"{owner}: a term function takes ({leading}) first, then its params as keywords; it starts with "
             f"({starts})"
         )
+    if leading_args == 2 and "mask" not in first[1].name.lower():
+        # without this, (env, strength) would get the row mask as its strength and run
+        raise ValueError(
+            f"{owner}: its second parameter {first[1].name!r} would receive the rows to act on, a bool mask of "
+            f"shape (num_envs,) (not row ids); write the function as (env, env_mask, ...) with its params after"
+        )
 
 
 @cold_path
