@@ -60,6 +60,31 @@ def test_valid_overrides_change_the_built_env():
     assert env.cfg.rewards["alive"].weight == reference.rewards["alive"].weight
 
 
+def test_observation_overrides_change_the_built_env():
+    plain = build_env(_cfg("g1_walk_flat"), num_envs=2)
+    cfg = _cfg(
+        "g1_walk_flat",
+        "task.observations.policy.joint_vel.scale=0.05",
+        "task.observations.policy.joint_vel.clip=[-50,50]",
+        "task.observations.policy.joint_vel.noise.n_max=1.0",
+        "task.observations.policy.base_ang_vel.history_length=3",
+        "task.observations.critic.foot_height.enabled=false",
+        "task.observations.critic.command.params.command_name=gait",
+    )
+    env = build_env(cfg, num_envs=2)
+    policy, critic = env.cfg.observations["policy"].terms, env.cfg.observations["critic"].terms
+    assert policy["joint_vel"].scale == 0.05 and policy["joint_vel"].clip == (-50.0, 50.0)
+    assert (policy["joint_vel"].noise.n_min, policy["joint_vel"].noise.n_max) == (-1.5, 1.0)
+    assert critic["joint_vel"].scale is None  # the critic's own copy of the term is untouched
+    dims, plain_dims = env.observation_manager.group_obs_dim, plain.observation_manager.group_obs_dim
+    assert dims["policy"] == plain_dims["policy"] + 2 * 3  # base_ang_vel: 3 frames of 3 instead of 1
+    gait, twist = (plain.command_manager.command(name).shape[1] for name in ("gait", "twist"))
+    assert dims["critic"] == plain_dims["critic"] - 2 + gait - twist  # foot_height (2 feet) gone
+    assert critic["command"].params == {"command_name": "gait"}
+    assert "foot_height" not in critic
+    assert make_task_cfg("g1_walk_flat").observations["policy"].terms["joint_vel"].noise.n_max == 1.5
+
+
 def test_nested_ranges_merge_key_by_key():
     env_cfg = make_env_cfg(
         _cfg("g1_motion_tracking", "task.events.push_robot.params.velocity_range.x=[-1,1]")
@@ -129,12 +154,37 @@ def test_resolved_overrides_round_trip_through_config_json(tmp_path):
         ("task.episode_length_s=-1", "greater than 0"),
         ("task.motion_file=clip.npz", "tracks no motion clip"),
         ("task.rewardz.alive.weight=1", "valid keys there: name, motion_file"),
+        (
+            "task.observations.actor.joint_vel.scale=1",
+            r"unknown group 'actor'; valid groups: \['critic', 'policy'\]",
+        ),
+        (
+            "task.observations.policy.joint_velo.scale=1",
+            r"unknown term 'joint_velo'; valid terms: \[.*'joint_vel'",
+        ),
+        ("task.observations.policy.joint_vel.weight=1", r"unknown keys \['weight'\]; valid keys: \['params'"),
+        ("task.observations.policy.actions.noise.std=0.1", "actions.noise: the term has no noise to change"),
+        (
+            "task.observations.policy.joint_vel.noise.std=0.1",
+            r"unknown fields \['std'\]; UniformNoiseCfg has \['n_max', 'n_min'\]",
+        ),
+        ("task.observations.policy.joint_vel.noise.n_max=-2", "needs n_min <= n_max"),
+        ("task.observations.policy.joint_vel.history_length=1.5", "expected a whole number >= 0"),
+        ("task.observations.policy.joint_vel.clip=[1,-1]", "low <= high"),
+        ("task.observations.policy.joint_vel.clip=[1]", "clip: expected 2 values"),
     ],
 )
 def test_bad_overrides_name_the_problem(override, message):
     with pytest.raises(OverrideError, match=message) as info:
         _cfg("g1_walk_flat", override)
     assert override.split("=")[0].split(".")[1] in str(info.value)
+
+
+def test_a_group_with_every_term_disabled_is_refused():
+    terms = make_task_cfg("g1_walk_flat").observations["policy"].terms
+    off = [f"task.observations.policy.{name}.enabled=false" for name in terms]
+    with pytest.raises(OverrideError, match="every term of the group is disabled; keep at least one"):
+        _cfg("g1_walk_flat", *off)
 
 
 def test_motion_file_by_clip_name_and_by_path(tmp_path):

@@ -71,7 +71,8 @@ class TaskSection(BaseModel):
     ``trainrt.tasks.make_task_cfg(section)`` builds the factory's config and applies the changes; they are
     checked against that config when the section is validated (unknown terms, keys and params name the valid
     ones), e.g. ``task.rewards.action_rate_l2.weight=-0.05``, ``task.events.push_robot.enabled=false``,
-    ``task.commands.twist.params.lin_vel_x=[0.5,0.5]``, ``task.motion_file=<clip name or npz path>``.
+    ``task.commands.twist.params.lin_vel_x=[0.5,0.5]``, ``task.observations.policy.joint_vel.noise.n_max=1.0``,
+    ``task.motion_file=<clip name or npz path>``.
     """
 
     model_config = _STRICT
@@ -97,6 +98,11 @@ class TaskSection(BaseModel):
     commands: TermOverrides = Field(
         default_factory=dict, description="command terms (ranges): {name: {params, resampling_time_range_s}}"
     )
+    observations: dict[str, TermOverrides] = Field(
+        default_factory=dict,
+        description="observation terms, by group: {group: {name: {params, scale, clip, noise, history_length, "
+        "enabled}}}; noise takes the fields of the term's own noise, e.g. {n_min, n_max}",
+    )
 
     @field_validator("motion_file")
     @classmethod
@@ -107,7 +113,7 @@ class TaskSection(BaseModel):
 
         return check_motion_file(info.data["name"], value)
 
-    @field_validator("actions", "rewards", "terminations", "events", "commands")
+    @field_validator("actions", "rewards", "terminations", "events", "commands", "observations")
     @classmethod
     def _terms_fit_the_task(cls, value: TermOverrides, info: ValidationInfo) -> TermOverrides:
         if not value or "name" not in info.data:

@@ -16,7 +16,12 @@ from trainrt.envs import EnvCfg
 from trainrt.hotpath import cold_path
 from trainrt.tasks.g1_motion_tracking import g1_motion_tracking_env_cfg
 from trainrt.tasks.g1_walk_flat import g1_walk_flat_env_cfg
-from trainrt.tasks.term_overrides import TERM_SECTIONS, apply_term_overrides, set_motion_file
+from trainrt.tasks.term_overrides import (
+    TERM_SECTIONS,
+    apply_observation_overrides,
+    apply_term_overrides,
+    set_motion_file,
+)
 
 if TYPE_CHECKING:
     from trainrt.config import TaskSection
@@ -48,6 +53,7 @@ def make_task_cfg(task: str | TaskSection) -> EnvCfg:
         env_cfg.episode_length_s = float(task.episode_length_s)
     for section in TERM_SECTIONS:
         apply_term_overrides(env_cfg, section, getattr(task, section))
+    apply_observation_overrides(env_cfg, task.observations)
     return env_cfg
 
 
@@ -56,7 +62,10 @@ def check_term_overrides(task: str, section: str, overrides: Mapping[str, Any]) 
     """Apply one section's overrides to a fresh config of ``task`` to check them (ValueError when they do not fit)."""
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; valid: {sorted(TASKS)}")
-    apply_term_overrides(TASKS[task](), section, overrides)
+    if section == "observations":
+        apply_observation_overrides(TASKS[task](), overrides)
+    else:
+        apply_term_overrides(TASKS[task](), section, overrides)
 
 
 @cold_path

@@ -11,11 +11,15 @@ section                   keys of one term's changes
 ``terminations``          ``params``, ``time_out``, ``enabled``
 ``events``                ``params``, ``interval_range_s``, ``enabled``
 ``commands``              ``params``, ``resampling_time_range_s``
+``observations``          one level deeper, group then term (``task.observations.policy.joint_vel.scale``):
+                          ``params``, ``scale``, ``clip``, ``noise``, ``history_length``, ``enabled``
 ========================  =================================================================================
 
 ``params`` is merged over the term's params (a nested dict such as a ``velocity_range`` is merged key by key, the
 override's keys first, so that in a ``{pattern: value}`` dict, where the first matching pattern wins, they win);
-``enabled: false`` removes the term. Every name is checked: an unknown term lists the task's terms, an unknown
+``enabled: false`` removes the term. ``noise`` changes the fields of the term's own noise (``{std: 0.05}`` for
+Gaussian noise, ``{n_min: -0.1, n_max: 0.1}`` for uniform), so a term without noise has none to change. Every
+name is checked: an unknown term lists the task's terms, an unknown
 key lists the keys above, an unknown param lists the term's declared params, and a value whose type differs
 from the task's value (or the declared default) is refused. Cold path only.
 """
@@ -43,6 +47,9 @@ TERM_OVERRIDE_KEYS: dict[str, tuple[str, ...]] = {
     "commands": ("params", "resampling_time_range_s"),
 }
 """The changes each section's terms accept."""
+
+OBSERVATION_OVERRIDE_KEYS: tuple[str, ...] = ("params", "scale", "clip", "noise", "history_length", "enabled")
+"""The changes an observation term accepts (``task.observations.<group>.<term>.<key>``)."""
 
 _LEADING_ARGS = {"events": 2}  # event functions take (env, env_mask, **params); the others (env, **params)
 
@@ -106,14 +113,33 @@ def _term_callable(term_cfg: Any) -> Any:
 
 
 @cold_path
-def _override_term(section: str, name: str, term_cfg: Any, changes: Any) -> Any | None:
-    """The term config with ``changes`` applied (``None``: the term is removed)."""
-    where = f"task.{section}.{name}"
+def _changed_noise(where: str, noise: Any, changes: Any) -> Any:
+    """``noise`` (a noise config dataclass) with the fields in ``changes`` replaced, each checked."""
+    if noise is None:
+        raise ValueError(f"{where}: the term has no noise to change; its task adds none")
+    fields = {f.name: getattr(noise, f.name) for f in dataclasses.fields(noise)}
     if not isinstance(changes, Mapping):
         raise ValueError(
-            f"{where}: expected a mapping of {list(TERM_OVERRIDE_KEYS[section])}, got {changes!r}"
+            f"{where}: expected a mapping of {sorted(fields)} ({type(noise).__name__}), got {changes!r}"
         )
-    allowed = TERM_OVERRIDE_KEYS[section]
+    unknown = sorted(set(changes) - set(fields))
+    if unknown:
+        raise ValueError(f"{where}: unknown fields {unknown}; {type(noise).__name__} has {sorted(fields)}")
+    checked = {key: checked_value(f"{where}.{key}", value, fields[key]) for key, value in changes.items()}
+    try:
+        return dataclasses.replace(noise, **checked)
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"{where}: {err}") from None
+
+
+@cold_path
+def _override_term(
+    where: str, allowed: tuple[str, ...], leading_args: int, term_cfg: Any, changes: Any
+) -> Any | None:
+    """The term config at ``task.<where>`` with ``changes`` applied (``None``: the term is removed)."""
+    where = f"task.{where}"
+    if not isinstance(changes, Mapping):
+        raise ValueError(f"{where}: expected a mapping of {list(allowed)}, got {changes!r}")
     unknown = sorted(set(changes) - set(allowed))
     if unknown:
         raise ValueError(f"{where}: unknown keys {unknown}; valid keys: {list(allowed)}")
@@ -127,7 +153,7 @@ def _override_term(section: str, name: str, term_cfg: Any, changes: Any) -> Any 
         params = changes["params"]
         if not isinstance(params, Mapping):
             raise ValueError(f"{where}.params: expected a mapping of param names to values, got {params!r}")
-        declared = term_param_defaults(_term_callable(term_cfg), _LEADING_ARGS.get(section, 1))
+        declared = term_param_defaults(_term_callable(term_cfg), leading_args)
         unknown = sorted(set(params) - set(declared))
         if unknown:
             raise ValueError(f"{where}.params: unknown params {unknown}; valid params: {sorted(declared)}")
@@ -136,9 +162,18 @@ def _override_term(section: str, name: str, term_cfg: Any, changes: Any) -> Any 
             current = term_cfg.params.get(key, declared[key])
             merged[key] = checked_value(f"{where}.params.{key}", value, current)
         update["params"] = merged
-    for key in ("weight", "time_out", "interval_range_s", "resampling_time_range_s"):
+    for key in ("weight", "time_out", "interval_range_s", "resampling_time_range_s", "scale"):
         if key in changes:
             update[key] = checked_value(f"{where}.{key}", changes[key], getattr(term_cfg, key))
+    if "clip" in changes:  # (low, high) numbers, also where the task clips nothing
+        update["clip"] = checked_value(f"{where}.clip", changes["clip"], term_cfg.clip or (0.0, 0.0))
+    if "history_length" in changes:
+        length = changes["history_length"]
+        if not isinstance(length, int) or isinstance(length, bool) or length < 0:
+            raise ValueError(f"{where}.history_length: expected a whole number >= 0, got {length!r}")
+        update["history_length"] = length
+    if "noise" in changes:
+        update["noise"] = _changed_noise(f"{where}.noise", term_cfg.noise, changes["noise"])
     try:
         return dataclasses.replace(term_cfg, **update)
     except (ValueError, TypeError) as err:
@@ -154,11 +189,49 @@ def apply_term_overrides(env_cfg: EnvCfg, section: str, overrides: Mapping[str, 
     for name, changes in overrides.items():
         if name not in terms:
             raise ValueError(f"task.{section}: unknown term {name!r}; valid terms: {sorted(terms)}")
-        replaced = _override_term(section, name, terms[name], changes)
+        replaced = _override_term(
+            f"{section}.{name}",
+            TERM_OVERRIDE_KEYS[section],
+            _LEADING_ARGS.get(section, 1),
+            terms[name],
+            changes,
+        )
         if replaced is None:
             del terms[name]
         else:
             terms[name] = replaced
+
+
+@cold_path
+def apply_observation_overrides(env_cfg: EnvCfg, overrides: Mapping[str, Any]) -> None:
+    """Apply ``{group: {term: changes}}`` to ``env_cfg.observations`` in place; ValueError naming valid names.
+
+    A group whose terms are all disabled is refused: the agent needs something to observe.
+    """
+    groups = env_cfg.observations
+    for group_name, terms in overrides.items():
+        where = f"task.observations.{group_name}"
+        if group_name not in groups:
+            raise ValueError(
+                f"task.observations: unknown group {group_name!r}; valid groups: {sorted(groups)}"
+            )
+        group = groups[group_name]
+        if not isinstance(terms, Mapping):
+            raise ValueError(f"{where}: expected a mapping of term names to changes, got {terms!r}")
+        new_terms = dict(group.terms)
+        for name, changes in terms.items():
+            if name not in new_terms:
+                raise ValueError(f"{where}: unknown term {name!r}; valid terms: {sorted(group.terms)}")
+            replaced = _override_term(
+                f"observations.{group_name}.{name}", OBSERVATION_OVERRIDE_KEYS, 1, new_terms[name], changes
+            )
+            if replaced is None:
+                del new_terms[name]
+            else:
+                new_terms[name] = replaced
+        if not new_terms:
+            raise ValueError(f"{where}: every term of the group is disabled; keep at least one")
+        groups[group_name] = dataclasses.replace(group, terms=new_terms)
 
 
 @cold_path
