@@ -10,7 +10,7 @@ validation. The resolved config is written to ``<run_dir>/config.json``.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -21,9 +21,9 @@ AlgoName = Literal["sac", "flashsac"]
 TaskName = Literal["g1_walk_flat", "g1_motion_tracking"]
 SimBackendName = Literal["mujoco", "mjwarp"]
 _DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?")
-ALGO_NAMES: tuple[str, ...] = ("sac", "flashsac")
-TASK_NAMES: tuple[str, ...] = ("g1_walk_flat", "g1_motion_tracking")
-SIM_BACKEND_NAMES: tuple[str, ...] = ("mujoco", "mjwarp")
+ALGO_NAMES: tuple[str, ...] = get_args(AlgoName)
+TASK_NAMES: tuple[str, ...] = get_args(TaskName)
+SIM_BACKEND_NAMES: tuple[str, ...] = get_args(SimBackendName)
 
 _STRICT = ConfigDict(extra="forbid", validate_assignment=True)
 
