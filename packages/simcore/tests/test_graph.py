@@ -3,6 +3,8 @@ graph replay that matches eager stepping (``-m gpu``)."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 from simcore_scenes import cpu_config
@@ -341,3 +343,64 @@ def test_graph_step_with_a_cost_option_matches_the_default(small_model, changes,
         assert (
             results["default"][3].uses_conditional_nodes and not results["variant"][3].uses_conditional_nodes
         )
+
+
+class _Cycle:
+    """An object kept alive only by a reference cycle: freed when the cyclic collector runs."""
+
+    def __init__(self, payload=None):
+        self.me = self
+        self.payload = payload
+
+
+def test_the_capture_guard_frees_cyclic_garbage_first_and_holds_the_collector_off():
+    import gc
+    import weakref
+
+    garbage = weakref.ref(_Cycle())
+    assert gc.isenabled() and garbage() is not None  # only the cyclic collector frees it
+    with simcore.garbage_held_during_capture():
+        assert garbage() is None  # collected on entry, before any capture begins
+        assert not gc.isenabled()
+        during = weakref.ref(_Cycle())
+        for _ in range(3 * gc.get_threshold()[0]):  # allocations that would run the collector
+            _Cycle()
+        assert during() is not None
+    assert gc.isenabled()
+    with pytest.raises(ValueError), simcore.garbage_held_during_capture():
+        raise ValueError("the capture failed")
+    assert gc.isenabled()  # back on after a failure too
+    gc.disable()
+    try:
+        with simcore.garbage_held_during_capture():
+            pass
+        assert not gc.isenabled()  # a caller that had it off keeps it off
+    finally:
+        gc.enable()
+
+
+@pytest.mark.gpu
+def test_warp_garbage_freed_inside_a_capture_breaks_it_unless_the_guard_freed_it_first():
+    import gc
+
+    import warp as wp
+
+    wp.init()
+    target = torch.zeros(8, device="cuda")
+
+    def capture(guard):
+        _Cycle(wp.zeros(1 << 20, dtype=float, device="cuda:0"))  # cyclic garbage holding device memory
+        graph = torch.cuda.CUDAGraph()
+        with guard(), torch.cuda.graph(graph):
+            target.add_(1.0)
+            gc.collect()  # what the cyclic collector may do on its own during any capture
+        return graph
+
+    with pytest.raises(Exception, match=r"captur"):  # the hazard the guard exists for
+        capture(contextlib.nullcontext)
+    torch.cuda.synchronize()
+    graph = capture(simcore.garbage_held_during_capture)
+    target.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert target.tolist() == [1.0] * 8

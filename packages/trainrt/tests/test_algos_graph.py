@@ -84,7 +84,10 @@ def test_one_graph_for_all_updates_matches_one_replay_per_update(algo):
     agent, buffer = _filled(algo, bf16_autocast=False)
     agent.capture_update(lambda generator: buffer.sample(BATCH, generator), updates_per_replay=4)
     facts = agent.update_diagnostics()
-    assert facts["update_graph_enabled"] and facts["updates_per_graph_replay"] == 4, facts
+    assert facts["update_graph_enabled"] and facts["updates_per_graph_replay"] == 4, (
+        facts["update_fallback_reason"],
+        facts["updates_per_graph_replay"],
+    )
     start = agent.state_dict()
     agent.replay_updates(4)  # one launch
     torch.cuda.synchronize()
@@ -233,7 +236,10 @@ def test_flashsac_bf16_weight_copies_stay_in_step_inside_the_compiled_learner_gr
         lambda generator: buffer.sample(BATCH, generator), updates_per_replay=2, compile=True
     )
     facts = agent.update_diagnostics()
-    assert facts["compile_fallback_reason"] == "" and facts["update_graph_enabled"], facts
+    assert facts["compile_fallback_reason"] == "" and facts["update_graph_enabled"], (
+        facts["compile_fallback_reason"],
+        facts["update_fallback_reason"],
+    )
     before = [p.detach().clone() for p in agent.critic_target.parameters()]
     agent.replay_updates(2)
     torch.cuda.synchronize()

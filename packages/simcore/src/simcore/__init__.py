@@ -20,7 +20,7 @@ from simcore._src.g1 import (
     g1_standing_root_height,
     load_g1,
 )
-from simcore._src.graph import CapturedWork
+from simcore._src.graph import CapturedWork, garbage_held_during_capture
 from simcore._src.model import SELF_COLLISION_SENSOR, PdGains, load_model
 from simcore._src.read_plan import ReadPlan
 from simcore._src.reset import ResetSpec
@@ -44,6 +44,7 @@ __all__ = [
     "g1_default_qpos",
     "g1_pd_gains",
     "g1_standing_root_height",
+    "garbage_held_during_capture",
     "load_g1",
     "load_model",
     "make_backend",

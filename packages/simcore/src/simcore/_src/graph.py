@@ -7,7 +7,9 @@ capture predates the current version (or the backend's ``structure_version``) is
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import gc
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -16,6 +18,28 @@ from simcore._src.capability import Capability, capability_names, declared_capab
 
 if TYPE_CHECKING:
     from simcore._src.backend import SimBackend
+
+
+@contextlib.contextmanager
+def garbage_held_during_capture() -> Iterator[None]:
+    """Collect Python's cyclic garbage now and hold the collector off until the block ends.
+
+    Enter it around a CUDA graph capture (``with garbage_held_during_capture(), torch.cuda.graph(g): ...``).
+    Objects in reference cycles are freed only when the cyclic collector runs, and it runs whenever enough
+    Python objects have been allocated, which capture does. If it frees a MuJoCo Warp array then, the
+    array's memory goes back through the default stream, a call the capture forbids: the capture fails
+    ("operation not permitted when stream is capturing") and the work falls back to eager. Collecting
+    first frees such garbage while nothing is capturing. Memory freed by reference counts inside the block
+    is unaffected, and the collector is back on (if it was) when the block ends, whatever happens in it.
+    """
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 class CapturedWork:
@@ -213,6 +237,10 @@ class CapturedWork:
         graph = torch.cuda.CUDAGraph()
         for generator in self.generators:
             graph.register_generator_state(generator)
-        with torch.cuda.graph(graph, stream=side), self.backend.graph_capture_scope(side):
+        with (
+            garbage_held_during_capture(),
+            torch.cuda.graph(graph, stream=side),
+            self.backend.graph_capture_scope(side),
+        ):
             self._run_steps()
         return graph

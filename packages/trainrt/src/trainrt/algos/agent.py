@@ -42,6 +42,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, model_validator
 from torch import nn
 
+from simcore import garbage_held_during_capture
 from trainrt.algos.adamw_step import adamw_step, has_step_hooks, init_adamw_state
 from trainrt.algos.distributional import categorical_support, check_support_range
 from trainrt.algos.lr_schedule import LrSchedule, lr_schedule_from
@@ -480,26 +481,8 @@ class Agent(abc.ABC):
             self._uncompile_parts(f"compiled update failed: {type(exc).__name__}: {exc}"[:500])
             self._warm_up_updates(sample_fn, max(1, warmup_updates))
         try:
-            variants = [True] if self.actor_update_period == 1 else [True, False]
-            pool = None
-            for update_actor in variants:
-                graph = torch.cuda.CUDAGraph()
-                graph.register_generator_state(self.update_rng)
-                with torch.cuda.graph(graph, pool=pool):
-                    self._update_step(sample_fn(self.update_rng), update_actor=update_actor)
-                pool = graph.pool()
-                self._graphs[update_actor] = graph
-            if updates_per_replay > 1 and updates_per_replay % self.actor_update_period == 0:
-                offset = self.num_updates % self.actor_update_period
-                graph = torch.cuda.CUDAGraph()
-                graph.register_generator_state(self.update_rng)
-                with torch.cuda.graph(graph, pool=pool):
-                    for index in range(updates_per_replay):
-                        due = (offset + index) % self.actor_update_period == 0
-                        self._update_step(sample_fn(self.update_rng), update_actor=due)
-                self._multi_graph = graph
-                self._multi_graph_updates = updates_per_replay
-                self._multi_graph_offset = offset
+            with garbage_held_during_capture():
+                self._capture_update_graphs(sample_fn, updates_per_replay)
         except Exception as exc:  # capture is best effort: record why and run eagerly
             self._graphs = {}
             self._multi_graph = None
@@ -507,6 +490,30 @@ class Agent(abc.ABC):
             return
         self.update_graph_enabled = True
         self.update_fallback_reason = ""
+
+    @cold_path
+    def _capture_update_graphs(self, sample_fn: SampleFn, updates_per_replay: int) -> None:
+        """Capture the single-update graphs (with and without the actor) and, if asked, the multi-update one."""
+        variants = [True] if self.actor_update_period == 1 else [True, False]
+        pool = None
+        for update_actor in variants:
+            graph = torch.cuda.CUDAGraph()
+            graph.register_generator_state(self.update_rng)
+            with torch.cuda.graph(graph, pool=pool):
+                self._update_step(sample_fn(self.update_rng), update_actor=update_actor)
+            pool = graph.pool()
+            self._graphs[update_actor] = graph
+        if updates_per_replay > 1 and updates_per_replay % self.actor_update_period == 0:
+            offset = self.num_updates % self.actor_update_period
+            graph = torch.cuda.CUDAGraph()
+            graph.register_generator_state(self.update_rng)
+            with torch.cuda.graph(graph, pool=pool):
+                for index in range(updates_per_replay):
+                    due = (offset + index) % self.actor_update_period == 0
+                    self._update_step(sample_fn(self.update_rng), update_actor=due)
+            self._multi_graph = graph
+            self._multi_graph_updates = updates_per_replay
+            self._multi_graph_offset = offset
 
     @cold_path
     def _warm_up_updates(self, sample_fn: SampleFn, count: int) -> None:
