@@ -21,6 +21,13 @@ attributes replaced in the training process before the CLI starts, interleaved w
     python benchmarks/canonical_runs.py --algos sac --sets preset \
         --constant-set programs_64:trainrt.algos.fused_norm._TARGET_PROGRAMS=64
 
+``--learner-variant NAME`` (repeatable) makes a set of one of ``learner_variants.py``'s variants (bf16 weight
+copies, inductor options for single parts, ...): the training process runs the CLI inside that script's
+``applied(NAME)``, so the same change measured on the learner alone is measured end to end, e.g.
+
+    python benchmarks/canonical_runs.py --algos flashsac --sets preset \
+        --learner-variant bf16_weights --learner-variant combo_projections
+
 ``--algos`` limits every set to some of the workloads.
 """
 
@@ -79,6 +86,43 @@ runpy.run_module("trainrt", run_name="__main__", alter_sys=True)
 """
 """Run as ``python -c``: set the module attributes given as JSON in argv[1], then run the ``trainrt`` CLI."""
 
+_WITH_VARIANT = """
+import runpy, sys
+sys.path.insert(0, sys.argv[1])
+import learner_variants
+with learner_variants.applied(sys.argv[2]):
+    print(f"learner variant: {sys.argv[2]} = {learner_variants.VARIANTS[sys.argv[2]]!r}", file=sys.stderr, flush=True)
+    sys.argv = ["trainrt", *sys.argv[3:]]
+    runpy.run_module("trainrt", run_name="__main__", alter_sys=True)
+"""
+"""Run as ``python -c``: import ``learner_variants`` from the folder in argv[1], then run the ``trainrt`` CLI
+inside ``applied(argv[2])``."""
+
+END_TO_END_CHANGES = frozenset(
+    {
+        "gemm_alignment",
+        "fused_norm_kernel",
+        "bf16_weight_copies",
+        "zeroed_grads",
+        "part_options",
+        "uncompiled_parts",
+        "uncompiled_steps",
+        "inductor",
+    }
+)
+"""The kinds of learner-variant change ``learner_variants.applied`` makes by itself, so a training run can
+carry them (``freeze_norm_affine`` and ``eager_sample`` act on a built agent or replay, in that script only)."""
+
+
+def end_to_end_variants() -> dict[str, dict]:
+    """``learner_variants.VARIANTS`` that a training run can carry (see ``END_TO_END_CHANGES``)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    try:
+        import learner_variants
+    finally:
+        sys.path.pop(0)
+    return {name: c for name, c in learner_variants.VARIANTS.items() if set(c) <= END_TO_END_CHANGES}
+
 
 def parse_constant_set(text: str) -> tuple[str, dict[str, object]]:
     """``NAME:MODULE.ATTR=VALUE[,...]`` -> (NAME, {"MODULE.ATTR": value}); values parse as JSON, else stay
@@ -104,10 +148,23 @@ def parse_constant_set(text: str) -> tuple[str, dict[str, object]]:
 
 
 def train_command(
-    algo: str, task: str, run_dir: Path, extra: list[str], constants: dict[str, object] | None = None
+    algo: str,
+    task: str,
+    run_dir: Path,
+    extra: list[str],
+    constants: dict[str, object] | None = None,
+    variant: str | None = None,
 ) -> list[str]:
-    """The command line of one canonical run; with ``constants``, the CLI starts after setting them."""
-    start = ["-c", _WITH_CONSTANTS, json.dumps(constants)] if constants else ["-m", "trainrt"]
+    """The command line of one canonical run; with ``constants``, the CLI starts after setting them; with a
+    learner ``variant``, it runs inside ``learner_variants.applied(variant)``."""
+    if variant and constants:
+        raise ValueError("a run takes either constants or a learner variant, not both")
+    if variant:
+        start = ["-c", _WITH_VARIANT, str(Path(__file__).parent), variant]
+    elif constants:
+        start = ["-c", _WITH_CONSTANTS, json.dumps(constants)]
+    else:
+        start = ["-m", "trainrt"]
     cmd = [sys.executable, *start, "train", "--algo", algo, "--task", task, "--sim", "mjwarp"]
     return [*cmd, *CANONICAL, f"training.run_dir={run_dir}", *extra]
 
@@ -156,10 +213,15 @@ def summary_fields(summary: dict) -> dict:
 
 
 def run_one(
-    algo: str, task: str, run_dir: Path, extra: list[str], constants: dict[str, object] | None = None
+    algo: str,
+    task: str,
+    run_dir: Path,
+    extra: list[str],
+    constants: dict[str, object] | None = None,
+    variant: str | None = None,
 ) -> dict:
     """Train one run through the CLI; return the fields of its summary we tabulate."""
-    cmd = train_command(algo, task, run_dir, extra, constants)
+    cmd = train_command(algo, task, run_dir, extra, constants, variant)
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - start
@@ -168,6 +230,7 @@ def run_one(
         "task": task,
         "overrides": extra,
         "constants": constants or {},
+        "learner_variant": variant,
         "exit_code": proc.returncode,
         "process_wall_sec": wall,
     }
@@ -215,6 +278,13 @@ def main() -> int:
         help="a set that runs the presets with module constants replaced in the training process",
     )
     parser.add_argument(
+        "--learner-variant",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a set that runs the presets inside learner_variants.py's applied(NAME)",
+    )
+    parser.add_argument(
         "--algos", default=None, help="comma-separated algorithms to run (default: all workloads)"
     )
     parser.add_argument("--root", type=Path, default=Path("runs/canonical"))
@@ -227,6 +297,15 @@ def main() -> int:
     constant_sets = dict(args.constant_set)
     if len(constant_sets) != len(args.constant_set):
         parser.error("two --constant-set options share a NAME; give each set its own")
+    variants = list(dict.fromkeys(args.learner_variant))
+    if variants:
+        carried = end_to_end_variants()
+        bad = [v for v in variants if v not in carried]
+        if bad:
+            parser.error(f"--learner-variant {bad}: a training run can carry {sorted(carried)}")
+        clash = sorted((set(variants) & set(constant_sets)) | (set(variants) & set(SETS)))
+        if clash:
+            parser.error(f"--learner-variant {clash}: already the name of another set")
     algos = [w[0] for w in WORKLOADS] if args.algos is None else [a for a in args.algos.split(",") if a]
     if not algos or set(algos) - {w[0] for w in WORKLOADS}:
         parser.error(
@@ -237,13 +316,14 @@ def main() -> int:
     physics = physics_rate(args.root) if args.physics else None
     rows = []
     for repeat in range(args.repeats):
-        for name in [*names, *constant_sets]:
+        for name in [*names, *constant_sets, *variants]:
             iterations = args.eager_iterations if name == "eager" else args.iterations
             for algo, task in workloads:
                 overrides = SETS[name][algo] if name in SETS else []
                 extra = [*overrides, f"algo.max_iterations={iterations}", "training.overwrite=true"]
                 run_dir = args.root / f"{algo}_{task}_{name}_{repeat}"
-                row = run_one(algo, task, run_dir, extra, constant_sets.get(name))
+                variant = name if name in variants else None
+                row = run_one(algo, task, run_dir, extra, constant_sets.get(name), variant)
                 row["set"] = name
                 row["physics_env_steps_per_sec"] = physics
                 if physics and row.get("tail_env_steps_per_sec"):

@@ -2,6 +2,7 @@
 applies them before the CLI starts (the runs themselves need MuJoCo Warp on a GPU)."""
 
 import argparse
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -88,3 +89,44 @@ def test_a_summary_without_completed_iterations_is_tabulated_without_tail_means(
     row = script.summary_fields(done)
     assert row["tail_collect_ms"] == pytest.approx(80.0) and row["tail_learn_ms"] == pytest.approx(50.0)
     assert row["collector_graph_enabled"] and row["learner_graph_enabled"]
+
+
+def test_a_learner_variant_runs_the_cli_inside_that_variants_changes():
+    script = load("canonical_runs")
+    cmd = script.train_command("flashsac", "g1_motion_tracking", Path("unused"), [], variant="bf16_weights")
+    assert (
+        cmd[1] == "-c" and cmd[4] == "bf16_weights" and cmd[5] == "train"
+    )  # python -c SNIPPET DIR NAME train
+    result = subprocess.run(
+        [*cmd[:5], "train", "--help"], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "learner variant: bf16_weights = {'bf16_weight_copies': True}" in result.stderr
+    assert "--algo" in result.stdout
+    with pytest.raises(ValueError, match="either constants or a learner variant"):
+        script.train_command("sac", "g1_walk_flat", Path("r"), [], {PROGRAMS: 64}, "bf16_weights")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--learner-variant", "frozen_norm_affine"],
+            r"--learner-variant \['frozen_norm_affine'\]: a training run",
+        ),
+        (["--learner-variant", "no_such"], r"can carry \[.*'bf16_weights'"),
+        (
+            ["--constant-set", f"bf16_weights:{PROGRAMS}=64", "--learner-variant", "bf16_weights"],
+            r"already the name of another set",
+        ),
+    ],
+)
+def test_a_learner_variant_a_run_cannot_carry_is_refused(args, message):
+    from benchmark_scripts import BENCHMARKS
+
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "canonical_runs.py"), *args, "--root", "unused"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert re.search(message, result.stderr), result.stderr[-1000:]
