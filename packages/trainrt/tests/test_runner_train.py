@@ -171,6 +171,17 @@ def test_resume_refuses_other_network_sizes_before_anything_is_written(trained_r
     ):
         OffPolicyRunner(cfg, log=lambda line: None)
     assert {path.name: path.read_bytes() for path in copy.iterdir() if path.is_file()} == before
+    cfg = tiny_config(
+        copy, "sac", "g1_walk_flat", f"training.resume={copy}", "algo.max_iterations=3",
+        "task.observations.policy.base_ang_vel.history_length=2",
+    )  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"size mismatch.*; algo.params that differ from the run's: none; observation widths \{'policy': "
+        r"(\d+), .*\} differ from the run's \{'policy': (?!\1)\d+, .*task.observations.*; drop those overrides",
+    ):
+        OffPolicyRunner(cfg, log=lambda line: None)
+    assert {path.name: path.read_bytes() for path in copy.iterdir() if path.is_file()} == before
 
 
 def _nan_motion(path):

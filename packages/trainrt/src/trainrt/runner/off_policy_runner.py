@@ -583,7 +583,7 @@ class OffPolicyRunner:
                 # The actions must mean the same joint targets (a task's bounds can change between versions,
                 # adr/0014), and the checkpoint's weights must fit this config's networks.
                 check_action_mapping(checkpoint, probe)
-                _check_weights_fit(checkpoint, agent, cfg)
+                _check_weights_fit(checkpoint, agent, cfg, dict(probe.obs_dims))
         finally:
             probe.close()
 
@@ -1129,8 +1129,11 @@ def _usage_error(err: ValueError | FileNotFoundError, key: str, hint: str) -> Va
 
 
 @cold_path
-def _check_weights_fit(checkpoint: dict[str, Any], agent: Any, cfg: TrainConfig) -> None:
-    """``ValueError`` naming the differing ``algo.params`` unless the checkpoint's weights load into ``agent``."""
+def _check_weights_fit(
+    checkpoint: dict[str, Any], agent: Any, cfg: TrainConfig, obs_dims: dict[str, int]
+) -> None:
+    """``ValueError`` naming the differing ``algo.params`` (and observation widths, when those differ too)
+    unless the checkpoint's weights load into ``agent``, built for ``obs_dims``."""
     try:
         load_agent_weights(agent, checkpoint)
     except (RuntimeError, KeyError, ValueError) as err:
@@ -1139,11 +1142,18 @@ def _check_weights_fit(checkpoint: dict[str, Any], agent: Any, cfg: TrainConfig)
         differ = [
             f"{k}={now[k]!r} (the run used {saved[k]!r})" for k in now if k in saved and now[k] != saved[k]
         ]
+        saved_dims = (checkpoint.get("env_meta") or {}).get("obs_dims")
+        widths = ""
+        if saved_dims is not None and saved_dims != obs_dims:
+            widths = (
+                f"; observation widths {obs_dims} differ from the run's {saved_dims} (task.observations or "
+                "another task setting changes them)"
+            )
         problem = [line.strip() for line in str(err).strip().splitlines()]
         raise ValueError(
             f"cannot resume from {checkpoint['path']}: its weights do not fit the networks this config builds "
             f"({type(err).__name__}: {' '.join(problem[:2])}); algo.params that differ from the run's: "
-            f"{', '.join(differ) or 'none'}; drop those overrides to resume"
+            f"{', '.join(differ) or 'none'}{widths}; drop those overrides to resume"
         ) from err
 
 
