@@ -379,28 +379,41 @@ def test_the_capture_guard_frees_cyclic_garbage_first_and_holds_the_collector_of
         gc.enable()
 
 
-@pytest.mark.gpu
-def test_warp_garbage_freed_inside_a_capture_breaks_it_unless_the_guard_freed_it_first():
+def _capture_with_warp_garbage(guard):
+    """Capture ``target += 1`` with cyclic garbage holding a Warp device array present, collecting inside."""
     import gc
 
     import warp as wp
 
     wp.init()
     target = torch.zeros(8, device="cuda")
+    _Cycle(wp.zeros(1 << 20, dtype=float, device="cuda:0"))  # cyclic garbage holding device memory
+    graph = torch.cuda.CUDAGraph()
+    with guard(), torch.cuda.graph(graph):
+        target.add_(1.0)
+        gc.collect()  # what the cyclic collector may do on its own during any capture
+    return graph, target
 
-    def capture(guard):
-        _Cycle(wp.zeros(1 << 20, dtype=float, device="cuda:0"))  # cyclic garbage holding device memory
-        graph = torch.cuda.CUDAGraph()
-        with guard(), torch.cuda.graph(graph):
-            target.add_(1.0)
-            gc.collect()  # what the cyclic collector may do on its own during any capture
-        return graph
 
-    with pytest.raises(Exception, match=r"captur"):  # the hazard the guard exists for
-        capture(contextlib.nullcontext)
-    torch.cuda.synchronize()
-    graph = capture(simcore.garbage_held_during_capture)
-    target.zero_()
+@pytest.mark.gpu
+def test_a_capture_in_the_guard_survives_warp_garbage_and_replays():
+    graph, target = _capture_with_warp_garbage(simcore.garbage_held_during_capture)
+    graph.replay()
     graph.replay()
     torch.cuda.synchronize()
-    assert target.tolist() == [1.0] * 8
+    assert target.tolist() == [2.0] * 8  # captured once (the eager pass during capture does not run)
+
+
+@pytest.mark.gpu
+def test_without_the_guard_warp_garbage_collected_inside_a_capture_breaks_it():
+    """What the guard is for (adr/0032), on this Warp: skipped, with the reason, once Warp frees safely."""
+    try:
+        _capture_with_warp_garbage(contextlib.nullcontext)
+    except Exception as err:  # torch reports the invalidated capture when it ends
+        assert "captur" in str(err), err
+    else:
+        pytest.skip(
+            "this Warp frees an array safely inside a capture it did not start: the guard is optional"
+        )
+    finally:
+        torch.cuda.synchronize()
