@@ -248,8 +248,10 @@ class SimBackend(abc.ABC):
     def graph_capture_scope(self, stream: torch.cuda.Stream) -> contextlib.AbstractContextManager:
         """Context to enter inside the caller's ``torch.cuda.graph(g, stream=stream)`` so backend work joins it.
 
-        Example: ``with torch.cuda.graph(g, stream=s), backend.graph_capture_scope(s): backend.step()``.
-        CapturedWork does this for you; use it directly only when you own the torch graph.
+        Example: ``with simcore.garbage_held_during_capture(), torch.cuda.graph(g, stream=s),
+        backend.graph_capture_scope(s): backend.step()`` (the first keeps Python's garbage collector from
+        freeing MuJoCo Warp arrays mid-capture, adr/0032). CapturedWork does all this for you; use it directly
+        only when you own the torch graph.
         """
         if Capability.EXTERNAL_GRAPH_CAPTURE not in self.declared_capabilities:
             raise NotImplementedError(
