@@ -172,6 +172,8 @@ def test_resolved_overrides_round_trip_through_config_json(tmp_path):
         ("task.observations.policy.joint_vel.history_length=1.5", "expected a whole number >= 0"),
         ("task.observations.policy.joint_vel.clip=[1,-1]", "low <= high"),
         ("task.observations.policy.joint_vel.clip=[1]", "clip: expected 2 values"),
+        ("task.observations.policy.joint_vel.scale=abc", r"scale: expected a number or a list of numbers"),
+        ("task.observations.policy.joint_vel.scale=true", r"scale: expected a number or a list of numbers"),
     ],
 )
 def test_bad_overrides_name_the_problem(override, message):

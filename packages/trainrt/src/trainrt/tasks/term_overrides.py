@@ -162,9 +162,19 @@ def _override_term(
             current = term_cfg.params.get(key, declared[key])
             merged[key] = checked_value(f"{where}.params.{key}", value, current)
         update["params"] = merged
-    for key in ("weight", "time_out", "interval_range_s", "resampling_time_range_s", "scale"):
+    for key in ("weight", "time_out", "interval_range_s", "resampling_time_range_s"):
         if key in changes:
             update[key] = checked_value(f"{where}.{key}", changes[key], getattr(term_cfg, key))
+    if "scale" in changes:  # one number, or one per column, also where the task scales nothing
+        scale = changes["scale"]
+        if _is_number(scale):
+            update["scale"] = float(scale)
+        elif isinstance(scale, list | tuple) and scale and all(_is_number(v) for v in scale):
+            update["scale"] = [float(v) for v in scale]
+        else:
+            raise ValueError(
+                f"{where}.scale: expected a number or a list of numbers (one per column), got {scale!r}"
+            )
     if "clip" in changes:  # (low, high) numbers, also where the task clips nothing
         update["clip"] = checked_value(f"{where}.clip", changes["clip"], term_cfg.clip or (0.0, 0.0))
     if "history_length" in changes:
