@@ -94,6 +94,23 @@ def test_console_blocks_and_output_locations_are_logged(trained_run):
     assert "run_summary.json" in text and "ckpt_000002.pt" in text
 
 
+def test_a_relative_run_directory_is_announced_with_absolute_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    lines: list[str] = []
+    OffPolicyRunner(
+        tiny_config("runs/relative", "sac", "g1_walk_flat", "training.final_eval=false"), log=lines.append
+    ).run()
+    announced = {
+        line.split(":", 1)[0].strip(): line.split(":", 1)[1].strip()
+        for line in "\n".join(lines).splitlines()
+        if line.startswith("  ") and ":" in line
+    }
+    run_dir = (tmp_path / "runs" / "relative").resolve()
+    assert announced["run directory"] == str(run_dir)
+    assert announced["onnx policy"] == str(run_dir / "policy.onnx")
+    assert announced["checkpoints"] == str(checkpoint_path(run_dir, 2))
+
+
 def test_tensorboard_scalars_use_the_tag_groups(trained_run):
     event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
     run_dir, _, _ = trained_run

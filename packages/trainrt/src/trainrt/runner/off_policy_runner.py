@@ -1089,7 +1089,7 @@ class OffPolicyRunner:
             f"  checkpoints:   {self.last_checkpoint.resolve() if self.last_checkpoint else '(none written)'}",
         ]
         if self.onnx_path:
-            lines.append(f"  onnx policy:   {self.onnx_path}")
+            lines.append(f"  onnx policy:   {Path(self.onnx_path).resolve()}")
         if self._writer is not None or (run_dir / TENSORBOARD_DIR_NAME).is_dir():
             lines.append(f"  tensorboard:   tensorboard --logdir {run_dir / TENSORBOARD_DIR_NAME}")
         self.log("\n".join(lines))
