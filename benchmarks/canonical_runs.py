@@ -21,12 +21,12 @@ attributes replaced in the training process before the CLI starts, interleaved w
     python benchmarks/canonical_runs.py --algos sac --sets preset \
         --constant-set programs_64:trainrt.algos.fused_norm._TARGET_PROGRAMS=64
 
-``--learner-variant NAME`` (repeatable) makes a set of one of ``learner_variants.py``'s variants (bf16 weight
+``--learner-variant NAME`` (repeatable) makes a set of one of ``learner_variants.py``'s variants (no bf16 weight
 copies, inductor options for single parts, ...): the training process runs the CLI inside that script's
 ``applied(NAME)``, so the same change measured on the learner alone is measured end to end, e.g.
 
     python benchmarks/canonical_runs.py --algos flashsac --sets preset \
-        --learner-variant bf16_weights --learner-variant combo_projections
+        --learner-variant cast_unfused --learner-variant cast_weights
 
 ``--algos`` limits every set to some of the workloads.
 """

@@ -17,8 +17,9 @@ compiled graph and times it as `trainrt bench learner` does (``fused`` mode). Va
 - ``eager_sample``: padded, with the replay's row picking and gathers run eagerly, as before adr/0025
   (about twenty small kernels per sample);
 - ``unpadded``: ``networks.GEMM_ALIGNMENT = 1``;
-- ``bf16_weights``: padded, with FlashSAC's unit-norm layers keeping bf16 copies of their weights
-  (``flashsac.BF16_WEIGHT_COPIES``, adr/0029), so no product casts its weight; SAC has no such layers;
+- ``cast_weights``: padded, with FlashSAC's unit-norm layers keeping no bf16 copies of their weights
+  (``flashsac.BF16_WEIGHT_COPIES = False``, before adr/0029 was accepted), so every product casts its weight;
+  SAC has no such layers;
 - ``frozen_norm_affine`` (a measurement, not a learner): padded, with the normalization layers' scales and
   shifts frozen, so the update computes no gradient for them. What it saves against ``padded`` is the cost
   of those gradients: per-column reductions over every row of the batch (SAC's fused kernel computes them
@@ -34,8 +35,10 @@ compiled graph and times it as `trainrt bench learner` does (``fused`` mode). Va
   more Triton configurations for pointwise and reduction kernels). A variant whose option this torch does
   not have is reported as skipped;
 - ``combo_projections``: padded, with inductor's horizontal fusion for the parts that update many
-  independent tensors only (FlashSAC's projections with the target's EMA and its AdamW steps, SAC's
-  optimizer steps with the EMA), so their per-tensor reductions and updates share a few launches;
+  independent tensors only (SAC's optimizer steps with the EMA), so their per-tensor reductions and updates
+  share a few launches. FlashSAC compiles its projections with the target's EMA and its AdamW steps so as
+  shipped (adr/0033); ``unfused_projections`` compiles them without it, and ``cast_unfused`` combines that
+  with ``cast_weights``: FlashSAC's update as it was before adr/0029 and adr/0033;
 - ``autotune_gemm``: padded, with inductor choosing each matrix product among cuBLAS and its Triton
   templates by timing them at compile time (minutes more compiling), fusing pointwise work into a chosen
   template's epilogue; ``triton_gemm``: the same restricted to the Triton templates, with the producers of
@@ -76,7 +79,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "compiled_norm": {"fused_norm_kernel": False},
     "fused_adamw": {"uncompiled_steps": True},
     "eager_sample": {"eager_sample": True},
-    "bf16_weights": {"bf16_weight_copies": True},
+    "cast_weights": {"bf16_weight_copies": False},
     "frozen_norm_affine": {"freeze_norm_affine": True},
     "zeroed_grads": {"zeroed_grads": True},
     "eager_bookkeeping": {"uncompiled_parts": ("_advance_lr_schedule", "_record_losses")},
@@ -86,17 +89,13 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "autotune_gemm": {"inductor": {"max_autotune_gemm": True}},
     "combo_projections": {
         "part_options": {
-            part: {"combo_kernels": True, "combo_kernels_pointwise_only": False}
+            part: dict(flashsac.HORIZONTAL_FUSION_OPTIONS)
             # SAC's critic step and FlashSAC's critic optimizer step; an agent ignores names it lacks
-            for part in (
-                "_project_actor",
-                "_project_critic",
-                "_critic_step",
-                "_critic_optimizer_step",
-                "_actor_step",
-            )
+            for part in ("_critic_step", *flashsac.HORIZONTAL_FUSION_PARTS)
         }
     },
+    "unfused_projections": {"part_options": {}},
+    "cast_unfused": {"bf16_weight_copies": False, "part_options": {}},
     "triton_gemm": {
         "inductor": {
             "max_autotune_gemm": True,
@@ -109,8 +108,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
 (networks.FUSED_NORM_KERNEL), ``bf16_weight_copies`` (flashsac.BF16_WEIGHT_COPIES), ``inductor`` option values and
 ``freeze_norm_affine`` (`freeze_norm_affine`), ``zeroed_grads`` (`zeroed_grads`), ``uncompiled_parts`` (update
 parts the agents then leave uncompiled), ``uncompiled_steps`` (the agents' ``optimizer_step_parts`` leave their
-compiled parts), ``part_options`` (inductor options for single parts, by name: the agents'
-``part_compile_options``) and ``eager_sample`` (the replay samples eagerly)."""
+compiled parts), ``part_options`` (inductor options for single parts, by name: they replace every agent's
+``part_compile_options``, so ``{}`` compiles every part with inductor's defaults) and ``eager_sample`` (the replay samples eagerly)."""
 
 AGENT_CLASSES: tuple[type, ...] = (sac.SacAgent, flashsac.FlashSacAgent)
 """The agents whose compiled parts a variant's ``uncompiled_parts`` and ``uncompiled_steps`` remove from."""
@@ -171,9 +170,10 @@ def applied(variant: str) -> Iterator[None]:
     grads = zeroed_grads() if changes.get("zeroed_grads") else contextlib.nullcontext()
     parts = {cls: cls.compiled_parts for cls in AGENT_CLASSES}
     part_options = {cls: cls.part_compile_options for cls in AGENT_CLASSES}
-    for cls in AGENT_CLASSES:
-        wanted = changes.get("part_options", {})
-        cls.part_compile_options = {k: v for k, v in wanted.items() if k in cls.compiled_parts}
+    if "part_options" in changes:  # replaces every agent's own options (empty: none), else they stay
+        for cls in AGENT_CLASSES:
+            wanted = changes["part_options"]
+            cls.part_compile_options = {k: v for k, v in wanted.items() if k in cls.compiled_parts}
     for cls in AGENT_CLASSES:
         removed = set(changes.get("uncompiled_parts", ()))
         if changes.get("uncompiled_steps"):

@@ -93,18 +93,18 @@ def test_a_summary_without_completed_iterations_is_tabulated_without_tail_means(
 
 def test_a_learner_variant_runs_the_cli_inside_that_variants_changes():
     script = load("canonical_runs")
-    cmd = script.train_command("flashsac", "g1_motion_tracking", Path("unused"), [], variant="bf16_weights")
+    cmd = script.train_command("flashsac", "g1_motion_tracking", Path("unused"), [], variant="cast_weights")
     assert (
-        cmd[1] == "-c" and cmd[4] == "bf16_weights" and cmd[5] == "train"
+        cmd[1] == "-c" and cmd[4] == "cast_weights" and cmd[5] == "train"
     )  # python -c SNIPPET DIR NAME train
     result = subprocess.run(
         [*cmd[:5], "train", "--help"], capture_output=True, text=True, timeout=300, check=False
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "learner variant: bf16_weights = {'bf16_weight_copies': True}" in result.stderr
+    assert "learner variant: cast_weights = {'bf16_weight_copies': False}" in result.stderr
     assert "--algo" in result.stdout
     with pytest.raises(ValueError, match="either constants or a learner variant"):
-        script.train_command("sac", "g1_walk_flat", Path("r"), [], {PROGRAMS: 64}, "bf16_weights")
+        script.train_command("sac", "g1_walk_flat", Path("r"), [], {PROGRAMS: 64}, "cast_weights")
 
 
 @pytest.mark.parametrize(
@@ -114,9 +114,9 @@ def test_a_learner_variant_runs_the_cli_inside_that_variants_changes():
             ["--learner-variant", "frozen_norm_affine"],
             r"--learner-variant \['frozen_norm_affine'\]: a training run",
         ),
-        (["--learner-variant", "no_such"], r"can carry \[.*'bf16_weights'"),
+        (["--learner-variant", "no_such"], r"can carry \[.*'cast_weights'"),
         (
-            ["--constant-set", f"bf16_weights:{PROGRAMS}=64", "--learner-variant", "bf16_weights"],
+            ["--constant-set", f"cast_weights:{PROGRAMS}=64", "--learner-variant", "cast_weights"],
             r"already the name of another set",
         ),
     ],

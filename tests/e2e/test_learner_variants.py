@@ -122,30 +122,43 @@ def test_compiled_norm_turns_the_fused_kernel_off_inside_the_block_only():
     assert networks.FUSED_NORM_KERNEL
 
 
-def test_bf16_weights_turns_flashsac_weight_copies_on_inside_the_block_only():
+def test_cast_weights_turns_flashsac_weight_copies_off_inside_the_block_only():
     from trainrt.algos import flashsac
 
     variants = _script()
-    assert not flashsac.BF16_WEIGHT_COPIES
-    with variants.applied("bf16_weights"):
-        assert flashsac.BF16_WEIGHT_COPIES
-    assert not flashsac.BF16_WEIGHT_COPIES
+    assert flashsac.BF16_WEIGHT_COPIES  # as shipped (adr/0029)
+    with variants.applied("cast_weights"):
+        assert not flashsac.BF16_WEIGHT_COPIES
+    assert flashsac.BF16_WEIGHT_COPIES
 
 
 def test_combo_projections_sets_inductor_options_for_single_parts_inside_the_block_only():
+    from trainrt.algos import flashsac
     from trainrt.algos.flashsac import FlashSacAgent
     from trainrt.algos.sac import SacAgent
 
     variants = _script()
-    assert not FlashSacAgent.part_compile_options and not SacAgent.part_compile_options
+    shipped = dict(FlashSacAgent.part_compile_options)
+    assert set(shipped) == set(flashsac.HORIZONTAL_FUSION_PARTS) and not SacAgent.part_compile_options
     with variants.applied("combo_projections"):
-        assert set(FlashSacAgent.part_compile_options) == {
-            "_project_actor", "_project_critic", "_critic_optimizer_step", "_actor_step"
-        }  # fmt: skip
+        assert FlashSacAgent.part_compile_options == shipped  # FlashSAC's own, as shipped (adr/0033)
         assert set(SacAgent.part_compile_options) == {"_critic_step", "_actor_step"}
-        assert all(o["combo_kernels"] for o in FlashSacAgent.part_compile_options.values())
-    assert not FlashSacAgent.part_compile_options and not SacAgent.part_compile_options
+        assert all(o["combo_kernels"] for o in SacAgent.part_compile_options.values())
+    assert FlashSacAgent.part_compile_options == shipped and not SacAgent.part_compile_options
     assert variants.missing_options("combo_projections") == []  # this torch has both options
+
+
+def test_cast_unfused_is_flashsacs_update_before_the_copies_and_the_fusion_inside_the_block_only():
+    from trainrt.algos import flashsac
+    from trainrt.algos.flashsac import FlashSacAgent
+
+    variants = _script()
+    shipped = dict(FlashSacAgent.part_compile_options)
+    for name, copies in (("unfused_projections", True), ("cast_unfused", False)):
+        with variants.applied(name):
+            assert FlashSacAgent.part_compile_options == {}
+            assert flashsac.BF16_WEIGHT_COPIES is copies
+        assert FlashSacAgent.part_compile_options == shipped and flashsac.BF16_WEIGHT_COPIES
 
 
 def test_fused_adamw_leaves_every_optimizer_step_out_of_the_compiled_parts_and_restores_them():

@@ -201,7 +201,9 @@ def test_same_seed_same_agent(algo):
 
 # Fingerprints of seed-3 agents of the SMALL configs, recorded from the constructors before their shared
 # parts moved into the base class: (sum, position-weighted sum) of each network's state in float64.
-# Any change to the order or number of random draws during construction moves them.
+# Any change to the order or number of random draws during construction moves them by far more than the
+# tolerance below; FlashSAC's orthogonal initialization goes through the CPU's LAPACK, whose float32 QR
+# rounds differently on different processors (a few parts in 1e9 of these sums), so the match is not exact.
 SEED3_FINGERPRINTS = {
     "sac": {
         "actor": (26.279869969468564, 1545.5171513915993),
@@ -225,9 +227,9 @@ def test_seeded_parameters_match_the_recorded_fingerprint(algo):
     agent = make_agent(algo, SMALL[algo](), OBS_DIMS, NUM_ACTIONS, "cpu", seed=3)
     expected = SEED3_FINGERPRINTS[algo]
     for name in ("actor", "acting_actor"):
-        assert _fingerprint(getattr(agent, name)) == pytest.approx(expected["actor"], rel=1e-12)
+        assert _fingerprint(getattr(agent, name)) == pytest.approx(expected["actor"], rel=1e-7)
     for name in ("critic", "critic_target"):
-        assert _fingerprint(getattr(agent, name)) == pytest.approx(expected["critic"], rel=1e-12)
+        assert _fingerprint(getattr(agent, name)) == pytest.approx(expected["critic"], rel=1e-7)
 
 
 @pytest.mark.parametrize("cfg_type", [SacConfig, FlashSacConfig])

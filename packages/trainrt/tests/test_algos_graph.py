@@ -221,15 +221,17 @@ def test_replay_add_and_sample_capture_in_a_graph():
     assert torch.equal(a.reward, b.reward) and torch.equal(a.next_obs["critic"], b.next_obs["critic"])
 
 
-def test_flashsac_bf16_weight_copies_stay_in_step_inside_the_compiled_learner_graph(monkeypatch):
-    """With `flashsac.BF16_WEIGHT_COPIES` the networks hold bf16 copies of their unit-norm weights. Replayed
-    inside the compiled learner graph, every projection and the target's EMA rewrite them: after the replays
-    (and publishing) each copy is exactly its weight in bf16, in the actor, critic, target and acting actor."""
+def test_flashsac_bf16_weight_copies_stay_in_step_inside_the_compiled_learner_graph():
+    """As shipped (`flashsac.BF16_WEIGHT_COPIES`, adr/0029) the networks hold bf16 copies of their unit-norm
+    weights. Replayed inside the compiled learner graph, with the projections and optimizer steps fused
+    horizontally (adr/0033), every projection and the target's EMA rewrite them: after the replays (and
+    publishing) each copy is exactly its weight in bf16, in the actor, critic, target and acting actor."""
     from test_algos_flashsac import _copies_in_step
 
     from trainrt.algos import flashsac
 
-    monkeypatch.setattr(flashsac, "BF16_WEIGHT_COPIES", True)
+    assert flashsac.BF16_WEIGHT_COPIES
+    assert set(flashsac.FlashSacAgent.part_compile_options) == set(flashsac.HORIZONTAL_FUSION_PARTS)
     agent, buffer = _filled("flashsac", bf16_autocast=True)
     assert agent.keeps_bf16_weight_copies
     agent.capture_update(

@@ -584,8 +584,8 @@ class Agent(abc.ABC):
     """Names of the methods `_update_step` calls through `_part` (the compilable network math)."""
 
     part_compile_options: ClassVar[dict[str, dict[str, Any]]] = {}
-    """Inductor options for single parts, by name (none by default; `benchmarks/learner_variants.py` sets
-    some to measure them)."""
+    """Inductor options for single parts, by name (none here; FlashSAC fuses its projections and optimizer steps
+    horizontally, adr/0033; `benchmarks/learner_variants.py` sets some to measure them)."""
 
     optimizer_step_parts: ClassVar[tuple[str, ...]] = ("_critic_step", "_actor_step")
     """The parts `_update_step` calls that step an optimizer through `adamw_step`; compiling any of them needs

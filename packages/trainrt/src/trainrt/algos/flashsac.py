@@ -153,12 +153,20 @@ class FlashSacConfig(CheckedLearnerConfig):
     critic_obs_group: str = "critic"
 
 
-BF16_WEIGHT_COPIES = False
+BF16_WEIGHT_COPIES = True
 """Keep a bf16 copy of every unit-norm weight beside it, rewritten wherever the weight changes (its projection
 after each optimizer step, the target's EMA, a checkpoint load), so that a forward under bf16 autocast reads
 the copy instead of casting the weight again: about 25 cast kernels fewer per update at the presets'
-sizes. The arithmetic is the same bit for bit (adr/0029); the speed is to be measured on the GPU
-(`benchmarks/learner_variants.py --variants padded,bf16_weights`), so it is off until then."""
+sizes. The arithmetic is the same bit for bit (adr/0029). Only a run under bf16 autocast (CUDA) keeps copies;
+`benchmarks/learner_variants.py --variants padded,cast_weights` measures the update without them."""
+
+HORIZONTAL_FUSION_PARTS = ("_project_actor", "_project_critic", "_critic_optimizer_step", "_actor_step")
+"""The update's parts that touch every parameter of a network one tensor at a time (the unit-norm projections with
+the target's EMA, the AdamW steps). They compile with inductor's horizontal fusion (combo kernels), so the
+per-tensor reductions and updates share a few launches instead of one or two each (adr/0033)."""
+
+HORIZONTAL_FUSION_OPTIONS: dict[str, Any] = {"combo_kernels": True, "combo_kernels_pointwise_only": False}
+"""The inductor options of `HORIZONTAL_FUSION_PARTS`: horizontal fusion, reductions included."""
 
 REWARD_SCALE_WARNING_RATIO = 4.0
 """`FlashSacAgent.learning_warnings` reports a reward scale whose max |return| term exceeds this many return
@@ -490,6 +498,9 @@ class FlashSacAgent(Agent):
         "_record_losses",
     )
     optimizer_step_parts = ("_critic_optimizer_step", "_actor_step", "_temperature_step")
+    part_compile_options: ClassVar[dict[str, dict[str, Any]]] = {
+        part: dict(HORIZONTAL_FUSION_OPTIONS) for part in HORIZONTAL_FUSION_PARTS
+    }
     # BatchNorm on running statistics for acting and export.
     actor_eval_kwargs: ClassVar[dict[str, Any]] = {"training": False}
 
