@@ -135,8 +135,11 @@ def test_a_record_that_cannot_compile_runs_eagerly_and_says_why():
         "after_reset: not requested; record: compiling failed:"
     )
     assert collector.agent.act_compiled  # the action stays compiled
-    # the failed step ran eagerly once (twice would write two replay rows and double the episode sums)
-    compare(eager, state.current(), rtol=1e-5, atol=1e-6)
+    # the failed step ran eagerly once (twice would write two replay rows and double the episode sums: the
+    # cursor and counters compare exactly). The action is compiled here and not in the eager steps, so its
+    # last-bit differences reach the next observations through the contacts, as in the test above (3.5e-5
+    # on some processors).
+    compare(eager, state.current(), rtol=1e-4, atol=1e-4)
     collector.uncompile_math("disabled")
     assert collector.math_diagnostics()["step_math_fallback_reason"].endswith(
         "act: disabled; record: disabled"
