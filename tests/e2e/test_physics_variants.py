@@ -52,14 +52,3 @@ def test_an_unknown_variant_is_refused_with_the_valid_names():
     result = _run("--variants=default,fast")
     assert result.returncode == 2
     assert "unknown variants ['fast']" in result.stderr and "sensors_every_substep" in result.stderr
-
-
-def test_a_backend_without_state_tensors_is_refused_naming_the_capability():
-    result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--sim=mujoco", "--num-envs=1", "--steps=4", "--rounds=1"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert result.returncode != 0 and "STATE_TENSORS" in result.stderr

@@ -115,3 +115,93 @@ def test_reward_weights_that_let_returns_outgrow_the_critic_support_are_warned_w
     ):
         resolve_train_config("sac", "g1_walk_flat", None, overrides, "canonical")
         assert "critic's support" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("algo", "override", "key"),
+    [
+        ("sac", "algo.params.actor_lr=inf", "algo.params.actor_lr"),
+        ("sac", "algo.params.v_max=inf", "algo.params.v_max"),
+        ("sac", "algo.params.v_min=-inf", "algo.params.v_min"),
+        ("sac", "algo.params.target_entropy_per_action=nan", "algo.params.target_entropy_per_action"),
+        ("sac", "algo.params.adam_betas=[0.9, NaN]", "algo.params.adam_betas"),
+        ("flashsac", "algo.params.target_entropy=nan", "algo.params.target_entropy"),
+        ("sac", "task.episode_length_s=inf", "task.episode_length_s"),
+        ("sac", "training.time_limit_sec=inf", "training.time_limit_sec"),
+        ("sac", "training.distributed.timeout_sec=nan", "training.distributed.timeout_sec"),
+    ],
+)
+def test_a_float_setting_must_be_finite(algo, override, key):
+    with pytest.raises(OverrideError) as refused:
+        apply_overrides(cpu_demo_preset(algo, "g1_walk_flat", "mujoco"), [override])
+    assert f"invalid value for {key!r}" in str(refused.value)
+    assert f"(from override {override!r}): must be a finite number, not inf or nan" in str(refused.value)
+
+
+@pytest.mark.parametrize("value", ["Infinity", "inf", "NaN", "[1.0, Infinity]"])
+def test_a_term_overrides_numbers_must_be_finite(base, value):
+    key = "task.events.push_robot.interval_range_s" if value.startswith("[") else "task.rewards.alive.weight"
+    with pytest.raises(OverrideError) as refused:
+        apply_overrides(base, [f"{key}={value}"])
+    named = f"{key}[1]" if value.startswith("[") else key
+    assert f"{named} must be a finite number, got " in str(refused.value)
+
+
+def test_every_config_model_refuses_inf_and_nan_unless_a_field_documents_it():
+    from pydantic import BaseModel
+
+    from trainrt.algos import FlashSacConfig, SacConfig
+    from trainrt.config.schema import (
+        DistributedSection,
+        FlashSacAlgoSection,
+        SacAlgoSection,
+        SimSection,
+        TaskSection,
+        TrainConfig,
+        TrainingSection,
+    )
+
+    models: list[type[BaseModel]] = [
+        TrainConfig, SacAlgoSection, FlashSacAlgoSection, SacConfig, FlashSacConfig,
+        TaskSection, SimSection, TrainingSection, DistributedSection,
+    ]  # fmt: skip
+    for model in models:
+        assert model.model_config.get("allow_inf_nan") is False, model.__name__
+        for name, field in model.model_fields.items():
+            allows = any(getattr(m, "allow_inf_nan", None) for m in field.metadata)
+            assert not allows or "inf" in (field.description or ""), f"{model.__name__}.{name}"
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("task.episode_length_s=1e300", "task.episode_length_s"),
+        ("training.distributed.timeout_sec=1e300", "training.distributed.timeout_sec"),
+        ("training.video_seconds=1e300", "training.video_seconds"),
+    ],
+)
+def test_a_duration_is_bounded_so_its_steps_stay_integers(base, override, key):
+    with pytest.raises(OverrideError, match=rf"invalid value for '{key}'.*less than or equal to 1000000000"):
+        apply_overrides(base, [override])
+    days = apply_overrides(base, [f"{key}=86400"])  # a day still is a setting
+    section, _, name = key.rpartition(".")
+    node = days
+    for part in section.split("."):
+        node = getattr(node, part)
+    assert getattr(node, name) == 86400
+
+
+def test_the_warm_up_must_fit_the_replay(base):
+    cfg = apply_overrides(base, ["algo.params.buffer_size_per_env=16", "algo.params.learning_starts=15"])
+    assert cfg.algo.params.learning_starts == 15
+    for learning_starts in (16, 10**9):
+        with pytest.raises(OverrideError) as refused:
+            apply_overrides(
+                base, ["algo.params.buffer_size_per_env=16", f"algo.params.learning_starts={learning_starts}"]
+            )
+        message = str(refused.value)
+        assert f"algo.params.learning_starts={learning_starts} warm-up steps do not fit" in message
+        assert "algo.params.buffer_size_per_env=16 rows per env" in message
+        assert (
+            "lower algo.params.learning_starts below 16 or raise algo.params.buffer_size_per_env" in message
+        )

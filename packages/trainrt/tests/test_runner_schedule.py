@@ -32,6 +32,7 @@ def _parts(seed: int = 0):
             "algo.params.critic_hidden_dim=8",
             "algo.params.batch_size=16",
             "algo.params.buffer_size_per_env=6",
+            f"algo.params.learning_starts={PREFILL}",  # the warm-up fits the ring (it prefills PREFILL rows)
             "algo.params.actor_update_period=1",
             f"training.seed={seed}",
         ],

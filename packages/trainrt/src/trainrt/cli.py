@@ -5,6 +5,7 @@
     trainrt export runs/<run>          # ONNX export of the last checkpoint's actor
     trainrt eval runs/<run>            # deterministic evaluation (walk: fixed commands; tracking: whole clip)
     trainrt bench collector            # diagnostic timings (not the acceptance number)
+    trainrt checkpoint convert PATH    # an earlier version's checkpoint with numpy values, as tensors
     trainrt train --gpus 2 ...         # data-parallel: one rank per GPU (torchrun launches work too)
 
 Also runs as ``python -m trainrt ...``. Exit codes: 0 success; 1 a failed run; 2 a bad command line, config
@@ -364,9 +365,10 @@ def train(
             "not a throughput measurement. Pass --preset canonical for the 2048-env settings.\n" + "=" * 78
         )
     from trainrt.runner import OffPolicyRunner
-    from trainrt.runner.failures import ExpectedRunFailure
+    from trainrt.runner.failures import ExpectedRunFailure, ignore_file_size_signal
     from trainrt.runner.off_policy_runner import RunInterrupted
 
+    ignore_file_size_signal()  # a file-size limit fails a write with one line, rather than killing the run
     # a run directory or training.resume that cannot be used
     with _usage_errors(ValueError, FileNotFoundError):
         runner = OffPolicyRunner(cfg, manifest=resolution)
@@ -381,7 +383,9 @@ def train(
     except ExpectedRunFailure as err:
         if _CliState.debug:
             traceback.print_exc()
-        typer.echo(f"training failed: {err}\nsummary: {runner.summary_path}", err=True)
+        # a run whose disk refused every write may have no summary to point at
+        summary = f"\nsummary: {runner.summary_path}" if runner.summary_path.is_file() else ""
+        typer.echo(f"training failed: {err}{summary}", err=True)
         raise typer.Exit(EXIT_FAILED) from None
     except Exception as err:
         traceback.print_exc()
@@ -476,8 +480,12 @@ def play(
         )
         return
     from trainrt.runner import play_run
+    from trainrt.runner.preflight import check_rollout_memory
 
     with _usage_errors(FileNotFoundError, ValueError):
+        check_rollout_memory(
+            run_dir, num_envs=num_envs, sim=sim.value if sim else None, motion_file=_motion_file(motion_file)
+        )
         result = play_run(
             run_dir,
             num_envs=num_envs,
@@ -548,10 +556,18 @@ def eval_command(
     motion_file: MotionFileOpt = None,
 ) -> None:
     """Deterministic evaluation: walk per fixed command (fell, velocity errors); tracking over the whole clip."""
-    from trainrt.runner.evaluate import evaluate_run, format_eval_table
+    from trainrt.runner.evaluate import WALK_EVAL_COMMANDS, evaluate_run, format_eval_table
+    from trainrt.runner.preflight import check_rollout_memory
 
     _check_output_file(out, "--out", "eval.json", default=Path(run_dir) / "eval" / "eval.json")
     with _usage_errors(OSError, ValueError):
+        check_rollout_memory(
+            run_dir,
+            num_envs=num_envs,
+            sim=sim.value if sim else None,
+            motion_file=_motion_file(motion_file),
+            walk_commands=len(WALK_EVAL_COMMANDS) if commands is None else max(1, commands.count(",") + 1),
+        )
         result = evaluate_run(
             run_dir,
             checkpoint=checkpoint,
@@ -764,6 +780,37 @@ def config_show(
         return
     typer.echo(f"# preset: {resolution['preset']}; override any key with key=value")
     typer.echo(format_config_listing(cfg))
+
+
+checkpoint_app = typer.Typer(no_args_is_help=True, help="Checkpoint files of a run.")
+app.add_typer(checkpoint_app, name="checkpoint")
+
+
+@checkpoint_app.command("convert")
+def checkpoint_convert(
+    paths: Annotated[list[Path], typer.Argument(help="checkpoint files (ckpt_<iteration>.pt) to convert")],
+    output: Annotated[
+        Path | None,
+        typer.Option(help="write the converted checkpoint here (one PATH; the original stays as it is)"),
+    ] = None,
+) -> None:
+    """Rewrite a checkpoint of an earlier trainrt version whose numpy values trainrt refuses to load, as
+    tensors and Python values. It runs no code of the file (a file holding other Python objects is refused)
+    and keeps the original as <name>.unsafe."""
+    from trainrt.runner.checkpoint_convert import convert_checkpoint_file
+
+    if output is not None and len(paths) > 1:
+        raise _fail(f"--output names one file, but {len(paths)} checkpoints are given: convert one at a time")
+    for path in paths:
+        with _usage_errors(OSError, ValueError):
+            result = convert_checkpoint_file(path, output=output)
+        if result["original"] is None:
+            typer.echo(f"{path} loads as it is (tensors and plain values only): nothing to convert")
+        else:
+            typer.echo(
+                f"converted {result['converted']} numpy values of {path}: wrote {result['checkpoint']}, "
+                f"the original is {result['original']}"
+            )
 
 
 _python_warning_format = warnings.formatwarning

@@ -24,6 +24,15 @@ PER_WORLD_MODEL_FIELDS: tuple[str, ...] = (
 CONSTANT_SOURCE_FIELDS: frozenset[str] = frozenset({"body_mass", "body_ipos", "body_inertia", "dof_armature"})
 """Per-world fields whose change requires MuJoCo's derived constants (subtree mass, inverse weights) recomputed."""
 
+DERIVED_CONSTANT_FIELDS: tuple[str, ...] = (
+    "body_subtreemass",
+    "body_invweight0",
+    "dof_invweight0",
+    "tendon_invweight0",
+    "actuator_acc0",
+)
+"""Model constants MuJoCo derives from the ``CONSTANT_SOURCE_FIELDS`` (``mj_setConst``); per world when those are."""
+
 DEFAULT_RANDOMIZED_FIELDS: tuple[str, ...] = (
     "geom_friction",
     "body_mass",

@@ -28,18 +28,9 @@ import warp as wp
 
 from simcore._src.backend import SimBackend
 from simcore._src.capability import Capability
-from simcore._src.config import CONSTANT_SOURCE_FIELDS, SimConfig
+from simcore._src.config import CONSTANT_SOURCE_FIELDS, DERIVED_CONSTANT_FIELDS, SimConfig
 from simcore._src.diagnostics import iteration_stats
 from simcore._src.read_plan import DerivedState
-
-_DERIVED_CONSTANT_FIELDS = (
-    "body_subtreemass",
-    "body_invweight0",
-    "dof_invweight0",
-    "tendon_invweight0",
-    "actuator_acc0",
-)
-"""Model constants set_const derives from mass/inertia; batched per world when those sources are."""
 
 _CONSTANT_GROUPS = mjw.SetConstGroup.FIXED | mjw.SetConstGroup.INERT0
 
@@ -105,7 +96,7 @@ class MjwarpBackend(SimBackend):
         self._has_constant_sources = any(f in CONSTANT_SOURCE_FIELDS for f in fields)
         batch_sizes = {f: n for f in fields}
         if self._has_constant_sources:
-            batch_sizes.update({f: n for f in _DERIVED_CONSTANT_FIELDS})
+            batch_sizes.update({f: n for f in DERIVED_CONSTANT_FIELDS})
 
         data = mujoco.MjData(self._model)
         mujoco.mj_forward(self._model, data)
@@ -342,7 +333,7 @@ class MjwarpBackend(SimBackend):
         tensors = super().state_tensors()
         if self._has_constant_sources:
             n = self.num_envs
-            for name in _DERIVED_CONSTANT_FIELDS:
+            for name in DERIVED_CONSTANT_FIELDS:
                 shape = (n, *getattr(self._model, name).shape)
                 tensors[f"model.{name}"] = _torch_view(getattr(self._m, name), shape, self.device)
         return tensors

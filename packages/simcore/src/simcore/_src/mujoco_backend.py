@@ -10,6 +10,9 @@ Design:
   call (a few hundred numbers per world, negligible next to a physics step). Derived constants (``mj_setConst``)
   are recomputed inside reset transactions for the selected worlds only.
 - Worlds are stepped one after another on the calling thread: simple and deterministic. Float64 throughout.
+- ``state_tensors()``: the carriers are the whole state between calls. When the per-world fields include a
+  source of MuJoCo's derived constants (masses, inertias, armature), those constants get carriers too, so
+  copying the state tensors back resumes every world exactly, as on mjwarp.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import torch
 
 from simcore._src.backend import SimBackend
 from simcore._src.capability import Capability
-from simcore._src.config import SimConfig
+from simcore._src.config import CONSTANT_SOURCE_FIELDS, DERIVED_CONSTANT_FIELDS, SimConfig
 from simcore._src.diagnostics import iteration_stats
 from simcore._src.read_plan import DerivedState
 from simcore._src.reset import STATE_CHANNELS
@@ -78,6 +81,7 @@ class MujocoBackend(SimBackend):
             Capability.CONTACT_FORCES,
             Capability.PER_WORLD_MODEL_FIELDS,
             Capability.RESET_TRANSACTION,
+            Capability.STATE_TENSORS,
         }
     )
 
@@ -103,7 +107,10 @@ class MujocoBackend(SimBackend):
         shapes: dict[str, tuple[int, ...]] = {"time": (n,)}
         for name in (*STATE_CHANNELS[1:], *_DERIVED_FIELDS):
             shapes[name] = (n, *getattr(d0, name).shape)
-        for name in self._field_names:
+        # Derived constants of per-world masses and inertias are per-world state too (see the module docstring).
+        sources = any(f in CONSTANT_SOURCE_FIELDS for f in self._field_names)
+        self._constant_names = DERIVED_CONSTANT_FIELDS if sources else ()
+        for name in (*self._field_names, *self._constant_names):
             shapes[name] = (n, *getattr(model, name).shape)
         self._device_tensors = {
             name: torch.zeros(shape, dtype=torch.float64, device=self.device)
@@ -120,6 +127,7 @@ class MujocoBackend(SimBackend):
         self._host_arrays = {name: t.numpy() for name, t in self._host_tensors.items()}
         for name in self._field_names:
             self._host_arrays[name][:] = getattr(model, name)
+        self._pull_constants(range(n))
         self._pull_state_and_derived()
         self._upload()
 
@@ -143,6 +151,12 @@ class MujocoBackend(SimBackend):
         sensors_on = not (model.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_SENSOR)
         self._skip_early_sensors = bool(sensors_on and model.nsensor and not config.sensors_every_substep)
         self.forward()
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """The base set plus the per-world derived constants, when masses or inertias are per world."""
+        tensors = super().state_tensors()
+        tensors |= {f"model.{name}": self._device_tensors[name] for name in self._constant_names}
+        return tensors
 
     @property
     def mj_model(self) -> mujoco.MjModel:
@@ -213,8 +227,11 @@ class MujocoBackend(SimBackend):
     def _recompute_constants(self, mask: torch.Tensor) -> None:
         selected = self._mask_to_host(mask)
         self._to_host()
-        for i in np.flatnonzero(selected):
+        worlds = np.flatnonzero(selected)
+        for i in worlds:
             mujoco.mj_setConst(self._world_models[i], self._world_data[i])
+        self._pull_constants(worlds)
+        self._upload()
 
     def _track_overflow(self) -> None:
         for i, d in enumerate(self._world_data):
@@ -279,13 +296,19 @@ class MujocoBackend(SimBackend):
             d.time = float(a["time"][i])
             for name in (*STATE_CHANNELS[1:], "sensordata", "cfrc_ext"):
                 getattr(d, name)[...] = a[name][i]
-            for name in self._field_names:
+            for name in (*self._field_names, *self._constant_names):
                 getattr(m, name)[...] = a[name][i]
 
     def _from_host(self) -> None:
         """Read state and derived quantities of every world back into the torch carriers."""
         self._pull_state_and_derived()
         self._upload()
+
+    def _pull_constants(self, worlds: Any) -> None:
+        """Read the derived constants of ``worlds`` (indices) from their MjModels into the host mirrors."""
+        for name in self._constant_names:
+            for i in worlds:
+                self._host_arrays[name][i] = getattr(self._world_models[i], name)
 
     def _pull_state_and_derived(self) -> None:
         a = self._host_arrays

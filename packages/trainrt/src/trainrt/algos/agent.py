@@ -115,13 +115,14 @@ LEARNER_FIELD_DESCRIPTIONS: dict[str, str] = {
 
 
 class CheckedLearnerConfig(BaseModel):
-    """The pydantic base of `SacConfig` and `FlashSacConfig`: unknown keys refused, ranges checked.
+    """The pydantic base of `SacConfig` and `FlashSacConfig`: unknown keys refused, floats finite, ranges checked.
 
     It declares no fields, so each algorithm's config keeps its own field order (and so its serialized
-    key order); a subclass must declare ``v_min``, ``v_max``, ``log_std_min`` and ``log_std_max``.
+    key order); a subclass must declare ``v_min``, ``v_max``, ``log_std_min`` and ``log_std_max``. As in
+    ``trainrt.config.schema``, a field whose meaning needs inf or nan says so and sets ``allow_inf_nan=True``.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
@@ -861,7 +862,9 @@ def load_optimizer_state_inplace(optimizer: torch.optim.Optimizer, state: dict[s
     if not optimizer.state:
         # Keep the configured learning rates (tensor ones stay the objects a captured graph reads).
         learning_rates = [group["lr"] for group in optimizer.param_groups]
-        optimizer.load_state_dict(state)
+        # A copy: torch adopts the given tensors as its state (on the same device), so later steps would
+        # write into the caller's state dict.
+        optimizer.load_state_dict(clone_state(state))
         for group, lr in zip(optimizer.param_groups, learning_rates):
             group["lr"] = lr
         return

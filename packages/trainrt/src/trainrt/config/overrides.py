@@ -316,6 +316,10 @@ def _walk_annotation(config: BaseModel, key: Sequence[str]) -> Any:
     return annotation
 
 
+_FRIENDLIER_MESSAGES = {"finite_number": "must be a finite number, not inf or nan"}
+"""Our wording of pydantic's error messages, by error type."""
+
+
 @cold_path
 def format_validation_error(
     err: ValidationError, config: BaseModel, overrides: Mapping[tuple[str, ...], Override] | None = None
@@ -325,7 +329,7 @@ def format_validation_error(
     lines = []
     for item in err.errors():
         key = _field_path(config, item["loc"])
-        message = item["msg"].removeprefix("Value error, ")
+        message = _FRIENDLIER_MESSAGES.get(item["type"], item["msg"].removeprefix("Value error, "))
         if not key:  # a check across fields: the message names the keys
             lines.append(message)
             continue

@@ -9,6 +9,7 @@ validation. The resolved config is written to ``<run_dir>/config.json``.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
@@ -25,7 +26,14 @@ ALGO_NAMES: tuple[str, ...] = get_args(AlgoName)
 TASK_NAMES: tuple[str, ...] = get_args(TaskName)
 SIM_BACKEND_NAMES: tuple[str, ...] = get_args(SimBackendName)
 
-_STRICT = ConfigDict(extra="forbid", validate_assignment=True)
+_STRICT = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+"""Every config model: unknown keys refused, assignments validated, and every float finite (a field whose
+meaning needs inf or nan says so in its description and sets ``Field(allow_inf_nan=True)``)."""
+
+MAX_DURATION_S = 1e9
+"""Longest duration setting, in seconds (about 32 years: ``eval`` sets 1e9 s for "never"). A duration becomes
+control steps or a timeout; at this bound those stay far inside int64 (1e13 steps at a 0.1 ms step) and
+``datetime.timedelta``'s range, where inf or 1e300 overflowed."""
 
 
 class _AlgoSectionBase(BaseModel):
@@ -83,7 +91,9 @@ class TaskSection(BaseModel):
         description="motion clip of a tracking task: a holosoma or BeyondMimic/mjlab npz path, or the name of a "
         "clip among the G1 assets (None: the task's default clip)",
     )
-    episode_length_s: float | None = Field(None, gt=0.0, description="episode length (None: the task's)")
+    episode_length_s: float | None = Field(
+        None, gt=0.0, le=MAX_DURATION_S, description="episode length in seconds (None: the task's)"
+    )
     actions: TermOverrides = Field(default_factory=dict, description="action terms: {name: {params}}")
     rewards: TermOverrides = Field(
         default_factory=dict, description="reward terms: {name: {weight, params, enabled}}"
@@ -116,12 +126,31 @@ class TaskSection(BaseModel):
     @field_validator("actions", "rewards", "terminations", "events", "commands", "observations")
     @classmethod
     def _terms_fit_the_task(cls, value: TermOverrides, info: ValidationInfo) -> TermOverrides:
+        _refuse_non_finite_numbers(value, f"task.{info.field_name}")
         if not value or "name" not in info.data:
             return value
         from trainrt.tasks import check_term_overrides
 
         check_term_overrides(info.data["name"], info.field_name, value)
         return value
+
+
+def _refuse_non_finite_numbers(value: Any, key: str) -> None:
+    """``ValueError`` naming the dotted key of the first inf or nan in ``value`` (a number, or text that reads as
+    one, inside nested dicts and lists): a term override's numbers must be finite too."""
+    if isinstance(value, dict):
+        for name, item in value.items():
+            _refuse_non_finite_numbers(item, f"{key}.{name}")
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _refuse_non_finite_numbers(item, f"{key}[{index}]")
+    elif isinstance(value, (float, str)):
+        try:
+            number = float(value)
+        except ValueError:
+            return
+        if not math.isfinite(number):
+            raise ValueError(f"{key} must be a finite number, got {value!r}")
 
 
 class SimSection(BaseModel):
@@ -167,7 +196,10 @@ class DistributedSection(BaseModel):
         "auto", description="torch.distributed backend: auto = nccl on CUDA, gloo on CPU"
     )
     timeout_sec: float = Field(
-        300.0, gt=0.0, description="a collective waiting longer than this fails the rank (no hung process)"
+        300.0,
+        gt=0.0,
+        le=MAX_DURATION_S,
+        description="a collective waiting longer than this fails the rank (no hung process)",
     )
     check_every: int = Field(
         10, ge=0, description="iterations between cross-rank weight checksums (0: only at the end)"
@@ -221,7 +253,7 @@ class TrainingSection(BaseModel):
         "recorded between iterations, outside the throughput window",
     )
     video_seconds: float = Field(
-        2.0, gt=0.0, description="simulated seconds of each training.video_every video"
+        2.0, gt=0.0, le=MAX_DURATION_S, description="simulated seconds of each training.video_every video"
     )
     video_renderer: Literal["auto", "egl", "osmesa", "software"] = Field(
         "auto", description="renderer of the training videos (auto: EGL with a CUDA GPU, else software)"
@@ -295,6 +327,21 @@ class TrainConfig(BaseModel):
             raise ValueError(
                 f"algo.steps_per_iteration={self.algo.steps_per_iteration} is not a multiple of "
                 f"training.collector_steps_per_replay={k}"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _warm_up_fits_the_replay(self) -> TrainConfig:
+        """The warm-up must fit the replay: each of its vector steps writes one row per env, so more steps than
+        ``buffer_size_per_env`` rows overwrite the warm-up's own first rows before the first update samples."""
+        params = self.algo.params
+        if params.learning_starts >= params.buffer_size_per_env:
+            raise ValueError(
+                f"algo.params.learning_starts={params.learning_starts} warm-up steps do not fit the replay's "
+                f"algo.params.buffer_size_per_env={params.buffer_size_per_env} rows per env (each warm-up step "
+                "writes one row per env, and the first update samples them): lower algo.params.learning_starts "
+                f"below {params.buffer_size_per_env} or raise algo.params.buffer_size_per_env above "
+                f"{params.learning_starts}"
             )
         return self
 

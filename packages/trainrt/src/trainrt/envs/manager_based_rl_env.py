@@ -38,6 +38,7 @@ import torch
 import simcore
 from trainrt.compiled import CompiledOnFirstCall
 from trainrt.envs.env_cfg import EnvCfg
+from trainrt.envs.env_state import load_state_dict_into, state_dict_of
 from trainrt.envs.robot_view import RobotView
 from trainrt.envs.state_cache import StateCache
 from trainrt.hotpath import cold_path
@@ -516,6 +517,17 @@ class ManagerBasedRlEnv:
             if terms and all(key in t for t in terms.values()):
                 meta[key] = [v for t in terms.values() for v in t[key]]
         return meta
+
+    @cold_path
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """CPU copies of every tensor the env carries between steps (simulation and managers), by name."""
+        return state_dict_of(self)
+
+    @cold_path
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Put a :meth:`state_dict` back in place; ``ValueError`` when it was saved from another env layout."""
+        load_state_dict_into(self, state, what="env state")
+        self.state_cache.invalidate()
 
     @cold_path
     def close(self) -> None:

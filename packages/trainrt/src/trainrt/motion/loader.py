@@ -159,6 +159,7 @@ def read_motion_arrays(source: str | Path | Mapping[str, Any]) -> dict[str, np.n
     if not path.is_file():
         raise FileNotFoundError(f"motion file not found: {path}")
     _check_npz_header(path)
+    _check_decompressed_size(path)
     try:
         with np.load(path, allow_pickle=False) as data:
             return {k: np.asarray(data[k]) for k in data.files}
@@ -170,6 +171,73 @@ def read_motion_arrays(source: str | Path | Mapping[str, Any]) -> dict[str, np.n
             else ""
         )
         raise ValueError(f"{path} is not a readable .npz motion file: {err}{fix}") from err
+
+
+MAX_MOTION_ARRAY_BYTES = 2**30
+"""Largest total size of a motion file's arrays once decompressed (1 GiB). The G1 asset clips hold under 6 MB;
+an hour at 50 fps of a 30-body clip with every holosoma field in float64 holds about 0.7 GiB."""
+
+MOTION_LOAD_COPIES = 4
+"""How many times its decompressed size loading a clip holds at its peak (the arrays, their float64 tracks,
+resampling, forward kinematics): 2.7 to 4.6 for the G1 asset clips. A clip must fit the host's available
+memory that many times."""
+
+
+@cold_path
+def npz_array_bytes(path: str | Path) -> dict[str, int]:
+    """Bytes each member of an npz file holds once decompressed, without decompressing it: the larger of the
+    zip central directory's size and the array its npy header describes (shape x item size)."""
+    sizes = {}
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            sizes[info.filename.removesuffix(".npy")] = max(info.file_size, _npy_header_bytes(archive, info))
+    return sizes
+
+
+def _npy_header_bytes(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> int:
+    """The bytes the array of an npz member holds by its npy header (read alone); 0 for a member that is no npy."""
+    with archive.open(info) as member:
+        try:
+            version = np.lib.format.read_magic(member)
+            read_header = (
+                np.lib.format.read_array_header_1_0
+                if version == (1, 0)
+                else np.lib.format.read_array_header_2_0
+            )
+            shape, _, dtype = read_header(member)
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile):
+            return 0
+    return math.prod(shape) * dtype.itemsize
+
+
+@cold_path
+def _check_decompressed_size(path: Path) -> None:
+    """``ValueError`` naming the file and its sizes when its arrays, decompressed, would exceed
+    ``MAX_MOTION_ARRAY_BYTES`` or (``MOTION_LOAD_COPIES`` times) the host's available memory."""
+    from trainrt.runner.build import host_available_bytes
+    from trainrt.runner.preflight import format_bytes
+
+    try:
+        sizes = npz_array_bytes(path)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        return  # not readable as a zip: np.load names the problem
+    total = sum(sizes.values())
+    available = host_available_bytes()
+    if total > MAX_MOTION_ARRAY_BYTES:
+        limit = f"more than the {format_bytes(MAX_MOTION_ARRAY_BYTES)} a motion clip may hold"
+    elif available is not None and total * MOTION_LOAD_COPIES > available:
+        limit = (
+            f"and loading takes about {MOTION_LOAD_COPIES} times that, more than the host's "
+            f"{format_bytes(available)} of available memory"
+        )
+    else:
+        return
+    largest = sorted(sizes.items(), key=lambda item: -item[1])[:3]
+    arrays = ", ".join(f"{name} {format_bytes(size)}" for name, size in largest)
+    raise ValueError(
+        f"{path} ({format_bytes(path.stat().st_size)} on disk) holds {format_bytes(total)} of arrays once "
+        f"decompressed ({arrays}), {limit}: use a shorter clip (fewer frames) or one with fewer fields"
+    )
 
 
 def _name_list(field: Any) -> list[str]:

@@ -121,7 +121,7 @@ def free_device_bytes(device: torch.device | str) -> int | None:
     device = torch.device(device)
     if device.type == "cpu":
         return host_available_bytes()
-    if device.type != "cuda":
+    if device.type != "cuda" or not torch.cuda.is_available():
         return None
     free, _ = torch.cuda.mem_get_info(device)
     return int(free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
@@ -164,7 +164,9 @@ def build_replay(cfg: TrainConfig, env: Any) -> DeviceReplayBuffer:
 
     Raises ``ReplayDoesNotFit`` (naming ``algo.params.buffer_size_per_env`` and ``algo.num_envs``) when the
     buffer is larger than the device's free memory (the host's available memory on the CPU), checked before
-    allocating and again if the allocation itself runs out.
+    allocating and again if the allocation itself runs out. A run has checked its whole estimate, the replay
+    included, before it wrote anything (``trainrt.runner.preflight``); this check catches memory taken since,
+    and covers callers without that pre-flight check (``bench``).
     """
     params = cfg.algo.params
     sizes = dict(

@@ -24,6 +24,14 @@ import simcore
 from trainrt.compiled import CompiledOnFirstCall, compile_refusal, joined_reasons
 from trainrt.hotpath import cold_path
 
+_EPISODE_ACCUMULATORS = (
+    "_episode_return",
+    "_episode_length",
+    "_finished_return_sum",
+    "_finished_length_sum",
+    "_finished_count",
+)
+
 
 class Collector:
     """Steps the env with the agent's policy and writes every transition into the replay buffer.
@@ -213,6 +221,33 @@ class Collector:
             summary["Train/mean_reward"] = return_sum / count
             summary["Train/mean_episode_length"] = length_sum / count
         return summary
+
+    def _carried_tensors(self) -> dict[str, torch.Tensor]:
+        """The tensors a collector step carries to the next: the observation and the episode accumulators."""
+        carried = {f"obs.{group}": tensor for group, tensor in self.obs.items()}
+        return carried | {name: getattr(self, name) for name in _EPISODE_ACCUMULATORS}
+
+    @cold_path
+    def state_dict(self) -> dict[str, Any]:
+        """CPU copies of what the next step continues from, and the count of steps collected so far."""
+        tensors = {name: t.detach().cpu().clone() for name, t in self._carried_tensors().items()}
+        return {"tensors": tensors, "steps_collected": self.steps_collected}
+
+    @cold_path
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Put a :meth:`state_dict` back in place; ``ValueError`` when it was saved for other shapes."""
+        live, saved = self._carried_tensors(), state["tensors"]
+        unfit = sorted(
+            name
+            for name, tensor in live.items()
+            if name not in saved or tuple(saved[name].shape) != tuple(tensor.shape)
+        )
+        if unfit:
+            raise ValueError(f"the saved collector state does not fit this collector ({', '.join(unfit)})")
+        with torch.no_grad():
+            for name, tensor in live.items():
+                tensor.copy_(saved[name].to(tensor.device))
+        self.steps_collected = int(state["steps_collected"])
 
     @cold_path
     def diagnostics(self) -> dict[str, Any]:

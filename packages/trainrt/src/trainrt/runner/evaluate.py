@@ -38,10 +38,11 @@ from trainrt.hotpath import cold_path
 from trainrt.runner.atomic_files import atomic_write_text
 from trainrt.runner.build import build_agent, build_env, make_env_cfg, resolve_device
 from trainrt.runner.checkpoint import (
+    POLICY_CHECKPOINT_KEYS,
     check_action_mapping,
     check_motion_clips,
-    load_agent_weights,
     load_run_checkpoint,
+    load_run_weights,
 )
 from trainrt.runner.manifest import load_resolved_config
 from trainrt.tasks.term_overrides import merge_term_overrides
@@ -241,11 +242,12 @@ def action_saturation(env: Any) -> torch.Tensor:
 
 @cold_path
 def _load_agent(cfg: TrainConfig, env: Any, state: dict[str, Any]) -> Any:
-    """The run's agent with the checkpoint's weights; ValueError when the env maps actions differently."""
+    """The run's agent with the checkpoint's weights; ValueError when the env maps actions differently or
+    the weights do not fit the networks the run's config builds."""
     check_action_mapping(state, env)
     check_motion_clips(state, env)
     agent = build_agent(cfg, env.obs_dims, env.num_actions, env.device)
-    load_agent_weights(agent, state)
+    load_run_weights(state, agent, cfg, dict(env.obs_dims), action="cannot evaluate")
     return agent
 
 
@@ -400,7 +402,9 @@ def evaluate_run(
         cfg = cfg.model_copy(
             update={"sim": cfg.sim.model_copy(update={"solver_iterations": solver_iterations})}
         )
-    state = load_run_checkpoint(run_dir, checkpoint, map_location=resolve_device(cfg))
+    state = load_run_checkpoint(
+        run_dir, checkpoint, map_location=resolve_device(cfg), require=POLICY_CHECKPOINT_KEYS
+    )
     if cfg.task.name == "g1_walk_flat":
         body = evaluate_walk(
             cfg,

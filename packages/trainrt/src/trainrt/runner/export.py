@@ -25,7 +25,7 @@ from torch import nn
 from trainrt.hotpath import cold_path
 from trainrt.runner.atomic_files import atomic_write
 from trainrt.runner.build import build_agent
-from trainrt.runner.checkpoint import load_agent_weights, load_run_checkpoint
+from trainrt.runner.checkpoint import POLICY_CHECKPOINT_KEYS, load_run_checkpoint, load_run_weights
 from trainrt.runner.manifest import load_resolved_config
 
 ONNX_FILE_NAME = "policy.onnx"
@@ -157,10 +157,10 @@ def export_run(
     """Export the actor of a run's last checkpoint to ``<run_dir>/policy.onnx``, or of the given ``checkpoint`` to
     ``<run_dir>/policy_<iteration>.onnx`` (or to ``output``); ``motion_file``: the run's clip at another place."""
     cfg = load_resolved_config(run_dir, motion_file=motion_file)
-    state = load_run_checkpoint(run_dir, checkpoint, map_location="cpu")
+    state = load_run_checkpoint(run_dir, checkpoint, map_location="cpu", require=POLICY_CHECKPOINT_KEYS)
     env_meta = state["env_meta"]
     agent = build_agent(cfg, env_meta["obs_dims"], env_meta["num_actions"], "cpu")
-    load_agent_weights(agent, state)
+    load_run_weights(state, agent, cfg, action="cannot export")
     group = policy_obs_group(agent)
     metadata = export_metadata(
         env_meta, obs_group=group, algo=cfg.algo.name, task=cfg.task.name, iteration=state["iteration"]

@@ -16,15 +16,17 @@ Lifecycle of ``OffPolicyRunner.run()``:
 Ctrl-C, SIGTERM and SIGHUP save a checkpoint of the last completed iteration and write a summary with
 status ``interrupted`` naming the signal (``RunInterrupted`` carries the exit code, 128 + the signal number;
 a second Ctrl-C abandons that checkpoint, never the summary);
-any exception writes status ``failed`` with the error text and is re-raised. While the run runs, the summary
-says ``running`` and is rewritten at every checkpoint and at most every ``_RUNNING_SUMMARY_EVERY_SEC`` at log
-time, so a run killed without warning (``kill -9``) still leaves the truth on disk.
+any exception writes status ``failed`` with the error text and is re-raised (a write the filesystem refuses,
+disk full or a size limit, as a one-line ``WriteFailure`` naming the file and the free space). While the run
+runs, the summary says ``running`` and is rewritten at every checkpoint and at most every
+``_RUNNING_SUMMARY_EVERY_SEC`` at log time, so a run killed without warning (``kill -9``) still leaves the
+truth on disk.
 
 The run owns its directory (``trainrt.runner.run_dir``): a lock while it runs, a refusal of a directory
-holding another run's files (unless resuming it, or ``training.overwrite=true``), and a run id in every
-checkpoint. A contact or constraint buffer overflow is reported at log time naming ``sim.nconmax`` /
-``sim.njmax`` with a suggested value, and listed in the summary's ``warnings``
-(``training.fail_on_overflow=true`` fails the run instead).
+holding another run's files (unless resuming it, or ``training.overwrite=true``, which deletes only what
+trainrt wrote and never the run being resumed), and a run id in every checkpoint. A contact or constraint
+buffer overflow is reported at log time naming ``sim.nconmax`` / ``sim.njmax`` with a suggested value, and
+listed in the summary's ``warnings`` (``training.fail_on_overflow=true`` fails the run instead).
 
 Launched as several ranks (``torchrun`` or ``trainrt train --gpus N``; see ``trainrt.runner.distributed``),
 every rank runs this same lifecycle on its own envs, device and replay shard; gradients are averaged
@@ -65,8 +67,11 @@ from trainrt.runner.checkpoint import (
     capture_rng_states,
     check_action_mapping,
     check_motion_clips,
+    checkpoint_dir,
     load_agent_weights,
     load_checkpoint,
+    load_fitting_weights,
+    remove_stale_temp_files,
     restore_rng_states,
     save_checkpoint,
 )
@@ -81,7 +86,7 @@ from trainrt.runner.distributed import (
     parameter_checksum,
 )
 from trainrt.runner.export import ONNX_FILE_NAME, export_metadata, export_policy_onnx, policy_obs_group
-from trainrt.runner.failures import ExpectedRunFailure
+from trainrt.runner.failures import ExpectedRunFailure, WriteFailure, write_failure_of
 from trainrt.runner.iteration_clock import IterationClock
 from trainrt.runner.manifest import (
     CONFIG_FILE_NAME,
@@ -90,12 +95,13 @@ from trainrt.runner.manifest import (
     write_resolved_config,
 )
 from trainrt.runner.play import evaluate_policy
+from trainrt.runner.preflight import check_memory_fits
 from trainrt.runner.run_dir import (
-    RunDirError,
     RunDirLock,
     check_run_dir_usable,
     new_run_id,
     refuse_a_used_run_dir,
+    refuse_to_overwrite_the_resumed_run,
 )
 from trainrt.runner.schedule import IterationSchedule
 from trainrt.runner.summary import (
@@ -211,6 +217,7 @@ class OffPolicyRunner:
         self.env_meta: dict[str, Any] = {}
         self.timings: list[IterationTiming] = []
         self.resumed_from_iteration: int | None = None
+        self._exact_resume = False  # the checkpoint resumed holds the whole run state (training.save_replay)
         self.warmup_time_sec = 0.0
         self.warmup_env_steps = 0
         self.last_checkpoint: Path | None = None
@@ -239,6 +246,8 @@ class OffPolicyRunner:
         self._setup_started = time.perf_counter()
         # A resume that cannot work is a usage error: raised here, before the run (and its summary) starts.
         self._resume_checkpoint = self._load_resume_checkpoint(Path(resume)) if resume is not None else None
+        # So is a config that needs more memory than the device has free (estimated, nothing allocated yet).
+        check_memory_fits(self.rank_cfg)
         # So is input the env or agent cannot be built from (a motion file, an observation group, other networks).
         self._probe_config(self._resume_checkpoint)
         self.run_id = self._run_id_to_continue(resume) if resume is not None else new_run_id()
@@ -257,15 +266,16 @@ class OffPolicyRunner:
         """Lock the run directory; refuse (or, with ``training.overwrite``, clear) one that holds another run."""
         resumes_here = resume is not None and _same_path(Path(resume), self.run_dir)
         overwrite = self.cfg.training.overwrite
-        if resumes_here and overwrite:
-            raise RunDirError(
-                f"training.overwrite=true would delete {self.run_dir}, the run being resumed; drop "
-                "training.overwrite, or give another training.run_dir to resume into"
-            )
+        if resume is not None and overwrite:  # the resumed run, a parent of it or a folder inside it
+            refuse_to_overwrite_the_resumed_run(self.run_dir, resume)
         self._lock = RunDirLock(self.run_dir, self.run_id, log=self.log)
         try:
             if not resumes_here:
                 refuse_a_used_run_dir(self.run_dir, overwrite=overwrite, log=self.log)
+            # What a write killed midway (kill -9) left: checkpoints are written only under this lock; an
+            # export or eval beside the run may be writing into the run directory, so young files there stay.
+            remove_stale_temp_files(checkpoint_dir(self.run_dir), min_age_sec=0.0, log=self.log)
+            remove_stale_temp_files(self.run_dir, log=self.log)
         except BaseException:
             self._release_run_dir()
             raise
@@ -320,9 +330,10 @@ class OffPolicyRunner:
                     raise
                 raise stop from exc
             except BaseException as exc:
-                error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-                self._write_summary("failed", error[-_ERROR_TEXT_LIMIT:])
-                raise
+                raised = self._record_failure(exc)
+                if raised is exc:
+                    raise
+                raise raised from exc
             finally:
                 self._close_writer()
             summary = self._write_summary("completed", None)
@@ -493,6 +504,7 @@ class OffPolicyRunner:
             self.last_checkpoint_iteration = self.resumed_from_iteration
             self.log(f"resumed from {checkpoint['path']} at iteration {self.resumed_from_iteration}")
             self._restore_replay(checkpoint.get("replay"))
+            self._exact_resume = self._can_continue_exactly(checkpoint)
         if self.ranks.is_main:
             self._write_summary("running", None)
 
@@ -513,6 +525,45 @@ class OffPolicyRunner:
                 "replay statistics restored; the replay itself refills during warm-up "
                 "(training.save_replay=true saves it in checkpoints)"
             )
+
+    @cold_path
+    def _can_continue_exactly(self, checkpoint: dict[str, Any]) -> bool:
+        """Whether the checkpoint holds the whole run state (``training.save_replay``) and it fits this run.
+
+        Then warm-up takes no steps of its own and ends by putting the env, the collector, the replay, the
+        learner and every generator back as the checkpoint left them: the run continues as if never stopped.
+        """
+        replay = checkpoint.get("replay") or {}
+        if "rings" not in replay or "env_state" not in checkpoint or "collector" not in checkpoint:
+            return False
+        if torch.device(checkpoint["device"]).type != self.env.device.type:
+            self.log(
+                "note: the checkpoint comes from another device type; the run continues from a fresh env"
+            )
+            return False
+        if self.replay.num_rows() == 0:  # the rings did not fit (the note above says why)
+            return False
+        try:
+            self.env.load_state_dict(checkpoint["env_state"])  # also the check that it fits
+        except ValueError as err:
+            self.log(f"note: {err}; the run continues from a fresh env")
+            return False
+        return True
+
+    @cold_path
+    def _continue_exactly(self) -> None:
+        """Put the checkpoint's run state back in place (after warm-up's captures and first updates)."""
+        checkpoint = self._resume_checkpoint
+        assert checkpoint is not None and self.collector is not None
+        load_agent_weights(self.agent, checkpoint)
+        self.replay.load_state_dict(checkpoint["replay"])
+        self.env.load_state_dict(checkpoint["env_state"])
+        self.collector.load_state_dict(checkpoint["collector"])
+        restore_rng_states(self._generators(), checkpoint["rng"])
+        self.log(
+            f"continuing exactly where iteration {checkpoint['iteration']} ended: env, collector, replay, "
+            "learner and generators as the checkpoint saved them"
+        )
 
     @cold_path
     def _load_resume_checkpoint(self, resume_dir: Path) -> dict[str, Any]:
@@ -583,7 +634,7 @@ class OffPolicyRunner:
                 # The actions must mean the same joint targets (a task's bounds can change between versions,
                 # adr/0014), and the checkpoint's weights must fit this config's networks.
                 check_action_mapping(checkpoint, probe)
-                _check_weights_fit(checkpoint, agent, cfg, dict(probe.obs_dims))
+                load_fitting_weights(checkpoint, agent, cfg, dict(probe.obs_dims))
         finally:
             probe.close()
 
@@ -604,7 +655,8 @@ class OffPolicyRunner:
             compile_math=cfg.training.compile_collector,
         )
         resumed = self.resumed_from_iteration is not None
-        self.collector.prefill(params.learning_starts, use_policy=resumed)
+        # An exact resume restored the replay's rows: warm-up steps nothing it would have to undo.
+        self.collector.prefill(0 if self._exact_resume else params.learning_starts, use_policy=resumed)
         self.collector.capture()
         self.replay.freeze_view()
         updates = params.updates_per_iteration
@@ -636,6 +688,8 @@ class OffPolicyRunner:
         self.warmup_time_sec = self._elapsed_sec()
         self.collector.episode_summary()  # warm-up episodes do not count towards iteration 1's statistics
         env.episode_stats()
+        if self._exact_resume:
+            self._continue_exactly()
         collector_graph = self.collector.diagnostics()
         learner_graph = agent.update_diagnostics()
         schedule = self.schedule.diagnostics()
@@ -955,6 +1009,10 @@ class OffPolicyRunner:
             "run_id": self.run_id,
             "replay": self.replay.state_dict(include_rings=self.cfg.training.save_replay),
         }
+        if self.cfg.training.save_replay and self.collector is not None:
+            # With the replay, the rest of the run state: a resume continues exactly (_continue_exactly).
+            payload["env_state"] = self.env.state_dict()
+            payload["collector"] = self.collector.state_dict()
         self.last_checkpoint = save_checkpoint(self.run_dir, iteration, payload)
         self.last_checkpoint_iteration = iteration
         self._write_running_summary()
@@ -980,6 +1038,8 @@ class OffPolicyRunner:
         try:
             summary = self._summary_fields(status, error)
             written = write_run_summary(self.summary_path, summary)
+        except WriteFailure:  # the filesystem refused it: a fallback summary would meet the same refusal
+            raise
         except Exception as exc:  # a malformed summary is a failed run
             problem = f"run summary failed validation: {exc}"[-_ERROR_TEXT_LIMIT:]
             fallback = self._summary_fields("failed", problem, measurement=False)
@@ -988,6 +1048,21 @@ class OffPolicyRunner:
         if status != "running":
             self._announce_outputs(written)
         return written
+
+    @cold_path
+    def _record_failure(self, exc: BaseException) -> BaseException:
+        """Write the ``failed`` summary of ``exc``; what to raise: ``exc``, or the one-line ``WriteFailure`` of a
+        write the filesystem refused (saying so when the summary was refused too)."""
+        failure = write_failure_of(exc, self.run_dir)
+        error = str(failure) if failure is not None else _error_text(exc)
+        try:
+            self._write_summary("failed", error[-_ERROR_TEXT_LIMIT:])
+        except WriteFailure as refused:
+            if failure is None:
+                self.log(f"the failed summary was not written: {refused}")
+                return exc
+            failure = WriteFailure(failure.path, failure.errno, "the failed summary was not written either")
+        return failure if failure is not None else exc
 
     @cold_path
     def _write_running_summary(self) -> None:
@@ -1120,41 +1195,17 @@ def _raised_by_ctrl_c(err: BaseException | None, stop: BaseException) -> bool:
     return False
 
 
+def _error_text(exc: BaseException) -> str:
+    """``Type: message`` of a failed run's exception, as the summary's ``error`` records it."""
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip()
+
+
 def _usage_error(err: ValueError | FileNotFoundError, key: str, hint: str) -> ValueError | FileNotFoundError:
     """``err`` as a usage error of its kind, with ``(hint)`` added unless its message names ``key``."""
     message = str(err)
     if key not in message:
         message += f" ({hint})"
     return FileNotFoundError(message) if isinstance(err, FileNotFoundError) else ValueError(message)
-
-
-@cold_path
-def _check_weights_fit(
-    checkpoint: dict[str, Any], agent: Any, cfg: TrainConfig, obs_dims: dict[str, int]
-) -> None:
-    """``ValueError`` naming the differing ``algo.params`` (and observation widths, when those differ too)
-    unless the checkpoint's weights load into ``agent``, built for ``obs_dims``."""
-    try:
-        load_agent_weights(agent, checkpoint)
-    except (RuntimeError, KeyError, ValueError) as err:
-        saved = checkpoint["config"]["algo"]["params"]
-        now = cfg.algo.params.model_dump(mode="json")
-        differ = [
-            f"{k}={now[k]!r} (the run used {saved[k]!r})" for k in now if k in saved and now[k] != saved[k]
-        ]
-        saved_dims = (checkpoint.get("env_meta") or {}).get("obs_dims")
-        widths = ""
-        if saved_dims is not None and saved_dims != obs_dims:
-            widths = (
-                f"; observation widths {obs_dims} differ from the run's {saved_dims} (task.observations or "
-                "another task setting changes them)"
-            )
-        problem = [line.strip() for line in str(err).strip().splitlines()]
-        raise ValueError(
-            f"cannot resume from {checkpoint['path']}: its weights do not fit the networks this config builds "
-            f"({type(err).__name__}: {' '.join(problem[:2])}); algo.params that differ from the run's: "
-            f"{', '.join(differ) or 'none'}{widths}; drop those overrides to resume"
-        ) from err
 
 
 def _same_path(a: Path, b: Path) -> bool:

@@ -14,10 +14,11 @@ import torch
 from trainrt.hotpath import cold_path
 from trainrt.runner.build import build_agent, build_env
 from trainrt.runner.checkpoint import (
+    POLICY_CHECKPOINT_KEYS,
     check_action_mapping,
     check_motion_clips,
-    load_agent_weights,
     load_run_checkpoint,
+    load_run_weights,
 )
 from trainrt.runner.manifest import load_resolved_config
 
@@ -111,8 +112,8 @@ def load_run_policy(
         cfg = cfg.model_copy(update={"sim": cfg.sim.model_copy(update={"backend": sim, "device": None})})
     env = build_env(cfg, num_envs=num_envs)
     agent = build_agent(cfg, env.obs_dims, env.num_actions, env.device)
-    state = load_run_checkpoint(run_dir, checkpoint, map_location=env.device)
+    state = load_run_checkpoint(run_dir, checkpoint, map_location=env.device, require=POLICY_CHECKPOINT_KEYS)
     check_action_mapping(state, env)
     check_motion_clips(state, env)
-    load_agent_weights(agent, state)
+    load_run_weights(state, agent, cfg, dict(env.obs_dims), action="cannot play")
     return env, agent, {"checkpoint": str(state["path"]), "iteration": int(state["iteration"])}

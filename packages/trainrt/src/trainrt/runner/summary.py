@@ -272,7 +272,8 @@ class RunSummary(BaseModel):
 def write_run_summary(path: str | os.PathLike, summary: RunSummary | dict[str, Any]) -> RunSummary:
     """Validate ``summary`` against :class:`RunSummary` and write it atomically as JSON to ``path``.
 
-    Raises pydantic's ``ValidationError`` (a ``ValueError``) without writing anything when it is malformed.
+    Raises pydantic's ``ValidationError`` (a ``ValueError``) without writing anything when it is malformed, and
+    ``trainrt.runner.failures.WriteFailure`` (leaving the previous file) when the filesystem refuses the write.
     """
     model = RunSummary.model_validate(summary.model_dump() if isinstance(summary, RunSummary) else summary)
     atomic_write_text(path, json.dumps(model.model_dump(mode="json"), indent=2) + "\n")
