@@ -29,6 +29,7 @@ def test_each_backend_declares_its_own_set():
         Capability.CONTACT_FORCES,
         Capability.PER_WORLD_MODEL_FIELDS,
         Capability.RESET_TRANSACTION,
+        Capability.STATE_TENSORS,
     }
     assert Capability.GRAPH_CAPTURE not in declared_capabilities(MujocoBackend)
     assert {Capability.DEVICE_RESIDENT, Capability.GRAPH_CAPTURE, Capability.EXTERNAL_GRAPH_CAPTURE} <= (
