@@ -9,12 +9,9 @@ from g1_assets import require_g1_assets
 from trainrt.config import apply_overrides, cpu_demo_preset
 from trainrt.runner.build import build_env
 from trainrt.runner.checkpoint import resolve_run_checkpoint
-from trainrt.runner.evaluate import (
-    WALK_EVAL_COMMANDS,
-    format_eval_table,
-    tracking_eval_config,
-    walk_eval_config,
-)
+from trainrt.runner.evaluate import format_eval_table
+from trainrt.tasks.g1_motion_tracking.evaluation import tracking_eval_config
+from trainrt.tasks.g1_walk_flat.evaluation import WALK_EVAL_COMMANDS, walk_eval_config
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -144,7 +141,7 @@ def test_all_walk_commands_run_in_one_env_and_one_rollout(monkeypatch):
     monkeypatch.setattr(evaluate._RolloutStep, "step", step_spy)
     monkeypatch.setattr(evaluate, "_load_agent", lambda cfg, env, state: _DefaultPoseAgent(env.num_actions))
     cfg = cpu_demo_preset("sac", "g1_walk_flat", "mujoco")
-    body = evaluate.evaluate_walk(cfg, {}, num_envs=2, steps=4, commands=names, log=lambda line: None)
+    body = evaluate.evaluate_task(cfg, {}, num_envs=2, steps=4, scenarios=names, log=lambda line: None)
 
     assert len(built) == 1 and built[0].num_envs == 6
     assert steps_taken == [6] * 4, "one rollout of 4 steps over all 6 rows"
@@ -173,7 +170,7 @@ def test_rollout_groups_average_their_own_rows():
 
 
 def test_walk_horizon_defaults_to_simulated_seconds_within_one_episode():
-    from trainrt.runner.evaluate import WALK_EVAL_HORIZON_S, walk_horizon_steps
+    from trainrt.tasks.g1_walk_flat.evaluation import WALK_EVAL_HORIZON_S, walk_horizon_steps
 
     env = build_env(cpu_demo_preset("sac", "g1_walk_flat", "mujoco"), num_envs=1)
     assert walk_horizon_steps(env, WALK_EVAL_HORIZON_S) == round(WALK_EVAL_HORIZON_S / env.step_dt)

@@ -20,6 +20,7 @@ from trainrt.config import apply_overrides, cpu_demo_preset
 from trainrt.envs import ManagerBasedRlEnv
 from trainrt.runner import evaluate
 from trainrt.runner.build import build_agent, make_env_cfg
+from trainrt.tasks.g1_walk_flat import evaluation as walk_evaluation
 
 pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
@@ -51,7 +52,7 @@ def run_same_state_steps(device: str) -> None:
         ],
     )
     env = ManagerBasedRlEnv(
-        without_constraints(make_env_cfg(evaluate.walk_eval_config(cfg, (0.0, 0.0, 0.0)))),
+        without_constraints(make_env_cfg(walk_evaluation.walk_eval_config(cfg, (0.0, 0.0, 0.0)))),
         sim="mjwarp",
         num_envs=ROWS_PER_COMMAND * len(COMMANDS),
         device=device,
@@ -62,10 +63,10 @@ def run_same_state_steps(device: str) -> None:
     rollout = evaluate._RolloutStep(
         env, agent, {"lin_vel_error_xy": lambda env: mdp.lin_vel_error_xy(env, command_name="twist")}
     )
-    table = torch.tensor([evaluate.WALK_EVAL_COMMANDS[n] for n in COMMANDS]).repeat_interleave(
+    table = torch.tensor([walk_evaluation.WALK_EVAL_COMMANDS[n] for n in COMMANDS]).repeat_interleave(
         ROWS_PER_COMMAND, dim=0
     )
-    evaluate.assign_walk_commands(env, table)
+    walk_evaluation.assign_walk_commands(env, table)
     generators = [g for g in (env.rng, getattr(agent, "rng", None)) if isinstance(g, torch.Generator)]
     graph = simcore.CapturedWork(
         rollout.step, backend=env.backend, name="eval_rollout", generators=generators, warmup_steps=2

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from trainrt.tasks.registry import task_names
+
 if TYPE_CHECKING:
     from trainrt.config import TrainConfig
 
@@ -69,13 +71,6 @@ class Algo(enum.StrEnum):
 
     sac = "sac"
     flashsac = "flashsac"
-
-
-class Task(enum.StrEnum):
-    """``--task`` choices."""
-
-    g1_walk_flat = "g1_walk_flat"
-    g1_motion_tracking = "g1_motion_tracking"
 
 
 class Sim(enum.StrEnum):
@@ -121,11 +116,18 @@ OverridesArg = Annotated[
 AlgoOpt = Annotated[
     Algo | None, typer.Option(help="learner (default: sac, or the resumed run's with training.resume)")
 ]
-TaskOpt = Annotated[
-    Task | None, typer.Option(help="task (default: g1_walk_flat, or the resumed run's with training.resume)")
-]
 DEFAULT_ALGO = "sac"
 DEFAULT_TASK = "g1_walk_flat"
+# Registered tasks (trainrt.tasks.registry; listing them imports no torch); a task's own module is loaded with
+# $TRAINRT_TASK_MODULES. The name is checked where the command resolves its config.
+TaskOpt = Annotated[
+    str | None,
+    typer.Option(
+        help=f"task, one of: {', '.join(task_names())} (default: {DEFAULT_TASK}, or the resumed run's with "
+        "training.resume); another module's task: name the module in $TRAINRT_TASK_MODULES",
+        show_default=False,
+    ),
+]
 RunDirArg = Annotated[Path, typer.Argument(help="a run directory written by `trainrt train`")]
 CheckpointOpt = Annotated[
     str | None,
@@ -230,7 +232,10 @@ def resolve_train_config(
     from trainrt.config import apply_overrides, cpu_demo_preset, parse_override, preset
     from trainrt.config.overrides import parse_scalar
     from trainrt.runner.manifest import load_resolved_config
+    from trainrt.tasks.registry import task_spec
 
+    if task is not None:
+        task_spec(task)  # ValueError naming the registered tasks
     parsed = [parse_override(text) for text in overrides]
     resume = next((o.value_text for o in reversed(parsed) if o.key == "training.resume"), None)
     if cuda_available is None:
@@ -304,7 +309,7 @@ def _warn_if_returns_outgrow_the_support(cfg: TrainConfig, keys: list[str]) -> N
 
 
 def _resolve_command_line(
-    algo: Algo | None, task: Task | None, sim: Sim | None, overrides: list[str], preset_choice: PresetChoice
+    algo: Algo | None, task: str | None, sim: Sim | None, overrides: list[str], preset_choice: PresetChoice
 ) -> tuple[TrainConfig, dict[str, object]]:
     """``resolve_train_config`` of a command's options; a bad config exits with one usage line."""
     from trainrt.config import OverrideError
@@ -312,7 +317,7 @@ def _resolve_command_line(
     with _usage_errors(OverrideError, ValueError, FileNotFoundError):
         resolved = resolve_train_config(
             algo.value if algo else None,
-            task.value if task else None,
+            task,
             sim.value if sim else None,
             overrides,
             preset_choice.value,
@@ -530,10 +535,15 @@ def eval_command(
         Sim | None,
         typer.Option(help="backend (default: the run's); mujoco checks an mjwarp policy sim-to-sim"),
     ] = None,
-    num_envs: Annotated[int, typer.Option(min=1, help="envs per walk command, or tracking envs")] = 64,
+    num_envs: Annotated[
+        int, typer.Option(min=1, help="envs per scenario of the task's evaluation (e.g. per walk command)")
+    ] = 64,
     steps: Annotated[
         int | None,
-        typer.Option(min=1, help="control steps per rollout (default: walk --horizon-s, tracking the clip)"),
+        typer.Option(
+            min=1,
+            help="control steps per rollout (default: the evaluation's, e.g. walk --horizon-s, tracking the clip)",
+        ),
     ] = None,
     commands: Annotated[
         str | None, typer.Option(help="walk: comma-separated command names (default: all, in one rollout)")
@@ -556,17 +566,19 @@ def eval_command(
     motion_file: MotionFileOpt = None,
 ) -> None:
     """Deterministic evaluation: walk per fixed command (fell, velocity errors); tracking over the whole clip."""
-    from trainrt.runner.evaluate import WALK_EVAL_COMMANDS, evaluate_run, format_eval_table
+    from trainrt.runner.evaluate import evaluate_run, format_eval_table
     from trainrt.runner.preflight import check_rollout_memory
 
     _check_output_file(out, "--out", "eval.json", default=Path(run_dir) / "eval" / "eval.json")
+    scenarios = None if commands is None else [c.strip() for c in commands.split(",") if c.strip()]
     with _usage_errors(OSError, ValueError):
         check_rollout_memory(
             run_dir,
             num_envs=num_envs,
             sim=sim.value if sim else None,
             motion_file=_motion_file(motion_file),
-            walk_commands=len(WALK_EVAL_COMMANDS) if commands is None else max(1, commands.count(",") + 1),
+            evaluation=True,
+            scenarios=scenarios,
         )
         result = evaluate_run(
             run_dir,
@@ -574,7 +586,7 @@ def eval_command(
             sim=sim.value if sim else None,
             num_envs=num_envs,
             steps=steps,
-            commands=None if commands is None else [c.strip() for c in commands.split(",") if c.strip()],
+            commands=scenarios,
             horizon_s=horizon_s,
             solver_iterations=solver_iterations,
             out=out,
@@ -590,7 +602,9 @@ def eval_command(
 def bench(
     target: Annotated[BenchTarget, typer.Argument(help="what to time")] = BenchTarget.all,
     algo: Annotated[Algo, typer.Option(help="learner (collector/learner benches)")] = Algo.sac,
-    task: Annotated[Task, typer.Option(help="task (collector/learner benches)")] = Task.g1_walk_flat,
+    task: Annotated[
+        str, typer.Option(help=f"task (collector/learner benches), one of: {', '.join(task_names())}")
+    ] = DEFAULT_TASK,
     sim: Annotated[Sim, typer.Option(help="physics backend")] = Sim.mjwarp,
     num_envs: Annotated[int | None, typer.Option(min=1, help="envs (default: the preset's)")] = None,
     steps: Annotated[int, typer.Option(min=1, help="timed repetitions")] = 50,

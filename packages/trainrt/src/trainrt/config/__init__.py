@@ -1,11 +1,10 @@
 """Training configuration: the pydantic schema, the presets, and dotted command-line overrides."""
 
 from trainrt.config.overrides import OverrideError, apply_overrides, parse_override, parse_scalar
-from trainrt.config.presets import PRESETS, cpu_demo_preset, preset
+from trainrt.config.presets import PRESETS, cpu_demo_preset, preset, preset_pairs
 from trainrt.config.schema import (
     ALGO_NAMES,
     SIM_BACKEND_NAMES,
-    TASK_NAMES,
     AlgoSection,
     DistributedSection,
     FlashSacAlgoSection,
@@ -21,7 +20,6 @@ __all__ = [
     "ALGO_NAMES",
     "PRESETS",
     "SIM_BACKEND_NAMES",
-    "TASK_NAMES",
     "AlgoSection",
     "DistributedSection",
     "FlashSacAlgoSection",
@@ -37,4 +35,5 @@ __all__ = [
     "parse_override",
     "parse_scalar",
     "preset",
+    "preset_pairs",
 ]

@@ -1,4 +1,7 @@
-"""Presets: one factory per (algo, task) with every hyperparameter written out, plus a small CPU demo.
+"""Presets: the shared builders of the per-(algo, task) factories, ``preset`` and a small CPU demo.
+
+Each task registers one factory per algorithm with every hyperparameter written out
+(``trainrt/tasks/<task>/presets.py``, ``trainrt.tasks.registry``); this module owns what they share.
 
 The canonical workloads (docs/performance.md) are ``sac_g1_walk_flat`` and ``flashsac_g1_motion_tracking``
 at 2048 envs on mjwarp; their throughput runs use these presets unchanged except for
@@ -19,32 +22,29 @@ CLI announces when it is used. It is a demonstration, not a measurement.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from trainrt.algos import FlashSacConfig, SacConfig
 from trainrt.config.schema import (
-    FlashSacAlgoSection,
-    SacAlgoSection,
-    SimSection,
-    TaskSection,
+    ALGO_NAMES,
     TrainConfig,
     TrainingSection,
 )
 
 CANONICAL_NUM_ENVS = 2048
-_STEPS_PER_ITERATION = 8
+STEPS_PER_ITERATION = 8
 _COLLECTOR_STEPS_PER_REPLAY = 4
 
 REFERENCE_SCHEDULES: dict[str, dict[str, object]] = {
     "sac": {
-        "updates_per_iteration": 8 * _STEPS_PER_ITERATION,
+        "updates_per_iteration": 8 * STEPS_PER_ITERATION,
         "batch_size": 8192,
         "actor_update_period": 4,
         "tau": 0.125,
     },
     "flashsac": {
-        "updates_per_iteration": 4 * _STEPS_PER_ITERATION,
+        "updates_per_iteration": 4 * STEPS_PER_ITERATION,
         "batch_size": 2048,
         "actor_update_period": 2,
         "tau": 0.05,
@@ -53,7 +53,7 @@ REFERENCE_SCHEDULES: dict[str, dict[str, object]] = {
 """Learner schedules per iteration of 8 vector steps: the work the presets (and speed comparisons) do."""
 
 
-def _training(**changes: object) -> TrainingSection:
+def gpu_training_section(**changes: object) -> TrainingSection:
     """The training section shared by the GPU presets (``changes`` override single fields)."""
     fields: dict[str, object] = {
         "seed": 0,
@@ -76,7 +76,7 @@ def _training(**changes: object) -> TrainingSection:
     return TrainingSection.model_validate(fields)
 
 
-def _sac_params(**changes: object) -> SacConfig:
+def sac_params(**changes: object) -> SacConfig:
     """FastSAC-style SAC for the 29-DoF G1 at 2048 envs (``changes`` override single fields)."""
     fields: dict[str, object] = {
         "actor_hidden_dim": 512,
@@ -115,7 +115,7 @@ def _sac_params(**changes: object) -> SacConfig:
     return SacConfig.model_validate(fields)
 
 
-def _flashsac_params(**changes: object) -> FlashSacConfig:
+def flashsac_params(**changes: object) -> FlashSacConfig:
     """FlashSAC (arXiv 2604.04539) for the 29-DoF G1 at 2048 envs (``changes`` override single fields)."""
     fields: dict[str, object] = {
         "actor_hidden_dim": 128,
@@ -166,7 +166,8 @@ G1_CONTROL_DT = 0.02
 """Seconds per control step of both G1 tasks (5 ms physics, 4 substeps); rewards are scaled by it."""
 
 
-def _support(task: str, gamma: float) -> dict[str, float]:
+def support_params(task: str, gamma: float) -> dict[str, float]:
+    """``return_support`` as ``{"v_min": ..., "v_max": ...}`` params of an algorithm."""
     v_min, v_max = return_support(task, gamma)
     return {"v_min": v_min, "v_max": v_max}
 
@@ -191,98 +192,47 @@ def support_bound(rewards: Mapping[str, Any], gamma: float, margin: float = 1.25
     return float(math.ceil(margin * best_step / (1.0 - gamma)))
 
 
-def sac_g1_walk_flat() -> TrainConfig:
-    """Canonical workload 1: SAC on G1 velocity tracking, 2048 envs on mjwarp."""
-    return TrainConfig(
-        algo=SacAlgoSection(
-            num_envs=CANONICAL_NUM_ENVS,
-            max_iterations=3000,  # ~49M env steps; minutes on an H200
-            steps_per_iteration=_STEPS_PER_ITERATION,
-            # The learning rates decay (cosine to 0.1x over max_iterations): at a constant 3e-4 the walk
-            # peaks and then degrades within minutes (docs/perf/2026-12-01-walk-schedule-h200.md).
-            # The replay keeps 4096 steps per env (8.4M transitions, about 500 iterations): with 1024 the
-            # walk peaked near iteration 1,000 and then degraded, also with the decay (adr/0018).
-            params=_sac_params(
-                lr_schedule="warmup_cosine",
-                lr_final_ratio=0.1,
-                buffer_size_per_env=4096,
-                **_support("g1_walk_flat", 0.97),
-            ),
-        ),
-        task=TaskSection(name="g1_walk_flat"),
-        # The constraint solver stops after 5 iterations instead of the model's 10: the walk learns as well
-        # in 5 minutes, the policy walks as well under 10 iterations on CPU MuJoCo, and a contact-rich
-        # control step costs about 0.82x (adr/0022).
-        sim=SimSection(backend="mjwarp", device=None, nconmax=None, njmax=None, solver_iterations=5),
-        training=_training(),
-    )
+def preset_pairs(task_first: str | None = None) -> tuple[tuple[str, str], ...]:
+    """Every registered ``(algo, task)`` pair with a preset: ``task_first``'s pairs first, then by algorithm
+    (in ``ALGO_NAMES`` order) and task."""
+    from trainrt.tasks.registry import task_names, task_spec
 
-
-def sac_g1_motion_tracking() -> TrainConfig:
-    """SAC on G1 whole-body motion tracking, 2048 envs on mjwarp (tracking returns are larger: wider support)."""
-    return TrainConfig(
-        algo=SacAlgoSection(
-            num_envs=CANONICAL_NUM_ENVS,
-            max_iterations=3000,
-            steps_per_iteration=_STEPS_PER_ITERATION,
-            params=_sac_params(gamma=0.99, **_support("g1_motion_tracking", 0.99)),
-        ),
-        task=TaskSection(name="g1_motion_tracking"),
-        sim=SimSection(backend="mjwarp", device=None, nconmax=None, njmax=None),
-        training=_training(),
-    )
-
-
-def flashsac_g1_walk_flat() -> TrainConfig:
-    """FlashSAC on G1 velocity tracking, 2048 envs on mjwarp."""
-    return TrainConfig(
-        algo=FlashSacAlgoSection(
-            num_envs=CANONICAL_NUM_ENVS,
-            max_iterations=3000,
-            steps_per_iteration=_STEPS_PER_ITERATION,
-            params=_flashsac_params(gamma=0.97),
-        ),
-        task=TaskSection(name="g1_walk_flat"),
-        sim=SimSection(backend="mjwarp", device=None, nconmax=None, njmax=None),
-        training=_training(),
-    )
-
-
-def flashsac_g1_motion_tracking() -> TrainConfig:
-    """Canonical workload 2: FlashSAC on G1 whole-body motion tracking, 2048 envs on mjwarp."""
-    return TrainConfig(
-        algo=FlashSacAlgoSection(
-            num_envs=CANONICAL_NUM_ENVS,
-            max_iterations=3000,
-            steps_per_iteration=_STEPS_PER_ITERATION,
-            # Unscaled rewards on a support sized to the task's returns, as SAC: the adaptive scale's max |G|
-            # term, set by one fall full of penalties, flattened the critic for the whole run (adr/0017).
-            params=_flashsac_params(reward_scaling=False, **_support("g1_motion_tracking", 0.99)),
-        ),
-        task=TaskSection(name="g1_motion_tracking"),
-        # 5 solver iterations, as the walk (adr/0022): tracks as well in 5 minutes and under the model's 10 on
-        # CPU MuJoCo, with a shorter contact-rich step (docs/perf/2026-12-02-fused-norm-and-tracking-solver-h200.md).
-        sim=SimSection(backend="mjwarp", device=None, nconmax=None, njmax=None, solver_iterations=5),
-        training=_training(),
-    )
-
-
-PRESETS: dict[tuple[str, str], Callable[[], TrainConfig]] = {
-    ("sac", "g1_walk_flat"): sac_g1_walk_flat,
-    ("sac", "g1_motion_tracking"): sac_g1_motion_tracking,
-    ("flashsac", "g1_walk_flat"): flashsac_g1_walk_flat,
-    ("flashsac", "g1_motion_tracking"): flashsac_g1_motion_tracking,
-}
+    order = {algo: i for i, algo in enumerate(ALGO_NAMES)}
+    pairs = [(algo, task) for task in task_names() for algo in task_spec(task).presets]
+    return tuple(sorted(pairs, key=lambda p: (p[1] != task_first, order.get(p[0], len(order)), p[0], p[1])))
 
 
 def preset(algo: str, task: str) -> TrainConfig:
-    """The canonical preset of ``(algo, task)``; ``ValueError`` naming the valid pairs otherwise."""
-    try:
-        factory = PRESETS[(algo, task)]
-    except KeyError:
-        valid = ", ".join(f"{a}/{t}" for a, t in PRESETS)
-        raise ValueError(f"no preset for algo {algo!r} and task {task!r}; valid: {valid}") from None
-    return factory()
+    """The canonical preset of ``(algo, task)``, from the task's registration (``trainrt.tasks.registry``);
+    ``ValueError`` naming the valid pairs otherwise."""
+    from trainrt.tasks.registry import task_names, task_spec
+
+    if task not in task_names() or algo not in task_spec(task).presets:
+        valid = ", ".join(f"{a}/{t}" for a, t in preset_pairs(task))
+        raise ValueError(f"no preset for algo {algo!r} and task {task!r}; valid: {valid}")
+    return task_spec(task).preset_factory(algo)()
+
+
+class _PresetFactories(Mapping[tuple[str, str], Callable[[], TrainConfig]]):
+    """``(algo, task)`` -> preset factory, a read-only view of the task registry."""
+
+    def __getitem__(self, pair: tuple[str, str]) -> Callable[[], TrainConfig]:
+        from trainrt.tasks.registry import task_names, task_spec
+
+        algo, task = pair
+        if task not in task_names() or algo not in task_spec(task).presets:
+            raise KeyError(pair)
+        return task_spec(task).preset_factory(algo)
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(preset_pairs())
+
+    def __len__(self) -> int:
+        return len(preset_pairs())
+
+
+PRESETS: Mapping[tuple[str, str], Callable[[], TrainConfig]] = _PresetFactories()
+"""``(algo, task)`` -> preset factory of every registered task (read-only view of ``trainrt.tasks.registry``)."""
 
 
 CPU_DEMO_NUM_ENVS = 32

@@ -19,11 +19,9 @@ from trainrt.algos import FlashSacConfig, SacConfig
 from trainrt.config.renames import STORED_CONFIG_KEY, RenamedField, translate_renamed_fields, warn_deprecated
 
 AlgoName = Literal["sac", "flashsac"]
-TaskName = Literal["g1_walk_flat", "g1_motion_tracking"]
 SimBackendName = Literal["mujoco", "mjwarp"]
 _DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?")
 ALGO_NAMES: tuple[str, ...] = get_args(AlgoName)
-TASK_NAMES: tuple[str, ...] = get_args(TaskName)
 SIM_BACKEND_NAMES: tuple[str, ...] = get_args(SimBackendName)
 
 _STRICT = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
@@ -85,7 +83,7 @@ class TaskSection(BaseModel):
 
     model_config = _STRICT
 
-    name: TaskName = Field(description="the task (set it with --task)")
+    name: str = Field(description="the task (set it with --task): a name in the task registry")
     motion_file: str | None = Field(
         None,
         description="motion clip of a tracking task: a holosoma or BeyondMimic/mjlab npz path, or the name of a "
@@ -113,6 +111,14 @@ class TaskSection(BaseModel):
         description="observation terms, by group: {group: {name: {params, scale, clip, noise, history_length, "
         "enabled}}}; noise takes the fields of the term's own noise, e.g. {n_min, n_max}",
     )
+
+    @field_validator("name")
+    @classmethod
+    def _task_is_registered(cls, value: str) -> str:
+        from trainrt.tasks.registry import task_spec
+
+        task_spec(value)  # ValueError naming the registered tasks
+        return value
 
     @field_validator("motion_file")
     @classmethod

@@ -1,20 +1,14 @@
 """``trainrt eval``: the deterministic evaluation of a run's checkpoint, the number users, docs and tests quote.
 
-The run's env is rebuilt from its ``config.json`` (the same Manager-based env it trained on) with evaluation
-changes applied through the task-override mechanism (``TaskSection``), and the actor acts deterministically:
+The run's env is rebuilt from its ``config.json`` (the same Manager-based env it trained on) with the
+evaluation's changes applied through the task-override mechanism (``TaskSection``), and the actor acts
+deterministically. What is evaluated is the task's own: its registration (``trainrt.tasks.registry``) names
+an ``EvaluationSpec`` (``trainrt.runner.evaluation_spec``) with the config changes, the scenarios (one block
+of rows each, all in one env and one rollout), the metrics and the horizon; e.g. the walk runs every fixed
+command for 10 s (``tasks/g1_walk_flat/evaluation.py``), the tracking task the whole clip from its first
+frame (``tasks/g1_motion_tracking/evaluation.py``).
 
-``g1_walk_flat``
-    every fixed command of ``WALK_EVAL_COMMANDS`` at once: one env of ``num_envs`` rows per command (no
-    heading or standing rows, no resampling, pushes off; each row's command assigned after the reset), one
-    rollout of ``WALK_EVAL_HORIZON_S`` = 10 s of simulated time (``horizon_s``, or ``steps`` control steps;
-    at most one episode). Per command: the fraction of rows that fell, the mean linear (xy) and yaw-rate
-    errors, and the mean achieved (signed) forward, lateral and yaw velocities over the steps they were up.
-``g1_motion_tracking``
-    every row starts at the clip's first frame without perturbation (pushes off, no random start) and runs
-    to the clip's end. Completion fraction (rows that reached the last frame), and mean body position,
-    anchor position and orientation, and joint position errors over the steps the rows were tracking.
-
-Both report ``action_saturation``: the mean fraction of the policy's action components at the ends of the
+Every evaluation reports ``failed_fraction``, ``completed_fraction``, ``mean_episode_length`` and ``action_saturation``: the mean fraction of the policy's action components at the ends of the
 tanh range (``|a| >= ACTION_SATURATION_LEVEL``), where the action map pins targets at their bounds and the
 policy's gradient vanishes.
 
@@ -27,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,71 +39,9 @@ from trainrt.runner.checkpoint import (
     load_run_weights,
 )
 from trainrt.runner.manifest import load_resolved_config
-from trainrt.tasks.term_overrides import merge_term_overrides
 
 EVAL_DIR_NAME = "eval"
-WALK_EVAL_COMMANDS: dict[str, tuple[float, float, float]] = {
-    "stand": (0.0, 0.0, 0.0),
-    "forward_0.5": (0.5, 0.0, 0.0),
-    "forward_1.0": (1.0, 0.0, 0.0),
-    "backward_0.5": (-0.5, 0.0, 0.0),
-    "lateral_0.3": (0.0, 0.3, 0.0),
-    "yaw_0.5": (0.0, 0.0, 0.5),
-    "combined": (0.5, 0.2, 0.3),
-}
-"""Walk evaluation commands: name -> (lin_vel_x m/s, lin_vel_y m/s, ang_vel_z rad/s) in the root frame."""
-
-WALK_EVAL_HORIZON_S = 10.0
-"""Default simulated seconds of a walk rollout: long enough to show falls and steady-state tracking, half of
-the 20 s training episode so the evaluation stays quick."""
-
-NEVER_S = 1.0e9
 _DONE_CHECK_EVERY = 50  # control steps between the (synchronizing) checks for "every row is done"
-
-
-@cold_path
-def _with_task_changes(cfg: TrainConfig, changes: dict[str, Any], **fields: Any) -> TrainConfig:
-    """``cfg`` with evaluation changes merged over its task section and validated like any override."""
-    task = cfg.task.model_dump()
-    for section, overrides in changes.items():
-        task[section] = merge_term_overrides(task.get(section, {}), overrides)
-    task.update(fields)
-    return cfg.model_copy(update={"task": type(cfg.task).model_validate(task)})
-
-
-@cold_path
-def walk_eval_config(cfg: TrainConfig, command: tuple[float, float, float]) -> TrainConfig:
-    """The run config with the twist command pinned to ``command`` and pushes off."""
-    vx, vy, wz = command
-    twist = {
-        "params": {
-            "lin_vel_x": [vx, vx],
-            "lin_vel_y": [vy, vy],
-            "ang_vel_z": [wz, wz],
-            "rel_heading_envs": 0.0,
-            "rel_standing_envs": 0.0,
-        },
-        "resampling_time_range_s": [NEVER_S, NEVER_S],
-    }
-    return _with_task_changes(
-        cfg, {"commands": {"twist": twist}, "events": {"push_robot": {"enabled": False}}}
-    )
-
-
-@cold_path
-def tracking_eval_config(cfg: TrainConfig) -> TrainConfig:
-    """The run config with every reset at the clip's first frame, unperturbed, pushes off, no episode limit."""
-    axes = ("x", "y", "z", "roll", "pitch", "yaw")
-    motion = {
-        "params": {
-            "start_frame": 0,
-            "pose_range": {axis: [0.0, 0.0] for axis in axes},
-            "velocity_range": {axis: [0.0, 0.0] for axis in axes},
-            "joint_position_range": [0.0, 0.0],
-        }
-    }
-    changes = {"commands": {"motion": motion}, "events": {"push_robot": {"enabled": False}}}
-    return _with_task_changes(cfg, changes, episode_length_s=NEVER_S)
 
 
 class _RolloutStep:
@@ -231,6 +163,12 @@ def _rollout(
     return out
 
 
+_ROW_BOOKKEEPING = frozenset(
+    ("failed_fraction", "completed_fraction", "mean_episode_length", "steps", "horizon_steps", "num_envs",
+     "graph_enabled")
+)  # fmt: skip
+"""Keys of every ``_rollout`` row that are not metrics."""
+
 ACTION_SATURATION_LEVEL = 0.99
 """|action| at or above which an action component counts as saturated in the ``action_saturation`` metric."""
 
@@ -252,106 +190,64 @@ def _load_agent(cfg: TrainConfig, env: Any, state: dict[str, Any]) -> Any:
 
 
 @cold_path
-def walk_horizon_steps(env: Any, horizon_s: float) -> int:
-    """Control steps of a walk rollout of ``horizon_s`` simulated seconds, at most one episode."""
-    if not (math.isfinite(horizon_s) and horizon_s > 0.0):
-        raise ValueError(f"horizon_s must be a positive number of seconds, got {horizon_s!r}")
-    return max(1, min(env.max_episode_length, math.ceil(horizon_s / env.step_dt - 1e-9)))
-
-
-@cold_path
-def assign_walk_commands(env: Any, commands: torch.Tensor) -> None:
-    """Pin each row's twist command to ``commands`` (num_envs, 3) and refresh the observation buffers.
-
-    Runs right after ``env.reset()``: the eval config never resamples and has no heading or standing rows,
-    so the rows keep these commands for their first episode (the only one the evaluation counts). The
-    refreshed observation does not rewrite stored observation history (the walk task keeps none), so a task
-    with history terms would see the reset's command in its oldest frames.
-    """
-    twist = env.command_manager.get_term("twist")
-    twist.vel_command_b.copy_(commands.to(twist.vel_command_b))
-    with env.state_cache.memoizing():  # as inside a step: a compiled observation reuses its one variant
-        env.observation_manager.compute(update_history=False)
-
-
-@cold_path
-def evaluate_walk(
+def evaluate_task(
     cfg: TrainConfig,
     state: dict[str, Any],
     *,
     num_envs: int,
     steps: int | None,
-    commands: Sequence[str] | None = None,
-    horizon_s: float = WALK_EVAL_HORIZON_S,
+    scenarios: Sequence[str] | None = None,
+    options: Mapping[str, Any] | None = None,
     use_graph: bool = True,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Walk evaluation: per command of ``WALK_EVAL_COMMANDS`` (or the named subset), fell fraction and errors.
+    """Run the evaluation ``cfg``'s task registers; returns its JSON body.
 
-    All commands run in one env of ``num_envs * len(commands)`` rows (a block of ``num_envs`` rows per
-    command) and one rollout of ``steps`` control steps (default ``horizon_s`` of simulated time).
+    All selected scenarios (``scenarios`` by name, default all) run in one env of ``num_envs`` rows per
+    scenario and one rollout of ``steps`` control steps (default: the spec's horizon under ``options``).
     """
-    from trainrt import mdp
+    from trainrt.tasks.registry import task_spec
 
-    names = list(WALK_EVAL_COMMANDS) if commands is None else list(commands)
-    unknown = [name for name in names if name not in WALK_EVAL_COMMANDS]
-    if unknown or not names:
-        raise ValueError(f"unknown walk eval commands {unknown}; valid: {list(WALK_EVAL_COMMANDS)}")
-    metrics = {
-        "lin_vel_error_xy": lambda env: mdp.lin_vel_error_xy(env, command_name="twist"),
-        "ang_vel_error_z": lambda env: mdp.ang_vel_error_z(env, command_name="twist"),
-        # the achieved velocities (root frame), signed: a steady turn and a yaw jitter have the same error
-        "mean_lin_vel_x": lambda env: env.robot.root_lin_vel_b[:, 0],
-        "mean_lin_vel_y": lambda env: env.robot.root_lin_vel_b[:, 1],
-        "mean_ang_vel_z": lambda env: env.robot.root_ang_vel_b[:, 2],
-        "action_saturation": action_saturation,
-    }
-    env = build_env(walk_eval_config(cfg, (0.0, 0.0, 0.0)), num_envs=num_envs * len(names))
+    spec = task_spec(cfg.task.name).evaluation_spec()
+    chosen = spec.select(scenarios)
+    metrics = {**spec.metrics, "action_saturation": action_saturation}
+    env = build_env(spec.config(cfg), num_envs=num_envs * len(chosen))
     agent = _load_agent(cfg, env, state)
-    horizon = steps if steps is not None else walk_horizon_steps(env, horizon_s)
-    table = torch.tensor([WALK_EVAL_COMMANDS[name] for name in names]).repeat_interleave(num_envs, dim=0)
+    horizon = steps if steps is not None else spec.horizon(env, dict(options or {}))
+    setup = spec.setup
     rows = _rollout(
         env,
         agent,
         horizon,
         metrics,
-        groups=len(names),
-        before_first_step=lambda env: assign_walk_commands(env, table),
+        groups=len(chosen),
+        before_first_step=None if setup is None else (lambda env: setup(env, chosen, num_envs)),
         use_graph=use_graph,
     )
     results: dict[str, Any] = {}
-    for name, row in zip(names, rows):
-        vx, vy, wz = WALK_EVAL_COMMANDS[name]
-        results[name] = {"command": {"lin_vel_x": vx, "lin_vel_y": vy, "ang_vel_z": wz}, **row}
-        log(f"  {name}: fell {row['failed_fraction']:.3f}, lin vel error {row['lin_vel_error_xy']:.3f} m/s")
-    return {"horizon_s": horizon * env.step_dt, "commands": results}
+    for scenario, row in zip(chosen, rows):
+        results[scenario.name] = {**scenario.facts, **row}
+        if spec.report is not None:
+            log(spec.report(scenario.name, results[scenario.name]))
+    if spec.result is None:
+        return {"scenarios": results}
+    return spec.result(env, horizon, results)
 
 
 @cold_path
-def evaluate_tracking(
-    cfg: TrainConfig, state: dict[str, Any], *, num_envs: int, steps: int | None, use_graph: bool = True
-) -> dict[str, Any]:
-    """Tracking evaluation: from the clip's first frame to its end; completion and mean tracking errors."""
-    from trainrt.tasks.g1_motion_tracking import mdp as tracking
+def _evaluation_options(task: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """The options given (not None) that the task's evaluation takes; ValueError naming those it takes."""
+    from trainrt.tasks.registry import task_spec
 
-    env = build_env(tracking_eval_config(cfg), num_envs=num_envs)
-    agent = _load_agent(cfg, env, state)
-    motion = env.command_manager.get_term("motion")
-    # terminations see the frame reached by the previous step, so the last frame ends step num_frames
-    horizon = motion.num_frames if steps is None else steps
-    metrics = {
-        name: (lambda env, func=func: func(env, command_name="motion"))
-        for name, func in (
-            ("body_pos_error", tracking.body_pos_error),
-            ("anchor_pos_error", tracking.anchor_pos_error),
-            ("anchor_ori_error", tracking.anchor_ori_error),
-            ("joint_pos_error", tracking.joint_pos_error),
-        )
-    }
-    metrics["action_saturation"] = action_saturation
-    (row,) = _rollout(env, agent, horizon, metrics, use_graph=use_graph)
-    clip = {"motion_file": str(motion.motion_file), "num_frames": motion.num_frames, "fps": motion.clip.fps}
-    return {"clip": clip, "tracking": row}
+    spec = task_spec(task).evaluation_spec()
+    given = {name: value for name, value in given.items() if value is not None}
+    for name in given:
+        if name not in spec.options:
+            takes = ", ".join(spec.options) or "none"
+            raise ValueError(
+                f"{name}: the evaluation of task {task!r} takes no such option (it takes: {takes})"
+            )
+    return given
 
 
 @cold_path
@@ -376,11 +272,12 @@ def evaluate_run(
         run_dir: a directory written by ``trainrt train``.
         checkpoint: None (newest), an iteration number, or a checkpoint file.
         sim: backend to evaluate on (default the run's); ``mujoco`` for a sim-to-sim check of an mjwarp run.
-        num_envs: rows per walk command, or rows of the tracking evaluation.
-        steps: control steps per rollout (default: walk ``horizon_s``, tracking the whole clip).
-        commands: walk command names (default all of ``WALK_EVAL_COMMANDS``).
-        horizon_s: walk rollout length in simulated seconds (default ``WALK_EVAL_HORIZON_S``, at most one
-            episode); ``steps`` takes precedence.
+        num_envs: rows per scenario of the task's evaluation (e.g. per walk command).
+        steps: control steps per rollout (default: the evaluation's horizon, e.g. walk ``horizon_s``, the
+            whole clip for tracking).
+        commands: scenario names, for an evaluation that takes them (the walk's commands; default all).
+        horizon_s: rollout length in simulated seconds, for an evaluation that takes it (the walk's;
+            ``steps`` takes precedence).
         solver_iterations: the constraint solver's iteration limit of the evaluation (default the run's
             ``sim.solver_iterations``): a policy trained with fewer iterations checked under the model's own.
         out: JSON path (default ``<run_dir>/eval/eval_<iteration>.json``).
@@ -394,6 +291,8 @@ def evaluate_run(
         raise ValueError(f"steps must be >= 1, got {steps}")
     if solver_iterations is not None and solver_iterations < 1:
         raise ValueError(f"solver_iterations must be >= 1, got {solver_iterations}")
+    from trainrt.tasks.registry import task_spec
+
     trained = load_resolved_config(run_dir, motion_file=motion_file)
     cfg = trained
     if sim is not None and sim != cfg.sim.backend:
@@ -405,29 +304,18 @@ def evaluate_run(
     state = load_run_checkpoint(
         run_dir, checkpoint, map_location=resolve_device(cfg), require=POLICY_CHECKPOINT_KEYS
     )
-    if cfg.task.name == "g1_walk_flat":
-        body = evaluate_walk(
-            cfg,
-            state,
-            num_envs=num_envs,
-            steps=steps,
-            commands=commands,
-            horizon_s=WALK_EVAL_HORIZON_S if horizon_s is None else horizon_s,
-            use_graph=use_graph,
-            log=log,
-        )
-    elif cfg.task.name == "g1_motion_tracking":
-        if commands is not None:
-            raise ValueError("commands are walk evaluation commands; the tracking evaluation has none")
-        if horizon_s is not None:
-            raise ValueError("horizon_s is a walk evaluation option; the tracking evaluation runs the clip")
-        body = evaluate_tracking(cfg, state, num_envs=num_envs, steps=steps, use_graph=use_graph)
-    else:  # a task added to the registry without an evaluation of its own (docs/extending.md)
-        raise ValueError(
-            f"trainrt eval has no evaluation for task {cfg.task.name!r} (it evaluates g1_walk_flat and "
-            "g1_motion_tracking); add one in trainrt/runner/evaluate.py, or use `trainrt play` for the "
-            "task's own episode statistics"
-        )
+    options = _evaluation_options(cfg.task.name, {"commands": commands, "horizon_s": horizon_s})
+    spec = task_spec(cfg.task.name).evaluation_spec()
+    body = evaluate_task(
+        cfg,
+        state,
+        num_envs=num_envs,
+        steps=steps,
+        scenarios=options.pop(spec.scenario_option, None) if spec.scenario_option else None,
+        options=options,
+        use_graph=use_graph,
+        log=log,
+    )
     result = {
         "run_dir": str(run_dir),
         "checkpoint": str(state["path"]),
@@ -489,6 +377,19 @@ def format_eval_table(result: dict[str, Any]) -> str:
                 f"{r['mean_episode_length']:.0f}/{r.get('horizon_steps', r['steps'])}",
             ]
             for name, r in result["commands"].items()
+        ]
+    elif "scenarios" in result:
+        metrics = [k for k in next(iter(result["scenarios"].values()), {}) if k not in _ROW_BOOKKEEPING]
+        header = ["scenario", "fell", "completed", *metrics, "ep len"]
+        rows = [
+            [
+                name,
+                f"{r['failed_fraction']:.3f}",
+                f"{r['completed_fraction']:.3f}",
+                *(f"{r[k]:.4f}" if isinstance(r[k], float) else str(r[k]) for k in metrics),
+                f"{r['mean_episode_length']:.0f}/{r.get('horizon_steps', r['steps'])}",
+            ]
+            for name, r in result["scenarios"].items()
         ]
     else:
         r = result["tracking"]

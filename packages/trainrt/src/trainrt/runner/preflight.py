@@ -38,6 +38,7 @@ import contextlib
 import dataclasses
 import io
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import mujoco
@@ -331,15 +332,23 @@ def check_rollout_memory(
     num_envs: int,
     sim: str | None = None,
     motion_file: str | None = None,
-    walk_commands: int = 1,
+    evaluation: bool = False,
+    scenarios: Sequence[str] | None = None,
 ) -> MemoryEstimate | None:
     """``check_memory_fits`` for a rollout of a run's policy (``play``, ``eval``): ``num_envs`` envs (times
-    ``walk_commands`` on the walking task, where ``eval`` runs a block of envs per command), on ``sim``."""
+    the selected ``scenarios`` of the task's evaluation with ``evaluation``, where ``eval`` runs a block of
+    envs per scenario), on ``sim``."""
     cfg = load_resolved_config(run_dir, motion_file=motion_file)
     if sim is not None and sim != cfg.sim.backend:
         cfg = cfg.model_copy(update={"sim": cfg.sim.model_copy(update={"backend": sim, "device": None})})
-    blocks = walk_commands if cfg.task.name == "g1_walk_flat" else 1
-    given = f"--num-envs {num_envs}" + (f" (x {blocks} walk commands)" if blocks > 1 else "")
+    blocks = 1
+    if evaluation:
+        from trainrt.tasks.registry import task_spec
+
+        spec = task_spec(cfg.task.name).evaluation_spec()
+        # an evaluation without a scenario option refuses the names later (evaluate_run) with its own message
+        blocks = len(spec.select(scenarios if spec.scenario_option else None))
+    given = f"--num-envs {num_envs}" + (f" (x {blocks} evaluation scenarios)" if blocks > 1 else "")
     return check_memory_fits(
         cfg, num_envs=num_envs * blocks, training=False, env_setting=("--num-envs", given)
     )

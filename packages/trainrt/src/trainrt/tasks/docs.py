@@ -114,13 +114,19 @@ def _term_table(
     return _table(["term", *([extra[0]] if extra else []), "implementation", "params"], rows)
 
 
-def task_section(name: str, factory: Any, env: Any) -> list[str]:
-    """The Markdown section of one task, from its config and a built env (observation dimensions)."""
+def task_section(name: str, factory: Any, env: Any, spec: Any = None) -> list[str]:
+    """The Markdown section of one task, from its config, a built env (observation dimensions) and its
+    registration (``TaskSpec``: presets and evaluation)."""
     cfg = env.cfg
     scene = cfg.scene
     out = [f"## `{name}`", "", _summary_line(factory), ""]
+    out += [f"- config factory: `{callable_path(factory)}`"]
+    if spec is not None:
+        out += [
+            f"- presets: {', '.join(f'`{algo}`' for algo in spec.presets)}",
+            f"- evaluation (`trainrt eval`): `{_ref_path(spec.evaluation)}`",
+        ]
     out += [
-        f"- config factory: `{callable_path(factory)}`",
         f"- control step: {format_value(env.step_dt)} s (decimation {cfg.decimation} x physics "
         f"{format_value(env.backend.physics_dt)} s); episode length {format_value(cfg.episode_length_s)} s "
         f"({env.max_episode_length} steps)",
@@ -195,10 +201,19 @@ def task_section(name: str, factory: Any, env: Any) -> list[str]:
     return [*out, ""]
 
 
+def _ref_path(ref: Any) -> str:
+    """A registry reference as ``module.attr`` (the ``"module:attr"`` string, or the callable's path)."""
+    return ref.replace(":", ".").removeprefix("trainrt.") if isinstance(ref, str) else callable_path(ref)
+
+
 def render_tasks_doc() -> str:
-    """The full text of ``docs/tasks.md`` for the registered tasks."""
+    """The full text of ``docs/tasks.md`` for the tasks registered by this package (``trainrt.tasks``; tasks
+    of modules named in ``$TRAINRT_TASK_MODULES`` are left out)."""
     from trainrt.envs import ManagerBasedRlEnv
-    from trainrt.tasks import TASKS
+    from trainrt.tasks.registry import task_names, task_spec
+
+    specs = [task_spec(name) for name in task_names()]
+    specs = [spec for spec in specs if spec.module.startswith("trainrt.tasks.")]
 
     out = [
         "# Task reference",
@@ -208,13 +223,14 @@ def render_tasks_doc() -> str:
         "defaults. How terms, managers and tasks fit together: [design.md](design.md); how to add a task or a",
         "term: [extending.md](extending.md).",
         "",
-        "Tasks: " + ", ".join(f"[`{name}`](#{name})" for name in TASKS) + ".",
+        "Tasks: " + ", ".join(f"[`{spec.name}`](#{spec.name})" for spec in specs) + ".",
         "",
     ]
-    for name, factory in TASKS.items():
+    for spec in specs:
+        factory = spec.env_cfg_factory()
         env = ManagerBasedRlEnv(factory(), sim="mujoco", num_envs=2, device="cpu", seed=0)
         try:
-            out += task_section(name, factory, env)
+            out += task_section(spec.name, factory, env, spec)
         finally:
             env.close()
     return "\n".join(out).rstrip("\n") + "\n"

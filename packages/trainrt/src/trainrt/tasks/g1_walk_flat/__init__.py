@@ -1,5 +1,14 @@
 """``g1_walk_flat``: Unitree G1 velocity tracking on flat ground (config factory; terms live in ``trainrt.mdp``)."""
 
-from trainrt.tasks.g1_walk_flat.env_cfg import g1_walk_flat_env_cfg
+from trainrt.tasks.registry import register_task
 
-__all__ = ["g1_walk_flat_env_cfg"]
+register_task(
+    "g1_walk_flat",
+    summary="Unitree G1 velocity tracking on flat ground",
+    env_cfg="trainrt.tasks.g1_walk_flat.env_cfg:g1_walk_flat_env_cfg",
+    presets={
+        "sac": "trainrt.tasks.g1_walk_flat.presets:sac_g1_walk_flat",
+        "flashsac": "trainrt.tasks.g1_walk_flat.presets:flashsac_g1_walk_flat",
+    },
+    evaluation="trainrt.tasks.g1_walk_flat.evaluation:walk_evaluation",
+)
