@@ -21,10 +21,18 @@ from simcore._src.g1 import (
     load_g1,
 )
 from simcore._src.graph import CapturedWork, garbage_held_during_capture
-from simcore._src.model import SELF_COLLISION_SENSOR, PdGains, load_model
+from simcore._src.model import (
+    SELF_COLLISION_SENSOR,
+    PdGains,
+    check_actuated_joints,
+    load_model,
+    pd_gains_from_armature,
+)
+from simcore._src.pose import pose_qpos, standing_root_height
 from simcore._src.read_plan import ReadPlan
 from simcore._src.reset import ResetSpec
 from simcore._src.timing import wall_seconds
+from simcore._src.wheel import PinnedWheel, WheelMember, asset_dir, fetch_wheel
 
 __all__ = [
     "G1_DEFAULT_JOINT_POS",
@@ -36,10 +44,15 @@ __all__ = [
     "CapturedWork",
     "G1Assets",
     "PdGains",
+    "PinnedWheel",
     "ReadPlan",
     "ResetSpec",
     "SimBackend",
     "SimConfig",
+    "WheelMember",
+    "asset_dir",
+    "check_actuated_joints",
+    "fetch_wheel",
     "g1_asset_paths",
     "g1_default_qpos",
     "g1_pd_gains",
@@ -48,5 +61,8 @@ __all__ = [
     "load_g1",
     "load_model",
     "make_backend",
+    "pd_gains_from_armature",
+    "pose_qpos",
+    "standing_root_height",
     "wall_seconds",
 ]

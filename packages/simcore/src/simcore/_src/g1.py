@@ -10,6 +10,7 @@ import numpy as np
 
 from simcore._src.assets import g1_asset_paths
 from simcore._src.model import PdGains, check_actuated_joints, load_model, pd_gains_from_armature
+from simcore._src.pose import pose_qpos, standing_root_height
 
 _LEG = ("hip_pitch", "hip_roll", "hip_yaw", "knee", "ankle_pitch", "ankle_roll")
 _ARM = ("shoulder_pitch", "shoulder_roll", "shoulder_yaw", "elbow", "wrist_roll", "wrist_pitch", "wrist_yaw")
@@ -61,46 +62,17 @@ def _check_g1(model: mujoco.MjModel, what: str) -> None:
         raise ValueError(f"{what} needs a G1 model (simcore.load_g1()): {lacks}")
 
 
-def _pose_qpos(model: mujoco.MjModel, root_height: float) -> np.ndarray:
-    """``qpos0`` with the default joint positions, the root at ``(0, 0, root_height)``, identity orientation."""
-    qpos = model.qpos0.copy()
-    qpos[:3] = (0.0, 0.0, root_height)
-    qpos[3:7] = (1.0, 0.0, 0.0, 0.0)
-    for name, value in G1_DEFAULT_JOINT_POS.items():
-        qpos[model.jnt_qposadr[model.joint(name).id]] = value
-    return qpos
-
-
-def _lowest_point(model: mujoco.MjModel, data: mujoco.MjData, geom: int) -> float:
-    """World z of the lowest point of a sphere, capsule or box geom after ``mj_kinematics``."""
-    kind, size = int(model.geom_type[geom]), model.geom_size[geom]
-    center, axes = data.geom_xpos[geom], data.geom_xmat[geom].reshape(3, 3)
-    if kind == mujoco.mjtGeom.mjGEOM_SPHERE.value:
-        return float(center[2] - size[0])
-    if kind == mujoco.mjtGeom.mjGEOM_CAPSULE.value:
-        return float(center[2] - size[0] - size[1] * abs(axes[2, 2]))
-    if kind == mujoco.mjtGeom.mjGEOM_BOX.value:
-        return float(center[2] - np.abs(axes[2, :]) @ size[:3])
-    name = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, geom)
-    raise NotImplementedError(f"geom {name!r}: lowest point known for sphere, capsule and box only")
-
-
 def g1_standing_root_height(model: mujoco.MjModel, clearance: float = G1_SOLE_CLEARANCE) -> float:
     """Pelvis height (m) at which the default pose's soles rest ``clearance`` above flat ground (z = 0)."""
     _check_g1(model, "g1_standing_root_height")
-    data = mujoco.MjData(model)
-    data.qpos[:] = _pose_qpos(model, 0.0)
-    mujoco.mj_kinematics(model, data)
-    foot_bodies = {model.body(name).id for name in G1_FOOT_BODIES}
-    soles = [g for g in range(model.ngeom) if int(model.geom_bodyid[g]) in foot_bodies]
-    return -min(_lowest_point(model, data, g) for g in soles) + clearance
+    return standing_root_height(model, G1_DEFAULT_JOINT_POS, G1_FOOT_BODIES, clearance)
 
 
 def g1_default_qpos(model: mujoco.MjModel) -> np.ndarray:
     """Return the default standing qpos ``(nq,)``: the default joint positions, identity orientation, and the
     pelvis at ``g1_standing_root_height(model)`` (soles just above the floor)."""
     _check_g1(model, "g1_default_qpos")
-    return _pose_qpos(model, g1_standing_root_height(model))
+    return pose_qpos(model, G1_DEFAULT_JOINT_POS, g1_standing_root_height(model))
 
 
 def g1_pd_gains(model: mujoco.MjModel) -> PdGains:
