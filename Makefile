@@ -12,7 +12,7 @@ uv:
 
 setup: uv
 	@$(UV) sync --frozen --quiet
-	@$(UV) run --frozen python -m simcore.assets fetch
+	@$(UV) run --frozen python -m trainrt.robots fetch
 
 test: setup
 	$(UV) run --frozen pytest $(PYTEST_ARGS)

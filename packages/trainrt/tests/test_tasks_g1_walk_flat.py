@@ -7,11 +7,11 @@ import math
 import pytest
 import torch
 
-import simcore
 from trainrt import mdp
 from trainrt.envs import ManagerBasedRlEnv
 from trainrt.mdp.math import quat_from_euler_xyz, wrap_to_pi, yaw_from_quat
 from trainrt.mdp.term_bases import contact_mask
+from trainrt.robots import G1
 from trainrt.tasks import TASKS, make_task_cfg
 from trainrt.tasks.g1_robot import G1_FOOT_BODIES, g1_standing_root_height
 
@@ -49,9 +49,7 @@ def _set_root_state(
 
 def test_registry_lists_both_tasks_and_rejects_unknown_names():
     assert set(TASKS) == {"g1_walk_flat", "g1_motion_tracking"}
-    with pytest.raises(
-        ValueError, match=r"unknown task 'nope'; valid: g1_motion_tracking, g1_walk_flat"
-    ):
+    with pytest.raises(ValueError, match=r"unknown task 'nope'; valid: g1_motion_tracking, g1_walk_flat"):
         make_task_cfg("nope")
 
 
@@ -87,7 +85,7 @@ def test_layout_timing_and_action_scale(env):
     meta = env.action_meta()
     # the export metadata carries the term's own per-joint scales (their values against the MuJoCo model's
     # gains: test_action_bounds.py)
-    assert meta["joint_names"] == list(simcore.G1_JOINT_NAMES)
+    assert meta["joint_names"] == list(G1.joint_names)
     assert meta["action_scale"] == pytest.approx(env.action_manager.get_term("joint_pos").scale.tolist())
 
 
