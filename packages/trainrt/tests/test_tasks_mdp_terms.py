@@ -10,8 +10,8 @@ import torch
 from trainrt import mdp
 from trainrt.envs import ManagerBasedRlEnv
 from trainrt.managers import CommandTermCfg, EventTermCfg
+from trainrt.robots.g1 import G1_FOOT_BODIES
 from trainrt.tasks import make_task_cfg
-from trainrt.tasks.g1_robot import G1_FOOT_BODIES
 
 NUM_ENVS = 3
 

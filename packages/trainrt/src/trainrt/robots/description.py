@@ -209,14 +209,14 @@ class RobotDescription:
     @cold_path
     def scene(self, bodies: tuple[str, ...], contact_bodies: tuple[str, ...] | None = None) -> SceneCfg:
         """The robot's scene (headless model, floor, PD servos, ``self_collision_pairs`` contacts) reading
-        ``bodies`` and ``contact_bodies`` (default: the feet), the feet as foot bodies, and the self-collision
-        count (``simcore.SELF_COLLISION_SENSOR``); it starts in the default standing pose."""
+        ``bodies`` and ``contact_bodies`` (default: the feet), the feet as foot bodies, and, with self-collision pairs, the
+        self-collision count (``simcore.SELF_COLLISION_SENSOR``); it starts in the default standing pose."""
         from trainrt.envs import SceneCfg
 
         return SceneCfg(
             model_factory=self.scene_model,
             bodies=tuple(bodies),
-            sensors=(simcore.SELF_COLLISION_SENSOR,),
+            sensors=(simcore.SELF_COLLISION_SENSOR,) if self.self_collision_pairs else (),
             contact_bodies=tuple(self.feet if contact_bodies is None else contact_bodies),
             foot_bodies=tuple(self.feet),
             init_root_height=self.standing_root_height(),

@@ -77,7 +77,7 @@ G1 = RobotDescription(
     joint_groups={
         "hip": (r".*_hip_roll_joint", r".*_hip_yaw_joint"),
         "waist": (r"waist_.*_joint",),
-        "arms": (r".*_shoulder_.*_joint", r".*_elbow_joint", r".*_wrist_.*_joint"),
+        "arm": (r".*_shoulder_.*_joint", r".*_elbow_joint", r".*_wrist_.*_joint"),
     },
     sole_clearance=0.002,
     motions="motions/g1_29dof",
