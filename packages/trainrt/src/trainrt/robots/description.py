@@ -74,7 +74,7 @@ class EffortOverStiffness:
     factor: float = 0.25
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class RobotDescription:
     """One robot, as data. Methods that load or compute are cached (the description is immutable).
 
@@ -115,6 +115,9 @@ class RobotDescription:
     sole_clearance: float = 0.002
     motions: str | None = None
     _computed: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def __repr__(self) -> str:
+        return f"RobotDescription({self.name!r}, mjcf={self.mjcf!r})"
 
     def __post_init__(self) -> None:
         if len(self.gait_offsets) != len(self.feet):
