@@ -70,6 +70,7 @@ def test_the_g1_scene_reads_its_feet_and_starts_standing(g1_model):
     assert scene.init_root_height == G1.standing_root_height()
     assert scene.default_joint_pos == dict(G1.default_joint_pos)
     assert simcore.SELF_COLLISION_SENSOR in scene.sensors
+    assert G1.scene(("torso_link",)).model_factory is scene.model_factory  # one factory per robot
 
 
 def test_explicit_gains_take_the_first_full_match_and_name_an_unmatched_joint():

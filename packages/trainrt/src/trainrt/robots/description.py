@@ -217,7 +217,8 @@ class RobotDescription:
         from trainrt.envs import SceneCfg
 
         return SceneCfg(
-            model_factory=self.scene_model,
+            # one bound-method object for every scene, so two configs of one robot share their factory
+            model_factory=self._once("scene_model_factory", lambda: self.scene_model),
             bodies=tuple(bodies),
             sensors=(simcore.SELF_COLLISION_SENSOR,) if self.self_collision_pairs else (),
             contact_bodies=tuple(self.feet if contact_bodies is None else contact_bodies),
