@@ -12,7 +12,7 @@ uv:
 
 setup: uv
 	@$(UV) sync --frozen --quiet
-	@$(UV) run --frozen python -m simcore.assets fetch
+	@$(UV) run --frozen python -m trainrt.robots fetch
 
 test: setup
 	$(UV) run --frozen pytest $(PYTEST_ARGS)
@@ -33,7 +33,7 @@ train: setup
 	$(UV) run --frozen trainrt train --algo sac --task g1_walk_flat $(ARGS)
 
 demo: setup
-	$(UV) run --frozen python -m simcore.demo
+	$(UV) run --frozen python -m simcore.demo --mjcf "$$($(UV) run --frozen python -m trainrt.robots path g1)"
 
 bench: setup
 	$(UV) run --frozen trainrt bench all

@@ -18,12 +18,11 @@ import statistics
 import sys
 from typing import Any
 
-import simcore
 from trainrt.cli import resolve_train_config
+from trainrt.robots import G1
 from trainrt.runner.bench import bench_physics
-from trainrt.tasks.g1_robot import load_g1_with_self_collision
 
-MODELS = {"with_pairs": load_g1_with_self_collision, "without_pairs": simcore.load_g1}
+MODELS = {"with_pairs": G1.scene_model, "without_pairs": G1.model}
 """Variant -> the G1 model it steps: the tasks' model, and the same model with self-collision off."""
 
 

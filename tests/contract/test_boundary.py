@@ -1,6 +1,7 @@
 """The package boundary: trainrt uses simcore's public surface only; simcore stands alone."""
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -75,7 +76,8 @@ def test_simcore_works_with_trainrt_absent():
         "            raise ImportError('trainrt is blocked in this test')\n"
         "sys.meta_path.insert(0, Block())\n"
         "import simcore\n"
-        "m = simcore.load_g1()\n"
+        "wheel = simcore.PinnedWheel('holosoma==0.0.3', 'holosoma-0.0.3-py3-none-any.whl', 'pinned in trainrt')\n"
+        "m = simcore.load_model(simcore.asset_dir(wheel) / 'robots/g1/g1_29dof.xml', pd_from_armature=True)\n"
         "b = simcore.make_backend('mujoco', m, simcore.SimConfig(num_envs=2))\n"
         "b.step()\n"
         "print('ok', tuple(b.qpos.shape))\n"
@@ -83,3 +85,10 @@ def test_simcore_works_with_trainrt_absent():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok (2, 36)"
+
+
+def test_no_public_simcore_name_mentions_a_robot():
+    """simcore is generic: robots (names, poses, assets) are trainrt's data (``trainrt.robots``)."""
+    robot_names = re.compile(r"g1|t1|go2|h1|humanoid|unitree|booster", re.IGNORECASE)
+    assert [name for name in simcore.__all__ if robot_names.search(name)] == []
+    assert not (SIMCORE_SRC / "_src" / "g1.py").exists()

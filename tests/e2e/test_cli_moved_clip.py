@@ -8,12 +8,12 @@ import shutil
 import pytest
 from cli_runs import train, trainrt
 
-import simcore
+from trainrt.robots import G1
 
 
 def test_a_run_whose_clip_moved_is_reached_through_its_new_place(tmp_path):
-    clips = [p for p in simcore.g1_asset_paths().motion_files if p.name == "sub3_largebox_003_mj.npz"]
-    others = [p for p in simcore.g1_asset_paths().motion_files if p.name == "motion_crawl_slope.npz"]
+    clips = [p for p in G1.motion_files() if p.name == "sub3_largebox_003_mj.npz"]
+    others = [p for p in G1.motion_files() if p.name == "motion_crawl_slope.npz"]
     if not clips or not others:
         pytest.skip("G1 motion clips are not fetched")
     clip = tmp_path / "clip.npz"

@@ -9,8 +9,8 @@ import pytest
 from cli_runs import train, trainrt
 from PIL import Image
 
-import simcore
 from trainrt.cli import resolve_train_config
+from trainrt.robots import G1
 from trainrt.runner.manifest import write_resolved_config
 from trainrt.viz.video import read_video
 
@@ -74,7 +74,7 @@ def test_report_of_an_empty_directory_says_why(tmp_path):
 
 
 def test_motion_preview_and_info_on_the_command_line(tmp_path):
-    clips = [p for p in simcore.g1_asset_paths().motion_files if "w_obj" not in p.name]
+    clips = [p for p in G1.motion_files() if "w_obj" not in p.name]
     if not clips:
         pytest.skip("G1 motion clips are not fetched")
     path = tmp_path / "preview.mp4"
@@ -90,7 +90,7 @@ def test_motion_preview_and_info_on_the_command_line(tmp_path):
 
 
 def test_motion_info_takes_the_name_of_a_g1_clip(tmp_path):
-    clips = [p for p in simcore.g1_asset_paths().motion_files if "w_obj" not in p.name]
+    clips = [p for p in G1.motion_files() if "w_obj" not in p.name]
     if not clips:
         pytest.skip("G1 motion clips are not fetched")
     assert not (Path.cwd() / clips[0].name).exists()

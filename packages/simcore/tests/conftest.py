@@ -5,9 +5,8 @@ from __future__ import annotations
 import mujoco
 import pytest
 import torch
+from g1_model import load_g1
 from simcore_scenes import SMALL_XML
-
-import simcore
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -24,6 +23,6 @@ def small_model() -> mujoco.MjModel:
 @pytest.fixture(scope="session")
 def g1_model() -> mujoco.MjModel:
     try:
-        return simcore.load_g1()
+        return load_g1()
     except FileNotFoundError as err:
         pytest.skip(str(err))

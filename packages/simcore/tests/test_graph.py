@@ -7,10 +7,10 @@ import contextlib
 
 import pytest
 import torch
+from g1_model import g1_default_qpos
 from simcore_scenes import cpu_config
 
 import simcore
-from simcore._src.g1 import g1_default_qpos
 from simcore._src.reset import STATE_CHANNELS
 
 

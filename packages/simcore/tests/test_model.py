@@ -2,29 +2,37 @@
 
 import math
 import shutil
-import zipfile
 
 import mujoco
 import numpy as np
 import pytest
 import torch
+from g1_model import (
+    G1_JOINT_NAMES,
+    g1_default_qpos,
+    g1_mjcf_path,
+    g1_pd_gains,
+    g1_standing_root_height,
+    load_g1,
+)
 
 import simcore
-from simcore._src import assets as assets_mod
-from simcore._src.g1 import g1_default_qpos, g1_standing_root_height
 from simcore._src.model import apply_pd_servos, pd_gains_from_armature
 
 
 @pytest.fixture(scope="module")
 def g1_mjcf():
-    return simcore.g1_asset_paths().mjcf
+    try:
+        return g1_mjcf_path()
+    except FileNotFoundError as err:
+        pytest.skip(str(err))
 
 
 def test_headless_g1_loads_without_mesh_files(g1_mjcf, tmp_path):
     # Copy only the MJCF: its meshdir points at a folder that does not exist next to the copy.
     lone = tmp_path / "g1_29dof.xml"
     shutil.copy(g1_mjcf, lone)
-    model = simcore.load_g1(mjcf_path=lone)
+    model = load_g1(mjcf_path=lone)
     assert model.nmesh == 0
     assert model.nu == 29 and model.nq == 36 and model.nv == 35
     floor = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "floor")
@@ -37,10 +45,10 @@ def test_headless_g1_loads_without_mesh_files(g1_mjcf, tmp_path):
 
 
 def test_pd_gains_follow_armature_formula(g1_mjcf):
-    model = simcore.load_g1(mjcf_path=g1_mjcf)
-    gains = simcore.g1_pd_gains(model)
+    model = load_g1(mjcf_path=g1_mjcf)
+    gains = g1_pd_gains(model)
     omega = 2 * math.pi * 10.0
-    knee = simcore.G1_JOINT_NAMES.index("left_knee_joint")
+    knee = G1_JOINT_NAMES.index("left_knee_joint")
     armature = model.dof_armature[model.jnt_dofadr[model.joint("left_knee_joint").id]]
     assert gains.kp[knee] == pytest.approx(armature * omega**2)
     assert gains.kd[knee] == pytest.approx(2 * 2.0 * armature * omega)
@@ -53,14 +61,14 @@ def test_pd_gains_follow_armature_formula(g1_mjcf):
 
 
 def test_servo_force_matches_pd_law(g1_mjcf):
-    model = simcore.load_g1(mjcf_path=g1_mjcf)
+    model = load_g1(mjcf_path=g1_mjcf)
     data = mujoco.MjData(model)
     data.qpos[:] = g1_default_qpos(model)
     rng = np.random.default_rng(0)
     data.qvel[6:] = rng.normal(0, 0.5, model.nu)
     data.ctrl[:] = data.qpos[7:] + rng.normal(0, 0.05, model.nu)
     mujoco.mj_forward(model, data)
-    gains = simcore.g1_pd_gains(model)
+    gains = g1_pd_gains(model)
     expected = gains.kp * (data.ctrl - data.qpos[7:]) - gains.kd * data.qvel[6:]
     expected = np.clip(expected, -gains.effort_limit, gains.effort_limit)
     np.testing.assert_allclose(data.actuator_force, expected, rtol=1e-9, atol=1e-9)
@@ -69,7 +77,7 @@ def test_servo_force_matches_pd_law(g1_mjcf):
 def test_g1_holds_default_pose_for_two_seconds(g1_mjcf):
     # BeyondMimic's 10 Hz gains give ankle stiffness (2 x 28.5 Nm/rad) below the toppling stiffness m g h
     # (~217 Nm/rad), so a passive stand needs the same armature formula at a higher natural frequency.
-    model = simcore.load_g1(mjcf_path=g1_mjcf)
+    model = load_g1(mjcf_path=g1_mjcf)
     apply_pd_servos(model, pd_gains_from_armature(model, natural_frequency_hz=25.0))
     data = mujoco.MjData(model)
     data.qpos[:] = g1_default_qpos(model)
@@ -90,21 +98,7 @@ def test_load_model_rejects_bad_arguments(g1_mjcf, tmp_path):
     with pytest.raises(ValueError, match="timestep"):
         simcore.load_model(g1_mjcf, timestep=0.0)
     with pytest.raises(ValueError, match="either pd or pd_from_armature"):
-        simcore.load_model(g1_mjcf, pd=simcore.g1_pd_gains(simcore.load_g1()), pd_from_armature=True)
-
-
-def test_missing_assets_name_the_fetch_command(tmp_path):
-    with pytest.raises(FileNotFoundError, match="make setup"):
-        simcore.g1_asset_paths(tmp_path / "nowhere")
-
-
-def test_extract_refuses_a_wheel_with_the_wrong_hash(tmp_path):
-    wheel = tmp_path / assets_mod.WHEEL_NAME
-    with zipfile.ZipFile(wheel, "w") as zf:
-        zf.writestr("holosoma/data/robots/g1/g1_29dof.xml", "<mujoco/>")
-    with pytest.raises(ValueError, match="sha256"):
-        assets_mod.extract_wheel(wheel, tmp_path / "assets")
-    assert not (tmp_path / "assets").exists()
+        simcore.load_model(g1_mjcf, pd=g1_pd_gains(load_g1()), pd_from_armature=True)
 
 
 def test_the_demo_steps_the_g1_on_cpu_mujoco_without_cuda(g1_mjcf, capsys):
@@ -112,7 +106,7 @@ def test_the_demo_steps_the_g1_on_cpu_mujoco_without_cuda(g1_mjcf, capsys):
 
     if torch.cuda.is_available():
         pytest.skip("with CUDA the demo runs MuJoCo Warp at 2048 envs (the GPU suite's bench covers it)")
-    assert demo.main(["2", "3"]) == 0
+    assert demo.main(["--mjcf", str(g1_mjcf), "2", "3"]) == 0
     out = capsys.readouterr().out
     assert "backend=mujoco device=cpu num_envs=2 control_steps=3" in out
     assert "eager_fallback_reason='cpu device'" in out

@@ -6,6 +6,8 @@ import struct
 import mujoco
 import numpy as np
 import pytest
+from g1_model import g1_mjcf_path, load_g1
+from simcore_scenes import SMALL_XML
 
 import simcore
 from simcore._src.model import check_actuated_joints, load_model
@@ -94,10 +96,8 @@ def test_an_actuator_mismatch_names_the_joint(driven, expected, message):
 
 
 def test_the_g1_message_names_only_the_missing_joint(tmp_path):
-    import simcore
-
     try:
-        mjcf = simcore.g1_asset_paths().mjcf
+        mjcf = g1_mjcf_path()
     except FileNotFoundError as err:
         pytest.skip(f"G1 assets missing: {err}")
     lines = mjcf.read_text().splitlines(keepends=True)
@@ -106,30 +106,31 @@ def test_the_g1_message_names_only_the_missing_joint(tmp_path):
     lone = tmp_path / "g1_without_a_knee_motor.xml"
     lone.write_text("".join(kept))
     with pytest.raises(ValueError, match=r"no actuator drives joint\(s\) \['left_knee_joint'\]") as caught:
-        simcore.load_g1(mjcf_path=lone)
+        load_g1(mjcf_path=lone)
     assert "right_knee_joint" not in str(caught.value)
     assert "G1 actuators do not match its 29 joints" in str(caught.value)
 
 
-def test_g1_helpers_on_another_model_and_strings_for_sequences_say_what_to_pass():
+def test_pose_helpers_on_a_fixed_model_and_strings_for_sequences_say_what_to_pass():
     hinge = mujoco.MjModel.from_xml_string(
         '<mujoco><worldbody><body><joint type="hinge"/><geom size=".1"/></body></worldbody></mujoco>'
     )
-    for helper in (simcore.g1_default_qpos, simcore.g1_standing_root_height):
-        with pytest.raises(
-            ValueError, match=r"needs a G1 model \(simcore.load_g1\(\)\): it lacks \['left_hip"
-        ):
-            helper(hinge)
+    with pytest.raises(
+        ValueError, match=r"standing_root_height needs a model whose root body has a free joint"
+    ):
+        simcore.standing_root_height(hinge, {}, (), 0.0)
     with pytest.raises(ValueError, match=r"randomized_fields must be a sequence of names, got the string"):
         simcore.SimConfig(num_envs=1, randomized_fields="body_mass")
     with pytest.raises(ValueError, match=r"got the string 'GRAPH_CAPTURE'.*simcore.Capability.GRAPH_CAPTURE"):
         simcore.make_backend("mujoco", hinge, simcore.SimConfig(num_envs=1), require="GRAPH_CAPTURE")
 
 
-def test_pd_gains_take_lists_and_load_model_refuses_fractional_iterations():
+def test_pd_gains_take_lists_and_load_model_refuses_fractional_iterations(tmp_path):
+    small = tmp_path / "small.xml"
+    small.write_text(SMALL_XML)
     gains = simcore.PdGains([1.0, 2.0], (0.1, 0.2), [5.0, 5.0])
     assert gains.kp.dtype == np.float64 and gains.kd.tolist() == [0.1, 0.2]
     with pytest.raises(ValueError, match=r"PdGains\.kp must be numbers"):
         simcore.PdGains(["stiff", "soft"], [0.1, 0.2], [5.0, 5.0])
     with pytest.raises(ValueError, match=r"solver_iterations must be an int, got 2\.5"):
-        load_model(simcore.g1_asset_paths().mjcf, solver_iterations=2.5)
+        load_model(small, solver_iterations=2.5)

@@ -13,11 +13,11 @@ from __future__ import annotations
 import mujoco
 import pytest
 import torch
+from g1_model import g1_default_qpos
 from simcore_scenes import cpu_config
 
 import simcore
 from simcore._src.config import DEFAULT_RANDOMIZED_FIELDS, PER_WORLD_MODEL_FIELDS
-from simcore._src.g1 import g1_default_qpos
 
 NUM_ENVS = 3
 

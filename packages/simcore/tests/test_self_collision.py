@@ -7,10 +7,10 @@ import mujoco
 import numpy as np
 import pytest
 import torch
+from g1_model import g1_default_qpos, load_g1
 from simcore_scenes import BACKENDS, cpu_config
 
 import simcore
-from simcore._src.g1 import g1_default_qpos
 
 LEGS = ("left_(hip_roll|knee|ankle_roll)_link", "right_(hip_roll|knee|ankle_roll)_link")
 ARMS = ("(left|right)_(elbow|wrist_yaw)_link", "pelvis|torso_link")
@@ -40,14 +40,14 @@ def _robot_contacts(model: mujoco.MjModel, qpos: np.ndarray) -> tuple[list[tuple
 
 
 def test_default_model_is_unchanged_and_has_no_self_contacts():
-    plain = simcore.load_g1()
+    plain = load_g1()
     assert mujoco.mj_name2id(plain, mujoco.mjtObj.mjOBJ_SENSOR, simcore.SELF_COLLISION_SENSOR) < 0
     contacts, _ = _robot_contacts(plain, _crossed_legs_qpos(plain))
     assert contacts == []
 
 
 def test_only_the_listed_pairs_collide_and_the_sensor_counts_them():
-    model = simcore.load_g1(self_collision_pairs=(LEGS, ARMS))
+    model = load_g1(self_collision_pairs=(LEGS, ARMS))
     contacts, data = _robot_contacts(model, _crossed_legs_qpos(model))
     assert contacts, "the crossed-legs pose must make the thighs touch"
 
@@ -77,17 +77,17 @@ def test_only_the_listed_pairs_collide_and_the_sensor_counts_them():
 )
 def test_bad_pairs_are_refused(pairs, message):
     with pytest.raises(ValueError, match=message):
-        simcore.load_g1(self_collision_pairs=pairs)
+        load_g1(self_collision_pairs=pairs)
 
 
 def test_self_collision_flag_and_pairs_are_exclusive():
     with pytest.raises(ValueError, match="drop self_collision_pairs"):
-        simcore.load_g1(self_collision=True, self_collision_pairs=(LEGS,))
+        load_g1(self_collision=True, self_collision_pairs=(LEGS,))
 
 
 @pytest.mark.parametrize("name", BACKENDS)
 def test_backends_report_the_sensor_like_cpu_mujoco(name):
-    model = simcore.load_g1(self_collision_pairs=(LEGS, ARMS))
+    model = load_g1(self_collision_pairs=(LEGS, ARMS))
     backend = simcore.make_backend(name, model, cpu_config(num_envs=2, decimation=1))
     plan = backend.read_plan(sensors=(simcore.SELF_COLLISION_SENSOR,))
     spec = backend.reset_spec(("qpos",))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import mujoco
 import pytest
 import torch
+from g1_model import load_g1
 from simcore_scenes import BACKENDS, cpu_config
 
 import simcore
@@ -46,7 +47,7 @@ def test_small_scene_steps_the_same_bits_with_sensors_on_the_last_substep(name, 
 @pytest.mark.parametrize("name", BACKENDS)
 def test_g1_with_contact_sensor_steps_the_same_bits(name, g1_model):
     # The self-collision model adds a contact sensor; the accelerometer needs the acceleration pass.
-    model = simcore.load_g1(self_collision_pairs=[("left_knee_link", "right_knee_link")])
+    model = load_g1(self_collision_pairs=[("left_knee_link", "right_knee_link")])
     types = {mujoco.mjtSensor(t) for t in model.sensor_type}
     assert {mujoco.mjtSensor.mjSENS_ACCELEROMETER, mujoco.mjtSensor.mjSENS_CONTACT} <= types
     runs = {

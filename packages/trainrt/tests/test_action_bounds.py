@@ -17,6 +17,7 @@ import simcore
 from trainrt.envs import ManagerBasedRlEnv
 from trainrt.managers import ActionTermCfg, JointPositionAction
 from trainrt.motion import load_motion
+from trainrt.robots import G1
 from trainrt.tasks import make_task_cfg
 from trainrt.tasks.g1_motion_tracking.mdp import resolve_motion_file
 
@@ -73,7 +74,7 @@ def test_bounds_reach_every_frame_of_the_default_clip(tracking_env):
     columns = [clip.joint_names.index(n) for n in term.joint_names]
     angles = clip.joint_pos[:, columns].double()  # (T, 29)
     lower, upper = _model_ranges(model, term.joint_names)
-    default = torch.tensor([simcore.G1_DEFAULT_JOINT_POS.get(n, 0.0) for n in term.joint_names]).double()
+    default = torch.tensor([G1.default_joint_pos.get(n, 0.0) for n in term.joint_names]).double()
     # the reachable set of a in [-1, 1] is [default - scale, default + scale] clamped to the joint range
     scale = term.scale.double()
     reach_low, reach_high = torch.maximum(default - scale, lower), torch.minimum(default + scale, upper)
@@ -86,7 +87,7 @@ def test_bounds_reach_every_frame_of_the_default_clip(tracking_env):
 
 
 def _gains(model: mujoco.MjModel) -> tuple[list[float], list[float]]:
-    gains = simcore.g1_pd_gains(model)
+    gains = simcore.pd_gains_from_armature(model)
     return list(gains.kp), list(gains.effort_limit)
 
 
@@ -109,7 +110,7 @@ def test_mapping_round_trips_clip_poses_through_the_action(tracking_env):
 def test_mapping_is_affine_then_clamped_and_zero_is_the_default_pose(tracking_env):
     term = tracking_env.action_manager.get_term("joint_pos")
     lower, upper = _model_ranges(tracking_env.backend.mj_model, term.joint_names)
-    default = torch.tensor([simcore.G1_DEFAULT_JOINT_POS.get(n, 0.0) for n in term.joint_names])
+    default = torch.tensor([G1.default_joint_pos.get(n, 0.0) for n in term.joint_names])
     expected_scale = torch.maximum(upper - default.double(), default.double() - lower)
     torch.testing.assert_close(term.scale.double(), expected_scale, atol=1e-6, rtol=0.0)
     term.process_actions(torch.zeros(NUM_ENVS, term.action_dim))
@@ -157,11 +158,11 @@ def test_export_metadata_carries_the_per_joint_mapping(tracking_env):
         env_metadata(tracking_env), obs_group="policy", algo="sac", task="g1_motion_tracking", iteration=0
     )
     term = tracking_env.action_manager.get_term("joint_pos")
-    assert meta["joint_names"] == list(simcore.G1_JOINT_NAMES)
+    assert meta["joint_names"] == list(G1.joint_names)
     assert meta["action_mode"] == {"joint_pos": "joint_limits"}
     assert meta["action_scale"] == pytest.approx(term.scale.tolist())
     assert meta["action_offset"] == pytest.approx(
-        [simcore.G1_DEFAULT_JOINT_POS.get(n, 0.0) for n in meta["joint_names"]]
+        [G1.default_joint_pos.get(n, 0.0) for n in meta["joint_names"]]
     )
     lower, upper = _model_ranges(tracking_env.backend.mj_model, meta["joint_names"])
     assert meta["target_lower"] == pytest.approx(lower.tolist(), abs=1e-6)

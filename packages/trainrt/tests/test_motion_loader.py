@@ -12,6 +12,7 @@ from g1_assets import g1_clip_or_skip, load_g1_or_skip
 
 import simcore
 from trainrt.motion import holosoma_to_beyondmimic, load_motion, read_motion_arrays
+from trainrt.robots import G1
 
 # Most tests load the clip's first 40 frames; the short-clip warning is tested in test_motion_loader_faults.py.
 pytestmark = pytest.mark.filterwarnings("ignore::trainrt.motion.ShortClipWarning")
@@ -53,7 +54,7 @@ def test_holosoma_file_loads_onto_model_order(model, clip_path):
     raw = np.load(clip_path)
     assert clip.source_format == "holosoma"
     assert clip.fps == 50.0 and clip.num_frames == raw["joint_pos"].shape[0]
-    assert clip.joint_names == simcore.G1_JOINT_NAMES
+    assert clip.joint_names == G1.joint_names
     assert clip.body_names[0] == "pelvis" and len(clip.body_names) == model.nbody - 1
     names = list(raw["joint_names"])
     col = names.index("left_knee_joint")
@@ -83,7 +84,7 @@ def test_beyondmimic_joints_are_mapped_by_name(model, holosoma):
     converted = holosoma_to_beyondmimic(holosoma, model)
     order = np.random.default_rng(0).permutation(29)
     shuffled = dict(converted)
-    shuffled["joint_names"] = np.array(simcore.G1_JOINT_NAMES)[order]
+    shuffled["joint_names"] = np.array(G1.joint_names)[order]
     shuffled["joint_pos"] = converted["joint_pos"][:, order]
     shuffled["joint_vel"] = converted["joint_vel"][:, order]
     _assert_same_clip(load_motion(converted, model), load_motion(shuffled, model), atol=1e-6)
@@ -273,7 +274,7 @@ def test_malformed_beyondmimic_fails_with_a_clear_message(model, holosoma, case,
         "body_pos_last_dim": {"body_pos_w": bm["body_pos_w"][..., :2]},
         "body_quat_bodies": {"body_quat_w": bm["body_quat_w"][:, :31]},
         "nan_body_lin_vel": {"body_lin_vel_w": nan_vel},
-        "joint_names_mismatch": {"joint_names": np.array(simcore.G1_JOINT_NAMES[:28])},
+        "joint_names_mismatch": {"joint_names": np.array(G1.joint_names[:28])},
     }
     with pytest.raises(ValueError, match=pattern):
         load_motion(_holosoma_with(bm, **cases[case]), model)
@@ -442,7 +443,7 @@ ISAAC_LAB_G1_JOINTS = tuple(
 
 def test_joints_in_isaac_lab_order_without_names_are_refused_and_load_once_named(model, holosoma):
     converted = holosoma_to_beyondmimic(holosoma, model)
-    columns = [simcore.G1_JOINT_NAMES.index(name) for name in ISAAC_LAB_G1_JOINTS]
+    columns = [G1.joint_names.index(name) for name in ISAAC_LAB_G1_JOINTS]
     isaac = {
         **converted,
         "joint_pos": converted["joint_pos"][:, columns],
@@ -467,6 +468,4 @@ def test_beyondmimic_bodies_of_another_robot_are_refused(model, holosoma):
     stretched = converted["body_pos_w"].copy()
     stretched[:, 1:] = stretched[:, :1] + 1.2 * (stretched[:, 1:] - stretched[:, :1])  # links 20% longer
     with pytest.raises(ValueError, match=r"does not follow forward kinematics .*made for this robot"):
-        load_motion(
-            {**converted, "body_pos_w": stretched, "joint_names": np.array(simcore.G1_JOINT_NAMES)}, model
-        )
+        load_motion({**converted, "body_pos_w": stretched, "joint_names": np.array(G1.joint_names)}, model)

@@ -11,7 +11,7 @@ from trainrt.runner.build import build_env
 from trainrt.runner.checkpoint import resolve_run_checkpoint
 from trainrt.runner.evaluate import format_eval_table
 from trainrt.tasks.g1_motion_tracking.evaluation import tracking_eval_config
-from trainrt.tasks.g1_walk_flat.evaluation import WALK_EVAL_COMMANDS, walk_eval_config
+from trainrt.tasks.velocity.evaluation import WALK_EVAL_COMMANDS, walk_eval_config
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -170,7 +170,7 @@ def test_rollout_groups_average_their_own_rows():
 
 
 def test_walk_horizon_defaults_to_simulated_seconds_within_one_episode():
-    from trainrt.tasks.g1_walk_flat.evaluation import WALK_EVAL_HORIZON_S, walk_horizon_steps
+    from trainrt.tasks.velocity.evaluation import WALK_EVAL_HORIZON_S, walk_horizon_steps
 
     env = build_env(cpu_demo_preset("sac", "g1_walk_flat", "mujoco"), num_envs=1)
     assert walk_horizon_steps(env, WALK_EVAL_HORIZON_S) == round(WALK_EVAL_HORIZON_S / env.step_dt)

@@ -20,7 +20,7 @@ from trainrt.config import apply_overrides, cpu_demo_preset
 from trainrt.envs import ManagerBasedRlEnv
 from trainrt.runner import evaluate
 from trainrt.runner.build import build_agent, make_env_cfg
-from trainrt.tasks.g1_walk_flat import evaluation as walk_evaluation
+from trainrt.tasks.velocity import evaluation as walk_evaluation
 
 pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():

@@ -9,8 +9,8 @@ import shutil
 import pytest
 from g1_assets import require_g1_assets
 
-import simcore
 from trainrt.config import OverrideError, TrainConfig, apply_overrides, cpu_demo_preset
+from trainrt.robots import G1
 from trainrt.runner.build import build_env, make_env_cfg
 from trainrt.tasks import make_task_cfg
 from trainrt.tasks.g1_motion_tracking.mdp import DEFAULT_MOTION_FILE
@@ -192,7 +192,7 @@ def test_a_group_with_every_term_disabled_is_refused():
 def test_motion_file_by_clip_name_and_by_path(tmp_path):
     by_name = build_env(_cfg("g1_motion_tracking", "task.motion_file=motion_crawl_slope.npz"), num_envs=2)
     assert by_name.command_manager.get_term("motion").motion_file.name == "motion_crawl_slope.npz"
-    clip = simcore.g1_asset_paths().motions_dir / DEFAULT_MOTION_FILE
+    clip = G1.motions_dir() / DEFAULT_MOTION_FILE
     copy = tmp_path / "my_clip.npz"
     shutil.copy(clip, copy)
     cfg = _cfg("g1_motion_tracking", f"task.motion_file={copy}")

@@ -63,7 +63,7 @@ def test_a_task_registered_later_is_accepted_everywhere():
         "late_walk",
         env_cfg=g1_walk_flat_env_cfg,
         presets={"sac": sac_preset},
-        evaluation="trainrt.tasks.g1_walk_flat.evaluation:walk_evaluation",
+        evaluation="trainrt.tasks.velocity.evaluation:walk_evaluation",
     )
     try:
         assert "late_walk" in task_names() and "late_walk" in TASKS

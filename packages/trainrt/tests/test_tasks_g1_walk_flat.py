@@ -7,13 +7,13 @@ import math
 import pytest
 import torch
 
-import simcore
 from trainrt import mdp
 from trainrt.envs import ManagerBasedRlEnv
 from trainrt.mdp.math import quat_from_euler_xyz, wrap_to_pi, yaw_from_quat
 from trainrt.mdp.term_bases import contact_mask
+from trainrt.robots import G1
+from trainrt.robots.g1 import G1_FOOT_BODIES
 from trainrt.tasks import TASKS, make_task_cfg
-from trainrt.tasks.g1_robot import G1_FOOT_BODIES, g1_standing_root_height
 
 NUM_ENVS = 4
 
@@ -36,7 +36,7 @@ def _set_root_state(
     for name in payload:
         payload[name].zero_()
     qpos.copy_(env.robot.default_qpos.to(qpos.dtype).expand_as(qpos))
-    z = g1_standing_root_height() if pos[2] is None else pos[2]
+    z = G1.standing_root_height() if pos[2] is None else pos[2]
     qpos[:, :3] = torch.tensor([pos[0], pos[1], z], dtype=qpos.dtype)
     quat = quat_from_euler_xyz(*(torch.tensor(a, dtype=torch.float64) for a in rpy))
     qpos[:, 3:7] = quat.to(qpos.dtype)
@@ -49,10 +49,7 @@ def _set_root_state(
 
 def test_registry_lists_both_tasks_and_rejects_unknown_names():
     assert set(TASKS) == {"g1_walk_flat", "g1_motion_tracking"}
-    with pytest.raises(
-        ValueError,
-        match=r"unknown task 'nope'; valid: g1_motion_tracking, g1_walk_flat \(a task from another ",
-    ):
+    with pytest.raises(ValueError, match=r"unknown task 'nope'; valid: g1_motion_tracking, g1_walk_flat"):
         make_task_cfg("nope")
 
 
@@ -88,7 +85,7 @@ def test_layout_timing_and_action_scale(env):
     meta = env.action_meta()
     # the export metadata carries the term's own per-joint scales (their values against the MuJoCo model's
     # gains: test_action_bounds.py)
-    assert meta["joint_names"] == list(simcore.G1_JOINT_NAMES)
+    assert meta["joint_names"] == list(G1.joint_names)
     assert meta["action_scale"] == pytest.approx(env.action_manager.get_term("joint_pos").scale.tolist())
 
 
@@ -113,7 +110,7 @@ def test_reset_events_place_the_robot_around_the_default_pose(env):
     root = robot.root_pos_w
     assert bool((root[:, :2].abs() <= 0.5 + 1e-6).all())
     torch.testing.assert_close(
-        root[:, 2], torch.full((NUM_ENVS,), g1_standing_root_height()), atol=1e-6, rtol=0
+        root[:, 2], torch.full((NUM_ENVS,), G1.standing_root_height()), atol=1e-6, rtol=0
     )
     quat = robot.root_quat_w
     torch.testing.assert_close(quat[:, 1:3], torch.zeros(NUM_ENVS, 2), atol=1e-6, rtol=0)  # yaw only

@@ -10,8 +10,8 @@ import torch
 from trainrt import mdp
 from trainrt.envs import ManagerBasedRlEnv
 from trainrt.managers import CommandTermCfg, EventTermCfg
+from trainrt.robots.g1 import G1_FOOT_BODIES
 from trainrt.tasks import make_task_cfg
-from trainrt.tasks.g1_robot import G1_FOOT_BODIES
 
 NUM_ENVS = 3
 
@@ -174,3 +174,26 @@ def test_command_terms_reject_unknown_and_bad_params(env):
         )
     with pytest.raises(ValueError, match="period_s must be a positive number"):
         mdp.GaitPhaseCommand(CommandTermCfg(mdp.GaitPhaseCommand, params={"period_s": 0.0}), env)
+
+
+def test_gait_clock_phases_any_number_of_feet():
+    """A four-foot trot clock: each foot's phase is the clock's plus its offset, wrapped into [0, 1)."""
+    fake_env = SimpleNamespace(num_envs=2, device="cpu", step_dt=0.02)
+    trot = (0.0, 0.5, 0.5, 0.0)
+    cfg = CommandTermCfg(mdp.GaitPhaseCommand, params={"period_s": 1.0, "foot_offsets": trot})
+    gait = mdp.GaitPhaseCommand(cfg, fake_env)
+    gait.phase.copy_(torch.tensor([0.1, 0.75]))
+    expected = torch.tensor([[0.1, 0.6, 0.6, 0.1], [0.75, 0.25, 0.25, 0.75]])
+    torch.testing.assert_close(gait.foot_phase, expected)
+    assert gait.foot_phase.shape == (2, len(trot))
+    for bad in ((), (0.0, 1.0), "0.5"):
+        with pytest.raises(ValueError, match="foot_offsets must be a non-empty sequence"):
+            mdp.GaitPhaseCommand(CommandTermCfg(mdp.GaitPhaseCommand, params={"foot_offsets": bad}), fake_env)
+
+
+def test_feet_contact_phase_needs_one_contact_body_per_clocked_foot(env, monkeypatch):
+    four = CommandTermCfg(mdp.GaitPhaseCommand, params={"foot_offsets": (0.0, 0.5, 0.5, 0.0)})
+    terms = dict(env.command_manager._terms, gait=mdp.GaitPhaseCommand(four, env))
+    monkeypatch.setattr(env.command_manager, "_terms", terms)
+    with pytest.raises(ValueError, match=r"lists 2 bodies .* clocks 4 feet"):
+        mdp.FeetContactPhase(env.cfg.rewards["feet_contact_phase"], env)

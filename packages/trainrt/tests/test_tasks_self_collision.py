@@ -8,8 +8,8 @@ import torch
 import simcore
 from trainrt import mdp
 from trainrt.envs import ManagerBasedRlEnv
+from trainrt.robots.g1 import G1_SELF_COLLISION_PAIRS
 from trainrt.tasks import make_task_cfg
-from trainrt.tasks.g1_robot import G1_SELF_COLLISION_PAIRS
 
 
 @pytest.mark.parametrize(("task", "weight"), [("g1_walk_flat", -1.0), ("g1_motion_tracking", -10.0)])

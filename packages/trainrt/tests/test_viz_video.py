@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-import simcore
 from trainrt.config import apply_overrides, cpu_demo_preset, parse_override
+from trainrt.robots import G1
 from trainrt.runner.build import build_agent, build_env
 from trainrt.runner.console import format_config_listing, format_iteration_line
 from trainrt.viz.motion_info import motion_info
@@ -19,9 +19,9 @@ TINY_NETWORKS = ["algo.params.actor_hidden_dim=8", "algo.params.critic_hidden_di
 
 
 def _robot_clip():
-    clips = [p for p in simcore.g1_asset_paths().motion_files if "w_obj" not in p.name]
+    clips = [p for p in G1.motion_files() if "w_obj" not in p.name]
     if not clips:
-        pytest.skip("G1 motion clips are not fetched (python -m simcore.assets fetch)")
+        pytest.skip("G1 motion clips are not fetched (python -m trainrt.robots fetch)")
     return clips[-1]
 
 
@@ -91,8 +91,8 @@ def test_motion_info_reports_frames_and_a_joint_beyond_its_limit(tmp_path):
     fps = float(np.asarray(arrays["fps"]).reshape(-1)[0])
     assert info["fps"] == pytest.approx(fps)
     assert info["duration_s"] == pytest.approx((info["frames"] - 1) / fps, abs=1e-3)
-    assert info["num_joints"] == len(simcore.G1_JOINT_NAMES)
-    model = simcore.load_g1()
+    assert info["num_joints"] == len(G1.joint_names)
+    model = G1.model()
     knee = model.joint("left_knee_joint")
     column = 7 + list(arrays["joint_names"]).index("left_knee_joint")
     arrays["joint_pos"] = arrays["joint_pos"].copy()

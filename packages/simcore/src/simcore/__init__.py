@@ -5,48 +5,45 @@ masked reset transactions, and a CUDA graph lifecycle (capture, replay, invalida
 Public names live here; implementation lives in ``simcore._src``.
 """
 
-from simcore._src.assets import G1Assets, g1_asset_paths
 from simcore._src.backend import SimBackend
 from simcore._src.capability import Capability
 from simcore._src.config import SimConfig
 from simcore._src.diagnostics import BackendDiagnostics
 from simcore._src.factory import make_backend
-from simcore._src.g1 import (
-    G1_DEFAULT_JOINT_POS,
-    G1_FOOT_BODIES,
-    G1_JOINT_NAMES,
-    g1_default_qpos,
-    g1_pd_gains,
-    g1_standing_root_height,
-    load_g1,
-)
 from simcore._src.graph import CapturedWork, garbage_held_during_capture
-from simcore._src.model import SELF_COLLISION_SENSOR, PdGains, load_model
+from simcore._src.model import (
+    SELF_COLLISION_SENSOR,
+    PdGains,
+    check_actuated_joints,
+    load_model,
+    pd_gains_from_armature,
+)
+from simcore._src.pose import pose_qpos, standing_root_height
 from simcore._src.read_plan import ReadPlan
 from simcore._src.reset import ResetSpec
 from simcore._src.timing import wall_seconds
+from simcore._src.wheel import PinnedWheel, WheelMember, asset_dir, fetch_wheel
 
 __all__ = [
-    "G1_DEFAULT_JOINT_POS",
-    "G1_FOOT_BODIES",
-    "G1_JOINT_NAMES",
     "SELF_COLLISION_SENSOR",
     "BackendDiagnostics",
     "Capability",
     "CapturedWork",
-    "G1Assets",
     "PdGains",
+    "PinnedWheel",
     "ReadPlan",
     "ResetSpec",
     "SimBackend",
     "SimConfig",
-    "g1_asset_paths",
-    "g1_default_qpos",
-    "g1_pd_gains",
-    "g1_standing_root_height",
+    "WheelMember",
+    "asset_dir",
+    "check_actuated_joints",
+    "fetch_wheel",
     "garbage_held_during_capture",
-    "load_g1",
     "load_model",
     "make_backend",
+    "pd_gains_from_armature",
+    "pose_qpos",
+    "standing_root_height",
     "wall_seconds",
 ]

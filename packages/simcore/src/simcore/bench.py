@@ -1,6 +1,7 @@
-"""Physics-only benchmark (diagnostic, not the end-to-end number): G1 control steps, eager vs graph replay.
+"""Physics-only benchmark (diagnostic, not the end-to-end number): a robot's control steps, eager vs graph replay.
 
-Usage: ``python -m simcore.bench --num-envs 1024,2048,4096,8192 --ks 1,4,16`` prints one JSON list.
+Usage: ``python -m simcore.bench --mjcf PATH --num-envs 1024,2048,4096,8192 --ks 1,4,16`` prints one JSON list
+(``trainrt bench physics`` times a task's scene in its standing pose).
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import mujoco
+import numpy as np
 import torch
 
 from simcore._src.backend import SimBackend
 from simcore._src.config import DEFAULT_RANDOMIZED_FIELDS, SimConfig
 from simcore._src.factory import make_backend
-from simcore._src.g1 import g1_default_qpos, load_g1
 from simcore._src.graph import CapturedWork
+from simcore._src.model import load_model
 from simcore._src.timing import wall_seconds
 
 
@@ -27,7 +29,7 @@ def _seconds_per_call(fn: Callable[[], None], calls: int, device: torch.device) 
 
 
 def _stand(backend: SimBackend, qpos0: torch.Tensor) -> None:
-    """Every world at the default standing pose, servos holding it."""
+    """Every world at the pose ``qpos0`` (nq,), servos holding it."""
     spec = backend.reset_spec(("time", "qpos", "qvel", "ctrl", "qacc_warmstart"))
     payload = spec.new_payload()
     payload["time"].zero_()
@@ -87,17 +89,20 @@ def physics_benchmark(
     randomized_fields: Sequence[str] = DEFAULT_RANDOMIZED_FIELDS,
     control_steps: int = 64,
     warmup_control_steps: int = 4,
-    model: mujoco.MjModel | None = None,
+    model: mujoco.MjModel,
+    standing_qpos: np.ndarray | None = None,
 ) -> list[dict[str, Any]]:
-    """Time G1 control steps (``decimation`` physics substeps + derived refresh) per num_envs.
+    """Time ``model``'s control steps (``decimation`` physics substeps + derived refresh) per num_envs.
 
     One row per (num_envs, mode): ``eager`` (one ``step()`` per call) and ``graph`` for each K in ``ks``
     (one CapturedWork replay advances K control steps; its time is divided by K). A ``graph`` row whose
     capture fell back to eager execution carries ``eager_fallback_reason``. Every block starts from the
-    standing pose; overflow counters are reported so a silently truncated contact set is visible.
+    pose ``standing_qpos`` (nq,) (default: the model's first keyframe, else ``qpos0``), servos holding it;
+    overflow counters are reported so a silently truncated contact set is visible.
     """
-    model = model if model is not None else load_g1()
-    qpos_host = g1_default_qpos(model)
+    qpos_host = (
+        standing_qpos if standing_qpos is not None else (model.key_qpos[0] if model.nkey else model.qpos0)
+    )
     rows: list[dict[str, Any]] = []
     for num_envs in num_envs_list:
         config = SimConfig(
@@ -139,6 +144,7 @@ def physics_benchmark(
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line entry point: print the benchmark rows and the environment as JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mjcf", required=True, help="the robot's MJCF (PD servos from its armature)")
     parser.add_argument("--num-envs", default="1024,2048,4096,8192", help="comma-separated world counts")
     parser.add_argument("--ks", default="1,4,16", help="comma-separated control steps per graph replay")
     parser.add_argument("--backend", default="mjwarp", choices=("mujoco", "mjwarp"))
@@ -161,6 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         nconmax=args.nconmax,
         njmax=args.njmax,
         control_steps=args.steps,
+        model=load_model(args.mjcf, pd_from_armature=True),
     )
     print(json.dumps({"environment": environment(), "rows": rows}, indent=1))
     return 0

@@ -1,29 +1,39 @@
-"""Load the G1, step it on the best available backend and print env steps per second: MuJoCo Warp with CUDA,
-CPU MuJoCo without (several times faster there than MuJoCo Warp on Warp's CPU device).
+"""Load a robot's MJCF, step it on the best available backend and print env steps per second: MuJoCo Warp with
+CUDA, CPU MuJoCo without (several times faster there than MuJoCo Warp on Warp's CPU device).
 
-Usage: ``python -m simcore.demo [num_envs] [control_steps]``.
+Usage: ``python -m simcore.demo --mjcf PATH [num_envs] [control_steps]`` (``make demo`` passes the G1's, from
+``python -m trainrt.robots path g1``). The model gets PD servos from its armature and holds its first
+keyframe, or ``qpos0`` without one: a throughput demo, not a balance controller.
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 import time
+from collections.abc import Sequence
 
 import torch
 
 import simcore
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Run the demo; returns a process exit code."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--mjcf", required=True, help="the robot's MJCF file (free root, one motor per joint)"
+    )
+    parser.add_argument("num_envs", nargs="?", type=int, default=None)
+    parser.add_argument("control_steps", nargs="?", type=int, default=None)
+    args = parser.parse_args(argv)
     on_gpu = torch.cuda.is_available()
-    num_envs = int(argv[0]) if argv else (2048 if on_gpu else 8)
-    steps = int(argv[1]) if len(argv) > 1 else (200 if on_gpu else 20)
-    model = simcore.load_g1()
+    num_envs = args.num_envs or (2048 if on_gpu else 8)
+    steps = args.control_steps or (200 if on_gpu else 20)
+    model = simcore.load_model(args.mjcf, pd_from_armature=True)
     backend_name = "mjwarp" if on_gpu else "mujoco"
     backend = simcore.make_backend(backend_name, model, simcore.SimConfig(num_envs=num_envs, decimation=4))
-    default = torch.as_tensor(simcore.g1_default_qpos(model), dtype=backend.qpos.dtype, device=backend.device)
+    held = model.key_qpos[0] if model.nkey else model.qpos0
+    default = torch.as_tensor(held, dtype=backend.qpos.dtype, device=backend.device)
     mask = torch.ones(num_envs, dtype=torch.bool, device=backend.device)
     spec = backend.reset_spec(("qpos", "qvel", "ctrl"))
     payload = spec.new_payload()
@@ -47,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"graph_enabled={diag['graph_enabled']} eager_fallback_reason={diag['eager_fallback_reason']!r}")
     print(f"env steps/s: {num_envs * steps / elapsed:,.0f} ({elapsed / steps * 1e3:.2f} ms per control step)")
     print(
-        f"mean pelvis height after {steps * backend.control_dt:.1f} s: {backend.qpos[:, 2].mean().item():.3f} m"
+        f"mean root height after {steps * backend.control_dt:.1f} s: {backend.qpos[:, 2].mean().item():.3f} m"
     )
     return 0
 

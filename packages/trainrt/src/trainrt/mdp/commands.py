@@ -111,18 +111,31 @@ class UniformVelocityCommand(CommandTerm):
         self.vel_command_b.masked_fill_(self.is_standing_env.unsqueeze(1), 0.0)
 
 
+def _foot_offsets(value: Any) -> tuple[float, ...]:
+    """``value`` as a non-empty tuple of phase offsets in [0, 1); ValueError naming the bad value."""
+    offsets = tuple(float(v) for v in value) if isinstance(value, (list, tuple)) else ()
+    if not offsets or not all(0.0 <= v < 1.0 for v in offsets):
+        raise ValueError(
+            f"GaitPhaseCommand: foot_offsets must be a non-empty sequence of phases in [0, 1) (one per foot, "
+            f"e.g. (0.0, 0.5) for a biped), got {value!r}"
+        )
+    return offsets
+
+
 class GaitPhaseCommand(CommandTerm):
     """A per-row gait clock: phase in [0, 1) advancing by ``step_dt / period_s`` each step.
 
-    The command is ``(sin 2 pi phase, cos 2 pi phase)`` (num_envs, 2). The left foot's phase is ``phase``, the
-    right foot's ``phase + 0.5`` (alternating gait). The phase is drawn uniformly when a row resets (use a
+    The command is ``(sin 2 pi phase, cos 2 pi phase)`` (num_envs, 2). Foot ``i``'s phase is
+    ``phase + foot_offsets[i]``: the default ``(0.0, 0.5)`` is a biped's alternating gait (left, right); a
+    quadruped's trot is ``(0.0, 0.5, 0.5, 0.0)``. The phase is drawn uniformly when a row resets (use a
     resampling time beyond the episode length so it is never redrawn mid-episode).
 
     Params:
         period_s: duration of one gait cycle (s).
+        foot_offsets: phase offset of each foot in [0, 1), in the gait clock's foot order (F,).
     """
 
-    PARAMS: ClassVar[dict[str, Any]] = {"period_s": 0.8}
+    PARAMS: ClassVar[dict[str, Any]] = {"period_s": 0.8, "foot_offsets": (0.0, 0.5)}
 
     @cold_path
     def __init__(self, cfg: CommandTermCfg, env: ManagerBasedRlEnv) -> None:
@@ -132,12 +145,14 @@ class GaitPhaseCommand(CommandTerm):
         if not (math.isfinite(period) and period > 0.0):
             raise ValueError(f"GaitPhaseCommand: period_s must be a positive number, got {p['period_s']!r}")
         self.period_s = period
+        self.foot_offsets = _foot_offsets(p["foot_offsets"])
+        """Phase offset of each foot (F,), in the gait clock's foot order."""
         self._phase_step = env.step_dt / period
         n = env.num_envs
         self.phase = torch.zeros(n, device=env.device)
-        """Gait phase of the left foot (num_envs,) in [0, 1)."""
+        """Gait phase of the clock (num_envs,) in [0, 1): the phase of a foot with offset 0."""
         self._draw = torch.zeros(n, device=env.device)
-        self._foot_offsets = torch.tensor([0.0, 0.5], device=env.device)
+        self._foot_offsets = torch.tensor(self.foot_offsets, device=env.device)
         self._sin_cos = torch.zeros(n, 2, device=env.device)
 
     @property
@@ -150,7 +165,7 @@ class GaitPhaseCommand(CommandTerm):
 
     @property
     def foot_phase(self) -> torch.Tensor:
-        """Phase of the left and right foot (num_envs, 2) in [0, 1)."""
+        """Phase of each foot (num_envs, F) in [0, 1), in the gait clock's foot order."""
         return torch.remainder(self.phase.unsqueeze(1) + self._foot_offsets, 1.0)
 
     def _draw_(self, generator: torch.Generator) -> None:

@@ -198,7 +198,8 @@ class FeetContactPhase(ContactThresholdTerm):
     rows whose velocity command is below ``standing_threshold`` expect every foot in stance.
 
     Params:
-        contact_body_names: (left foot, right foot) among the plan's contact bodies, in the gait clock's order.
+        contact_body_names: the feet among the plan's contact bodies, one per gait-clock foot, in the gait
+            clock's order (``GaitPhaseCommand.foot_offsets``).
         gait_command_name: the ``GaitPhaseCommand`` term.
         velocity_command_name: the velocity command term (``(vx, vy, wz)``).
         stance_fraction: share of the cycle each foot spends in stance.
@@ -222,6 +223,13 @@ class FeetContactPhase(ContactThresholdTerm):
         self.velocity_command_name = str(p["velocity_command_name"])
         self.stance_fraction = float(p["stance_fraction"])
         self.standing_threshold = float(p["standing_threshold"])
+        feet = len(env.command_manager.get_term(self.gait_command_name).foot_offsets)
+        if len(self.contact_ids) != feet:
+            raise ValueError(
+                f"FeetContactPhase: contact_body_names lists {len(self.contact_ids)} bodies "
+                f"{p['contact_body_names']!r} but gait command {self.gait_command_name!r} clocks {feet} feet; "
+                "list one contact body per entry of the gait command's foot_offsets, in the same order"
+            )
 
     def __call__(self, env: ManagerBasedRlEnv) -> torch.Tensor:
         """Evaluate for all rows."""

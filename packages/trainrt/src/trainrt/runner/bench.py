@@ -40,7 +40,7 @@ def physics_backend(
     **config_changes: Any,
 ) -> simcore.SimBackend:
     """The bare backend of ``cfg``'s task scene (``sim`` and ``num_envs`` of ``cfg``): the scene's model, or
-    ``model`` in its place, with the scene's decimation and contact buffer sizes; PD targets at the G1's
+    ``model`` in its place, with the scene's decimation and contact buffer sizes; PD targets at the scene's
     default pose. ``config_changes`` replace ``simcore.SimConfig`` fields (``benchmarks/physics_variants.py``)."""
     env_cfg = make_env_cfg(cfg)
     model = env_cfg.scene.model_factory() if model is None else model
@@ -54,7 +54,8 @@ def physics_backend(
     backend = simcore.make_backend(
         cfg.sim.backend, model, dataclasses.replace(config, **config_changes), require=require
     )
-    default_pose = [simcore.G1_DEFAULT_JOINT_POS.get(name, 0.0) for name in simcore.G1_JOINT_NAMES]
+    actuated = [model.joint(int(model.actuator_trnid[i, 0])).name for i in range(model.nu)]
+    default_pose = [env_cfg.scene.default_joint_pos.get(name, 0.0) for name in actuated]
     if backend.ctrl.shape[1] == len(default_pose):
         backend.ctrl.copy_(torch.tensor(default_pose, dtype=backend.ctrl.dtype, device=backend.device))
     return backend

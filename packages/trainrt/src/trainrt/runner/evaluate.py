@@ -5,7 +5,7 @@ evaluation's changes applied through the task-override mechanism (``TaskSection`
 deterministically. What is evaluated is the task's own: its registration (``trainrt.tasks.registry``) names
 an ``EvaluationSpec`` (``trainrt.runner.evaluation_spec``) with the config changes, the scenarios (one block
 of rows each, all in one env and one rollout), the metrics and the horizon; e.g. the walk runs every fixed
-command for 10 s (``tasks/g1_walk_flat/evaluation.py``), the tracking task the whole clip from its first
+command for 10 s (``tasks/velocity/evaluation.py``), the tracking task the whole clip from its first
 frame (``tasks/g1_motion_tracking/evaluation.py``).
 
 Every evaluation reports ``failed_fraction``, ``completed_fraction``, ``mean_episode_length`` and ``action_saturation``: the mean fraction of the policy's action components at the ends of the

@@ -69,19 +69,17 @@ def motion_info(
 ) -> dict[str, Any]:
     """Frames, fps, duration, joints of a clip and whether every frame lies within the joint limits and the
     action bounds of ``task`` (built as a one-env CPU MuJoCo env of its CPU-demo config)."""
-    import simcore
     from trainrt.config import cpu_demo_preset
     from trainrt.motion import load_motion
     from trainrt.motion.loader import resampled_frame_count
+    from trainrt.robots import G1
     from trainrt.runner.build import build_env
 
     with warnings.catch_warnings(
         record=True
     ) as caught:  # reported as lines of the info, not as Python warnings
         warnings.simplefilter("always")
-        clip = load_motion(
-            clip_path, simcore.load_g1(), dtype=torch.float64
-        )  # a bad file fails before the env
+        clip = load_motion(clip_path, G1.model(), dtype=torch.float64)  # a bad file fails before the env
     cfg = cpu_demo_preset(algo, task, "mujoco")
     with contextlib.redirect_stdout(io.StringIO()):  # the env's own start-up lines are about its own clip
         env = build_env(cfg, num_envs=1)

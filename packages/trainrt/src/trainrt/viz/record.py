@@ -257,11 +257,11 @@ def record_clip_video(
     rate, forward kinematics), so the video shows what a tracking task would track. A clip shorter than two
     frames at the video rate is drawn at its own rate instead (the tracking task takes it at its control rate).
     """
-    import simcore
     from trainrt.motion import load_motion, read_motion_arrays
+    from trainrt.robots import G1
 
     started = time.perf_counter()
-    model = model if model is not None else simcore.load_g1()
+    model = model if model is not None else G1.model()
     arrays = read_motion_arrays(clip_path)
     fps = _clip_video_rate(arrays, options.fps)
     clip = load_motion(arrays, model, target_fps=fps, dtype=torch.float64)

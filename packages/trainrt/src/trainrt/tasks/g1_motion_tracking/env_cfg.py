@@ -22,10 +22,16 @@ from trainrt.managers import (
     TerminationTermCfg,
     UniformNoiseCfg,
 )
+from trainrt.robots import G1
 from trainrt.tasks.g1_motion_tracking import mdp as tracking
-from trainrt.tasks.g1_robot import g1_foot_friction_event, g1_joint_position_actions, g1_scene
+from trainrt.tasks.robot_terms import foot_friction_event, joint_position_actions
 
 MOTION = "motion"
+ACTION_PARAMS: dict[str, object] = {"mode": "joint_limits", "soft_limit_factor": 1.0}
+"""``JointPositionAction`` params of the tracking task, made for tanh-bounded policies (SAC, FlashSAC): action
+-1/+1 reaches the joint limits on either side of the default pose (the default clip touches the ankle-roll and
+waist-pitch limits, so the soft-limit factor stays 1). ``G1.action_scales()`` is the PPO-style alternative
+(``{"mode": "scale", "scale": G1.action_scales()}``); walking uses three times it (``trainrt.tasks.velocity``)."""
 ANCHOR_BODY = "torso_link"
 TRACKED_BODIES: tuple[str, ...] = (
     "pelvis",
@@ -127,7 +133,7 @@ def _rewards() -> dict[str, RewardTermCfg]:
             weight=-0.1,
             params={"contact_body_names": UNDESIRED_CONTACT_BODIES, "force_threshold": 1.0},
         ),
-        # mjlab G1 tracking self_collisions -10.0 (a count of the limb contacts of g1_robot.G1_SELF_COLLISION_PAIRS).
+        # mjlab G1 tracking self_collisions -10.0 (a count of the limb contacts of G1.self_collision_pairs).
         "self_collisions": RewardTermCfg(mdp.self_collision_count, weight=-10.0),
     }
 
@@ -135,7 +141,7 @@ def _rewards() -> dict[str, RewardTermCfg]:
 @cold_path
 def g1_motion_tracking_env_cfg(motion_file: str | Path | None = None) -> EnvCfg:
     """The ``g1_motion_tracking`` task for ``motion_file`` (a path or G1 asset clip name; default clip if None)."""
-    scene = g1_scene(bodies=TRACKED_BODIES, contact_bodies=UNDESIRED_CONTACT_BODIES)
+    scene = G1.scene(bodies=TRACKED_BODIES, contact_bodies=UNDESIRED_CONTACT_BODIES)
     commands = {
         MOTION: CommandTermCfg(
             tracking.MotionCommand,
@@ -181,7 +187,7 @@ def g1_motion_tracking_env_cfg(motion_file: str | Path | None = None) -> EnvCfg:
     }
     events = {
         # mjlab's tracking task draws 0.3-1.2; the floor's 0.4 is the effective lower bound here anyway.
-        "foot_friction": g1_foot_friction_event(),
+        "foot_friction": foot_friction_event(G1),
         "push_robot": EventTermCfg(
             mdp.PushByVelocity,
             mode="interval",
@@ -203,7 +209,7 @@ def g1_motion_tracking_env_cfg(motion_file: str | Path | None = None) -> EnvCfg:
         scene=scene,
         decimation=4,
         episode_length_s=10.0,
-        actions=g1_joint_position_actions(),
+        actions=joint_position_actions(ACTION_PARAMS),
         observations=_observations(),
         rewards=_rewards(),
         terminations=terminations,

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
-import simcore
 from trainrt.compiled import where_into
 from trainrt.hotpath import cold_path
 from trainrt.managers import REQUIRED, CommandTerm, CommandTermCfg, ManagerTermBase
@@ -33,6 +32,7 @@ from trainrt.mdp.math import (
 )
 from trainrt.mdp.state_layout import robot_state_layout
 from trainrt.motion import MotionClip, load_motion
+from trainrt.robots import G1
 
 if TYPE_CHECKING:
     from trainrt.envs import ManagerBasedRlEnv
@@ -48,11 +48,11 @@ def resolve_motion_file(motion_file: str | Path | None) -> Path:
     path = Path(name)
     if path.is_file():
         return path
-    assets = simcore.g1_asset_paths()
-    candidate = assets.motions_dir / path.name
+    G1.mjcf_path()  # FileNotFoundError naming the fetch command when the G1 assets are not fetched
+    candidate = G1.motions_dir() / path.name
     if path.parent == Path(".") and candidate.is_file():
         return candidate
-    available = [p.name for p in assets.motion_files]
+    available = [p.name for p in G1.motion_files()]
     raise FileNotFoundError(f"motion file {str(name)!r} not found (G1 asset clips: {available})")
 
 

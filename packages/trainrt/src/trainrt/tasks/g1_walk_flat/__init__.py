@@ -1,4 +1,5 @@
-"""``g1_walk_flat``: Unitree G1 velocity tracking on flat ground (config factory; terms live in ``trainrt.mdp``)."""
+"""``g1_walk_flat``: Unitree G1 velocity tracking on flat ground, the velocity task (``trainrt.tasks.velocity``)
+registered with the G1."""
 
 from trainrt.tasks.registry import register_task
 
@@ -10,5 +11,5 @@ register_task(
         "sac": "trainrt.tasks.g1_walk_flat.presets:sac_g1_walk_flat",
         "flashsac": "trainrt.tasks.g1_walk_flat.presets:flashsac_g1_walk_flat",
     },
-    evaluation="trainrt.tasks.g1_walk_flat.evaluation:walk_evaluation",
+    evaluation="trainrt.tasks.velocity.evaluation:walk_evaluation",
 )

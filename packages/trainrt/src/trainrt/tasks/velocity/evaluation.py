@@ -1,4 +1,4 @@
-"""The walk's evaluation: every fixed command of ``WALK_EVAL_COMMANDS`` at once.
+"""The velocity task's evaluation: every fixed command of ``WALK_EVAL_COMMANDS`` at once.
 
 One block of rows per command (no heading or standing rows, no resampling, pushes off; each row's command
 assigned after the reset), one rollout of ``WALK_EVAL_HORIZON_S`` = 10 s of simulated time (``horizon_s``,
