@@ -4,11 +4,15 @@ Each case runs the real command line in a subprocess (as a user would), with tin
 """
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from cli_runs import train, trainrt
 
+from trainrt.cli import CPU_THREADS_NOTE
 from trainrt.runner import load_run_summary
 
 
@@ -84,3 +88,25 @@ def test_unknown_algo_lists_the_choices():
     out = trainrt("train", "--algo", "ppo", "--task", "g1_walk_flat")
     assert out.returncode == 2
     assert "sac" in out.stderr and "flashsac" in out.stderr
+
+
+@pytest.mark.parametrize(("given", "threads", "applied"), [(None, 1, True), ("2", 2, False)])
+def test_a_process_takes_one_cpu_thread_unless_omp_num_threads_is_set(given, threads, applied):
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    if given is not None:
+        env["OMP_NUM_THREADS"] = given
+    probe = (
+        "from trainrt.cli import one_cpu_thread_unless_set\n"
+        "applied = one_cpu_thread_unless_set()\n"
+        "import torch\n"
+        "print(applied, torch.get_num_threads())"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.split() == [str(applied), str(threads)]
+
+
+def test_train_says_it_chose_one_cpu_thread(tmp_path):
+    out = train(tmp_path / "run", "sac", "g1_walk_flat", "mujoco", iterations=1)
+    assert out.returncode == 0, out.stderr[-3000:]
+    if "OMP_NUM_THREADS" not in os.environ:
+        assert CPU_THREADS_NOTE in out.stdout

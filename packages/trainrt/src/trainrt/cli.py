@@ -54,6 +54,7 @@ class _CliState:
     """Global options of the command line (``trainrt --debug ...``)."""
 
     debug = False
+    one_cpu_thread = False  # main() chose one torch CPU thread (OMP_NUM_THREADS was not set)
 
 
 @app.callback()
@@ -369,6 +370,8 @@ def train(
             f"{cfg.sim.backend} on the CPU). It shows training progress; it is not the canonical workload and\n"
             "not a throughput measurement. Pass --preset canonical for the 2048-env settings.\n" + "=" * 78
         )
+    if _CliState.one_cpu_thread and os.environ.get("RANK", "0") == "0":
+        typer.echo(CPU_THREADS_NOTE)
     from trainrt.runner import OffPolicyRunner
     from trainrt.runner.failures import ExpectedRunFailure, ignore_file_size_signal
     from trainrt.runner.off_policy_runner import RunInterrupted
@@ -840,8 +843,34 @@ def _format_warning(
     return _python_warning_format(message, category, filename, lineno, line)
 
 
+CPU_THREADS_NOTE = (
+    "torch CPU threads: 1 per process (two runs, or a run and an eval, would otherwise share the cores "
+    "thread against thread); set OMP_NUM_THREADS=N for more"
+)
+"""What ``train`` says at start-up when it chose one torch CPU thread for the process."""
+
+
+def one_cpu_thread_unless_set() -> bool:
+    """Give this process (and the processes it starts) one torch CPU thread unless ``OMP_NUM_THREADS`` is set.
+
+    torch starts one thread per core in every process, so two CPU runs on one machine (or a run and its
+    ``eval``) oversubscribe the cores and each slows down several times; the env steps and the small networks
+    of a CPU run gain little from more threads. Set before torch is imported, so launched ranks inherit it.
+    Returns whether the default was applied.
+    """
+    import os
+
+    if "OMP_NUM_THREADS" in os.environ:
+        return False
+    os.environ["OMP_NUM_THREADS"] = "1"
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)
+    return True
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point (``trainrt``)."""
+    _CliState.one_cpu_thread = one_cpu_thread_unless_set()
     warnings.formatwarning = _format_warning
     app(args=argv if argv is not None else sys.argv[1:], prog_name="trainrt")
 
