@@ -28,6 +28,13 @@ copies, inductor options for single parts, ...): the training process runs the C
     python benchmarks/canonical_runs.py --algos flashsac --sets preset \
         --learner-variant cast_unfused --learner-variant cast_weights
 
+``--tree NAME:PATH`` (repeatable) makes a set that runs the presets from another checkout of this repository
+(its ``packages/*/src`` go first on ``PYTHONPATH``), so code before and after a change is measured interleaved
+on one machine, e.g. a worktree of the previous commit:
+
+    git worktree add /tmp/before HEAD~1
+    python benchmarks/canonical_runs.py --sets preset --tree before:/tmp/before
+
 ``--algos`` limits every set to some of the workloads.
 """
 
@@ -35,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -147,6 +155,25 @@ def parse_constant_set(text: str) -> tuple[str, dict[str, object]]:
     return name, constants
 
 
+def parse_tree(text: str) -> tuple[str, Path]:
+    """``NAME:PATH`` -> (NAME, PATH) for a checkout whose ``packages/trainrt/src`` exists."""
+    name, sep, path = text.partition(":")
+    root = Path(path).expanduser()
+    if not name or not path or name in SETS or not (root / "packages" / "trainrt" / "src").is_dir():
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected NAME:PATH with a NAME that is not one of the override sets {list(SETS)} and "
+            "PATH a checkout of this repository (it must hold packages/trainrt/src), e.g. before:/tmp/before"
+        )
+    return name, root.resolve()
+
+
+def tree_environment(root: Path) -> dict[str, str]:
+    """The environment of a run from the checkout at ``root``: its package sources first on PYTHONPATH."""
+    sources = [str(root / "packages" / name / "src") for name in ("trainrt", "simcore")]
+    rest = os.environ.get("PYTHONPATH", "")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([*sources, *([rest] if rest else [])])}
+
+
 def train_command(
     algo: str,
     task: str,
@@ -219,11 +246,14 @@ def run_one(
     extra: list[str],
     constants: dict[str, object] | None = None,
     variant: str | None = None,
+    tree: Path | None = None,
 ) -> dict:
-    """Train one run through the CLI; return the fields of its summary we tabulate."""
+    """Train one run through the CLI (from the checkout at ``tree`` when given); return the fields of its
+    summary we tabulate."""
     cmd = train_command(algo, task, run_dir, extra, constants, variant)
+    env = tree_environment(tree) if tree is not None else None
     start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     wall = time.perf_counter() - start
     row = {
         "algo": algo,
@@ -231,6 +261,7 @@ def run_one(
         "overrides": extra,
         "constants": constants or {},
         "learner_variant": variant,
+        "tree": str(tree) if tree is not None else None,
         "exit_code": proc.returncode,
         "process_wall_sec": wall,
     }
@@ -285,6 +316,14 @@ def main() -> int:
         help="a set that runs the presets inside learner_variants.py's applied(NAME)",
     )
     parser.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        type=parse_tree,
+        metavar="NAME:PATH",
+        help="a set that runs the presets from another checkout of this repository",
+    )
+    parser.add_argument(
         "--algos", default=None, help="comma-separated algorithms to run (default: all workloads)"
     )
     parser.add_argument("--root", type=Path, default=Path("runs/canonical"))
@@ -306,6 +345,12 @@ def main() -> int:
         clash = sorted((set(variants) & set(constant_sets)) | (set(variants) & set(SETS)))
         if clash:
             parser.error(f"--learner-variant {clash}: already the name of another set")
+    trees = dict(args.tree)
+    clash = sorted(set(trees) & (set(constant_sets) | set(variants)))
+    if len(trees) != len(args.tree) or clash:
+        parser.error(
+            f"--tree: each tree needs its own NAME, not shared with another set ({clash or 'repeated'})"
+        )
     algos = [w[0] for w in WORKLOADS] if args.algos is None else [a for a in args.algos.split(",") if a]
     if not algos or set(algos) - {w[0] for w in WORKLOADS}:
         parser.error(
@@ -316,14 +361,14 @@ def main() -> int:
     physics = physics_rate(args.root) if args.physics else None
     rows = []
     for repeat in range(args.repeats):
-        for name in [*names, *constant_sets, *variants]:
+        for name in [*names, *constant_sets, *variants, *trees]:
             iterations = args.eager_iterations if name == "eager" else args.iterations
             for algo, task in workloads:
                 overrides = SETS[name][algo] if name in SETS else []
                 extra = [*overrides, f"algo.max_iterations={iterations}", "training.overwrite=true"]
                 run_dir = args.root / f"{algo}_{task}_{name}_{repeat}"
                 variant = name if name in variants else None
-                row = run_one(algo, task, run_dir, extra, constant_sets.get(name), variant)
+                row = run_one(algo, task, run_dir, extra, constant_sets.get(name), variant, trees.get(name))
                 row["set"] = name
                 row["physics_env_steps_per_sec"] = physics
                 if physics and row.get("tail_env_steps_per_sec"):

@@ -130,3 +130,30 @@ def test_a_learner_variant_a_run_cannot_carry_is_refused(args, message):
     )  # fmt: skip
     assert result.returncode == 2
     assert re.search(message, result.stderr), result.stderr[-1000:]
+
+
+def test_a_tree_set_runs_the_cli_from_that_checkout(tmp_path):
+    script = load("canonical_runs")
+    (tmp_path / "packages" / "trainrt" / "src" / "trainrt").mkdir(parents=True)
+    (tmp_path / "packages" / "trainrt" / "src" / "trainrt" / "__main__.py").write_text(
+        "import trainrt, sys; print('from', trainrt.__file__); sys.exit(0)\n"
+    )
+    (tmp_path / "packages" / "trainrt" / "src" / "trainrt" / "__init__.py").write_text("")
+    name, root = script.parse_tree(f"before:{tmp_path}")
+    assert (name, root) == ("before", tmp_path.resolve())
+    env = script.tree_environment(root)
+    assert env["PYTHONPATH"].split(":")[:2] == [
+        str(root / "packages" / "trainrt" / "src"),
+        str(root / "packages" / "simcore" / "src"),
+    ]
+    cmd = script.train_command("sac", "g1_walk_flat", Path("unused"), [])
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"from {root / 'packages' / 'trainrt' / 'src' / 'trainrt' / '__init__.py'}" in result.stdout
+
+
+@pytest.mark.parametrize("text", ["before", "before:", "preset:{tmp}", "before:{tmp}/missing"])
+def test_a_tree_that_is_not_a_checkout_is_refused_with_the_expected_form(text, tmp_path):
+    script = load("canonical_runs")
+    with pytest.raises(argparse.ArgumentTypeError, match="NAME:PATH"):
+        script.parse_tree(text.format(tmp=tmp_path))
