@@ -157,7 +157,7 @@ def parse_constant_set(text: str) -> tuple[str, dict[str, object]]:
 
 def parse_tree(text: str) -> tuple[str, Path]:
     """``NAME:PATH`` -> (NAME, PATH) for a checkout whose ``packages/trainrt/src`` exists."""
-    name, sep, path = text.partition(":")
+    name, _, path = text.partition(":")
     root = Path(path).expanduser()
     if not name or not path or name in SETS or not (root / "packages" / "trainrt" / "src").is_dir():
         raise argparse.ArgumentTypeError(
@@ -236,6 +236,7 @@ def summary_fields(summary: dict) -> dict:
     row["tail_collect_ms"] = 1e3 * statistics.mean(i["collect_time_sec"] for i in iters) if iters else None
     row["tail_learn_ms"] = 1e3 * statistics.mean(i["learn_time_sec"] for i in iters) if iters else None
     row["episode_statistics"] = summary.get("episode_statistics")
+    row["memory"] = summary.get("memory")  # the pre-flight estimate beside what the device held at the end
     return row
 
 

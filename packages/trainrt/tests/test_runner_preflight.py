@@ -253,3 +253,26 @@ def test_contact_buffers_too_big_for_the_device_name_the_sim_setting(sixteen_gib
     assert str(refused.value).startswith("sim.njmax=1000000000 needs ~")
     assert "most for the env state" in str(refused.value)
     assert str(refused.value).endswith("lower sim.njmax")
+
+
+def test_the_summarys_memory_record_holds_the_estimate_by_consumer(sixteen_gib_free):
+    cfg = _tiny()
+    estimate = check_memory_fits(cfg)
+    record = preflight.memory_record(estimate, "cpu")
+    assert record["estimate_total_bytes"] == estimate.total
+    assert sum(record["estimate_bytes"].values()) == estimate.total
+    assert record["estimate_bytes"]["replay"] == estimate.replay
+    assert record["estimate_bytes"]["update_batch"] == estimate.update_batch
+    assert record["device_used_bytes"] is None and record["torch_peak_reserved_bytes"] is None  # CPU
+    assert preflight.memory_record(None, "cpu") is None
+
+
+@pytest.mark.gpu
+def test_on_cuda_the_memory_record_reads_what_the_device_holds():
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    held = torch.empty(64 * 2**20, dtype=torch.uint8, device="cuda")
+    record = preflight.memory_record(preflight.MemoryEstimate(1, 2, 3, 4, 5, 6), "cuda")
+    assert record["estimate_total_bytes"] == 21
+    assert record["torch_peak_reserved_bytes"] >= held.numel()
+    assert record["device_used_bytes"] >= record["torch_peak_reserved_bytes"]

@@ -95,7 +95,7 @@ from trainrt.runner.manifest import (
     write_resolved_config,
 )
 from trainrt.runner.play import evaluate_policy
-from trainrt.runner.preflight import check_memory_fits
+from trainrt.runner.preflight import check_memory_fits, memory_record
 from trainrt.runner.run_dir import (
     RunDirLock,
     check_run_dir_usable,
@@ -247,7 +247,7 @@ class OffPolicyRunner:
         # A resume that cannot work is a usage error: raised here, before the run (and its summary) starts.
         self._resume_checkpoint = self._load_resume_checkpoint(Path(resume)) if resume is not None else None
         # So is a config that needs more memory than the device has free (estimated, nothing allocated yet).
-        check_memory_fits(self.rank_cfg)
+        self._memory_estimate = check_memory_fits(self.rank_cfg)
         # So is input the env or agent cannot be built from (a motion file, an observation group, other networks).
         self._probe_config(self._resume_checkpoint)
         self.run_id = self._run_id_to_continue(resume) if resume is not None else new_run_id()
@@ -1120,6 +1120,7 @@ class OffPolicyRunner:
             "learner_graph": diagnostics[1],
             "backend_diagnostics": diagnostics[2],
             "episode_statistics": _finite(self.episode_statistics) if measurement else {},
+            "memory": memory_record(self._memory_estimate, self.env.device if self.env is not None else None),
             "final_eval": _finite(self.final_eval) if (measurement and self.final_eval) else None,
             "onnx_path": self.onnx_path,
             "checkpoint_path": str(self.last_checkpoint) if self.last_checkpoint is not None else None,

@@ -42,6 +42,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import mujoco
+import torch
 
 from trainrt.config import TrainConfig
 from trainrt.hotpath import cold_path
@@ -323,6 +324,28 @@ def check_memory_fits(
         settings = _settings_to_lower(cfg, facts, free, num_envs, training, env_setting)
         raise MemoryDoesNotFit(_does_not_fit(estimate, settings, free, device))
     return estimate
+
+
+@cold_path
+def memory_record(
+    estimate: MemoryEstimate | None, device: torch.device | str | None
+) -> dict[str, Any] | None:
+    """The run summary's ``memory``: the pre-flight ``estimate`` by consumer beside what is in use on the
+    device now (CUDA only: the whole device's used bytes and torch's peak reservation); None without an
+    estimate."""
+    if estimate is None:
+        return None
+    record: dict[str, Any] = {
+        "estimate_bytes": {name.replace(" ", "_"): size for name, size in estimate.consumers().items()},
+        "estimate_total_bytes": estimate.total,
+        "device_used_bytes": None,
+        "torch_peak_reserved_bytes": None,
+    }
+    if device is not None and torch.device(device).type == "cuda" and torch.cuda.is_available():
+        free, total = torch.cuda.mem_get_info(device)
+        record["device_used_bytes"] = int(total - free)
+        record["torch_peak_reserved_bytes"] = int(torch.cuda.max_memory_reserved(device))
+    return record
 
 
 @cold_path

@@ -200,6 +200,12 @@ class RunSummary(BaseModel):
         "trainrt.runner.play.evaluate_policy): mean_return, mean_episode_length, terminated_fraction, "
         "num_envs, num_steps",
     )
+    memory: dict[str, Any] | None = Field(
+        None,
+        description="the pre-flight estimate of device bytes by consumer (estimate_bytes, estimate_total_bytes; "
+        "trainrt.runner.preflight) beside what was in use when this summary was written: device_used_bytes "
+        "(the whole device, CUDA only) and torch_peak_reserved_bytes",
+    )
     onnx_path: str | None = None
     checkpoint_path: str | None = Field(None, description="last checkpoint written")
     run_dir: str
