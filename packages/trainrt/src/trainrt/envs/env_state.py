@@ -68,7 +68,7 @@ def named_state_tensors(root: Any, *, skip: tuple[Any, ...] = ()) -> dict[str, t
         elif _is_own_object(obj) and hasattr(obj, "__dict__"):
             prefix = f"{path}." if path else ""
             stack.extend(reversed([(value, f"{prefix}{key}") for key, value in vars(obj).items()]))
-    return {name: tensor for name, tensor in found.items()}
+    return found
 
 
 @cold_path
