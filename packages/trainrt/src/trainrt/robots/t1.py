@@ -31,7 +31,7 @@ T1_JOINT_NAMES: tuple[str, ...] = (
 """Joint names in actuator order (xml:242-270; the same as holosoma's ``dof_names``, robot.py:577-607)."""
 
 T1_DEFAULT_JOINT_POS: dict[str, float] = {
-    # holosoma default_joint_angles (robot.py:899-929): arms hanging by the trunk, elbows turned in.
+    # holosoma default_joint_angles (robot.py:899-928): arms hanging by the trunk, elbows turned in.
     "Left_Shoulder_Pitch": 0.2,
     "Left_Shoulder_Roll": -1.35,
     "Left_Elbow_Yaw": -0.5,

@@ -6,7 +6,7 @@ Everything robot-specific comes from ``trainrt.robots.T1`` (feet, joint groups, 
 commands, events and terminations are the G1 walk's, since holosoma uses identical reward weights for its G1
 and T1 presets (holosoma/config_values/loco/t1/reward.py and loco/g1/reward.py). The T1 differs in its gait
 clock: a 1.0 s cycle, holosoma's ``LocomotionGait`` default, which its T1 command preset keeps
-(holosoma/config_values/loco/t1/command.py:10-12, holosoma/managers/command/terms/locomotion.py:124); the
+(holosoma/config_values/loco/t1/command.py:10-12, holosoma/managers/command/terms/locomotion.py:126); the
 G1 walk uses 0.8 s. Not taken from holosoma's T1 presets: its wider command ranges (lin_vel_y +-1 m/s,
 loco/t1/command.py:16-21) and stronger pushes (up to 1.0 m/s, loco/t1/randomization.py:9-15), which the G1
 walk does not use either.
