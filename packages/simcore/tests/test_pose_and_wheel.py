@@ -141,6 +141,43 @@ def test_a_pinned_wheel_extracts_only_its_members_and_is_fetched_once(tmp_path, 
     assert simcore.fetch_wheel(wheel, MEMBERS, root) == root
 
 
+def test_a_cache_is_extended_with_members_its_marker_does_not_record(tmp_path, monkeypatch):
+    from simcore._src import wheel as wheel_mod
+
+    wheel, path = _wheel(tmp_path)
+    root = tmp_path / "cache"
+    downloads = []
+
+    def download(w, dest):
+        downloads.append(w)
+        return path
+
+    monkeypatch.setattr(wheel_mod, "download_wheel", download)
+    # an older cache: the robot's files, a marker holding the sha256 alone, and a file simcore did not write
+    (root / "robots/r1").mkdir(parents=True)
+    (root / "robots/r1/r1.xml").write_text("<mujoco/>")
+    (root / "notes.txt").write_text("mine")
+    (root / ".complete").write_text(wheel.sha256 + "\n")
+    assert wheel_mod.extracted_members(wheel, root) == frozenset()
+    simcore.fetch_wheel(wheel, MEMBERS[1:], root)  # the motions are added, nothing else changes
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    assert files == [".complete", "motions/r1/walk.npz", "notes.txt", "robots/r1/r1.xml"]
+    assert wheel_mod.extracted_members(wheel, root) == {MEMBERS[1]}
+    simcore.fetch_wheel(wheel, MEMBERS, root)  # the robot member was never recorded: extracted once more
+    assert wheel_mod.extracted_members(wheel, root) == set(MEMBERS)
+    assert (root / "robots/r1/meshes/a.stl").read_text() == "solid" and (
+        root / "notes.txt"
+    ).read_text() == "mine"
+    assert len(downloads) == 2
+    for subset in (MEMBERS, MEMBERS[:1], ()):  # every member recorded: no download
+        simcore.fetch_wheel(wheel, subset, root)
+    assert len(downloads) == 2
+    # a marker of another wheel records nothing for this one
+    (root / ".complete").write_text("0" * 64 + "\n" + "toy/data/robots/r1/\trobots/r1\t\n")
+    simcore.fetch_wheel(wheel, MEMBERS[:1], root)
+    assert len(downloads) == 3 and wheel_mod.extracted_members(wheel, root) == {MEMBERS[0]}
+
+
 def test_a_wheel_with_the_wrong_hash_is_refused(tmp_path, monkeypatch):
     from simcore._src import wheel as wheel_mod
 

@@ -14,6 +14,8 @@ def test_every_algo_task_pair_has_a_preset():
         ("sac", "g1_motion_tracking"),
         ("flashsac", "g1_walk_flat"),
         ("flashsac", "g1_motion_tracking"),
+        ("sac", "t1_walk_flat"),
+        ("flashsac", "t1_walk_flat"),
     }
     for (algo, task), factory in PRESETS.items():
         cfg = factory()
@@ -51,7 +53,7 @@ def test_canonical_sac_walk_preset_values():
     canonical = {("sac", "g1_walk_flat"), ("flashsac", "g1_motion_tracking")}
     assert preset("flashsac", "g1_motion_tracking").sim.solver_iterations == 5
     others = [factory() for pair, factory in PRESETS.items() if pair not in canonical]
-    assert len(others) == 2 and all(other.sim.solver_iterations is None for other in others)
+    assert len(others) == 4 and all(other.sim.solver_iterations is None for other in others)
 
 
 def test_canonical_flashsac_tracking_preset_values():
@@ -134,7 +136,7 @@ def test_algo_name_selects_the_params_model():
         TrainConfig.model_validate(data)
 
 
-@pytest.mark.parametrize("task", ["g1_walk_flat", "g1_motion_tracking"])
+@pytest.mark.parametrize("task", ["g1_walk_flat", "g1_motion_tracking", "t1_walk_flat"])
 def test_sac_support_is_sized_to_the_tasks_dt_scaled_returns(task):
     from trainrt.config.presets import G1_CONTROL_DT
     from trainrt.tasks import make_task_cfg
@@ -145,3 +147,13 @@ def test_sac_support_is_sized_to_the_tasks_dt_scaled_returns(task):
     assert params.v_min == -params.v_max
     # the largest achievable return fits, and the support is not so wide that few atoms cover the returns
     assert best_return <= params.v_max <= 2.0 * best_return
+
+
+@pytest.mark.parametrize("algo", ["sac", "flashsac"])
+def test_the_t1_walk_presets_are_the_g1_walks(algo):
+    t1, g1 = preset(algo, "t1_walk_flat").model_dump(), preset(algo, "g1_walk_flat").model_dump()
+    assert t1["task"].pop("name") == "t1_walk_flat" and g1["task"].pop("name") == "g1_walk_flat"
+    # the G1 walk's 5 solver iterations (adr/0022) were measured on the G1: the T1 keeps the model's 10
+    assert t1["sim"].pop("solver_iterations") is None
+    g1["sim"].pop("solver_iterations")
+    assert t1 == g1

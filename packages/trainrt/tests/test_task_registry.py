@@ -12,7 +12,7 @@ from trainrt.config import ALGO_NAMES, PRESETS, SIM_BACKEND_NAMES, TaskSection, 
 from trainrt.tasks import TASKS
 from trainrt.tasks.registry import register_task, task_names, task_spec, unregister_task
 
-BUILT_IN = ("g1_motion_tracking", "g1_walk_flat")
+BUILT_IN = ("g1_motion_tracking", "g1_walk_flat", "t1_walk_flat")
 
 
 def test_the_built_in_tasks_register_a_preset_per_algorithm_and_an_evaluation():

@@ -1,4 +1,4 @@
-"""Both G1 tasks on both backends: from the same seed and state, mujoco and mjwarp agree on obs and rewards.
+"""The tasks on both backends: from the same seed and state, mujoco and mjwarp agree on obs and rewards.
 
 MuJoCo Warp runs on Warp's CPU device here (float32, slow), so the runs are tiny: two worlds, a few steps,
 compared with float32-level tolerances (docs/design.md, backends: parity holds over short horizons only).
@@ -22,10 +22,10 @@ def _env(task: str, sim: str) -> ManagerBasedRlEnv:
     try:
         return ManagerBasedRlEnv(make_task_cfg(task), sim=sim, num_envs=NUM_ENVS, device="cpu", seed=7)
     except FileNotFoundError as err:
-        pytest.skip(f"G1 assets missing: {err}")
+        pytest.skip(f"robot assets missing: {err}")
 
 
-@pytest.mark.parametrize("task", ["g1_walk_flat", "g1_motion_tracking"])
+@pytest.mark.parametrize("task", ["g1_walk_flat", "g1_motion_tracking", "t1_walk_flat"])
 def test_mujoco_and_mjwarp_give_the_same_obs_and_rewards(task):
     cpu, warp = _env(task, "mujoco"), _env(task, "mjwarp")
     assert cpu.obs_dims == warp.obs_dims and cpu.num_actions == warp.num_actions

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from trainrt.robots import ROBOTS, get_robot
+from trainrt.robots import ROBOTS, fetch_assets, get_robot
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -13,10 +13,11 @@ def main(argv: list[str] | None = None) -> int:
     command, names = (argv[0], argv[1:]) if argv else ("fetch", [])
     try:
         if command == "fetch":
-            for robot in [get_robot(n) for n in names] or list(ROBOTS.values()):
-                root = robot.fetch()
+            robots = [get_robot(n) for n in names] or list(ROBOTS.values())
+            roots = fetch_assets(robots)
+            for robot in dict.fromkeys(robots):
                 clips = len(robot.motion_files()) if robot.motions else 0
-                print(f"{robot.name} assets ready in {root} ({clips} motion clips)")
+                print(f"{robot.name} assets ready in {roots[robot.name]} ({clips} motion clips)")
             return 0
         if command == "path" and len(names) == 1:
             print(get_robot(names[0]).mjcf_path())

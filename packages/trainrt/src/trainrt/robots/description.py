@@ -79,7 +79,7 @@ class RobotDescription:
     """One robot, as data. Methods that load or compute are cached (the description is immutable).
 
     Attributes:
-        name: the robot's short name (``"g1"``), its key in ``trainrt.robots.ROBOTS``.
+        name: the robot's short name (``"g1"``, ``"t1"``), its key in ``trainrt.robots.ROBOTS``.
         wheel: the pinned wheel its files come from.
         members: the wheel's files this robot needs and where they land in the asset cache.
         mjcf: the MJCF path relative to the asset cache folder.
@@ -90,7 +90,8 @@ class RobotDescription:
         feet: the foot bodies in gait-clock order (any number: 2 for a biped, 4 for a quadruped) (F,).
         foot_geoms: regex of the sole collision geoms (friction randomization).
         gait_offsets: phase offset of each foot in the gait clock (``GaitPhaseCommand.foot_offsets``) (F,).
-        action_scale: rad per unit action: one number for every joint, or ``EffortOverStiffness``.
+        action_scale: rad per unit action: one number for every joint (the T1's 0.25), or
+            ``EffortOverStiffness`` (the G1's).
         self_collision_pairs: robot-robot contacts the scene enables (``simcore.load_model``'s pairs of body
             regexes).
         joint_groups: named groups of joint regexes that tasks refer to (``"hip"``, ``"waist"``, ``"arms"``).
@@ -161,8 +162,31 @@ class RobotDescription:
         model = simcore.load_model(
             self.mjcf_path(), headless=True, pd=self.pd_gains(), self_collision_pairs=pairs
         )
-        simcore.check_actuated_joints(model, self.joint_names, robot=self.name)
+        self._check_joint_names(model)
         return model
+
+    def _check_joint_names(self, model: mujoco.MjModel) -> None:
+        """ValueError naming ``joint_names``, what is wrong and the valid names unless ``joint_names`` lists
+        the joints of ``model``'s actuators in actuator order."""
+        driven = [
+            mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, model.actuator_trnid[i, 0])
+            for i in range(model.nu)
+        ]
+        names = list(self.joint_names)
+        if names == driven:
+            return
+        unknown = [n for n in names if n not in driven]
+        missing = [n for n in driven if n not in names]
+        if unknown or missing:
+            problem = f"it names {unknown} that no actuator drives" if unknown else ""
+            problem += (" and" if unknown and missing else "") + (f" it lacks {missing}" if missing else "")
+        else:
+            index = next(i for i, (a, b) in enumerate(zip(names, driven)) if a != b)
+            problem = f"entry {index} is {names[index]!r}, but actuator {index} drives {driven[index]!r}"
+        raise ValueError(
+            f"robot {self.name!r}: RobotDescription.joint_names does not match the actuators of {self.mjcf}: "
+            f"{problem.strip()}; valid (the actuated joints in actuator order): {driven}"
+        )
 
     @cold_path
     def scene_model(self) -> mujoco.MjModel:
@@ -172,10 +196,12 @@ class RobotDescription:
     @cold_path
     def pd_gains(self) -> simcore.PdGains:
         """The PD servo gains of every actuator (J,), from ``gains`` over the MJCF as written (computed once)."""
-        return self._once(
-            "pd_gains",
-            lambda: self.gains.resolve(simcore.load_model(self.mjcf_path(), headless=True), self.joint_names),
-        )
+        return self._once("pd_gains", self._pd_gains)
+
+    def _pd_gains(self) -> simcore.PdGains:
+        model = simcore.load_model(self.mjcf_path(), headless=True)
+        self._check_joint_names(model)  # before the gains, whose patterns match joint_names
+        return self.gains.resolve(model, self.joint_names)
 
     @cold_path
     def standing_root_height(self) -> float:
