@@ -32,7 +32,7 @@ from trainrt.runner.build import build_env, resolve_device
 from trainrt.runner.checkpoint import load_run_checkpoint
 from trainrt.runner.evaluate import ACTION_SATURATION_LEVEL, _load_agent, _rollout
 from trainrt.runner.manifest import load_resolved_config
-from trainrt.tasks.g1_motion_tracking.evaluation import tracking_eval_config
+from trainrt.tasks.tracking.evaluation import tracking_eval_config
 
 Metric = Callable[[Any], torch.Tensor]
 

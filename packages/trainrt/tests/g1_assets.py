@@ -11,7 +11,7 @@ import mujoco
 import pytest
 
 from trainrt.robots import G1
-from trainrt.tasks.g1_motion_tracking.mdp import DEFAULT_MOTION_FILE
+from trainrt.tasks.g1_motion_tracking.env_cfg import DEFAULT_MOTION_FILE
 
 
 def require_g1_assets() -> None:

@@ -10,7 +10,7 @@ from trainrt.config import apply_overrides, cpu_demo_preset
 from trainrt.runner.build import build_env
 from trainrt.runner.checkpoint import resolve_run_checkpoint
 from trainrt.runner.evaluate import format_eval_table
-from trainrt.tasks.g1_motion_tracking.evaluation import tracking_eval_config
+from trainrt.tasks.tracking.evaluation import tracking_eval_config
 from trainrt.tasks.velocity.evaluation import WALK_EVAL_COMMANDS, walk_eval_config
 
 
@@ -90,7 +90,7 @@ class _DefaultPoseAgent:
 
 def test_tracking_rollout_runs_to_the_clips_end_and_counts_completion():
     from trainrt.runner.evaluate import _rollout
-    from trainrt.tasks.g1_motion_tracking import mdp as tracking
+    from trainrt.tasks.tracking import mdp as tracking
 
     # failure terminations off: every row must reach the last frame, as a completion, in num_frames steps
     cfg = apply_overrides(

@@ -13,7 +13,7 @@ from trainrt.config import OverrideError, TrainConfig, apply_overrides, cpu_demo
 from trainrt.robots import G1
 from trainrt.runner.build import build_env, make_env_cfg
 from trainrt.tasks import make_task_cfg
-from trainrt.tasks.g1_motion_tracking.mdp import DEFAULT_MOTION_FILE
+from trainrt.tasks.g1_motion_tracking.env_cfg import DEFAULT_MOTION_FILE
 from trainrt.tasks.term_overrides import merge_term_overrides
 
 

@@ -11,8 +11,12 @@ import torch
 from trainrt.envs import ManagerBasedRlEnv
 from trainrt.mdp.math import quat_error_magnitude
 from trainrt.tasks import make_task_cfg
-from trainrt.tasks.g1_motion_tracking import mdp as tracking
-from trainrt.tasks.g1_motion_tracking.env_cfg import TRACKED_BODIES, g1_motion_tracking_env_cfg
+from trainrt.tasks.g1_motion_tracking.env_cfg import (
+    DEFAULT_MOTION_FILE,
+    TRACKED_BODIES,
+    g1_motion_tracking_env_cfg,
+)
+from trainrt.tasks.tracking import mdp as tracking
 
 NUM_ENVS = 4
 EXP_REWARDS = (
@@ -209,7 +213,7 @@ def test_unknown_motion_file_names_the_available_clips():
         FileNotFoundError, match=r"motion file 'no_such_clip.npz' not found \(G1 asset clips: \["
     ):
         tracking.resolve_motion_file("no_such_clip.npz")
-    assert tracking.resolve_motion_file(None).name == tracking.DEFAULT_MOTION_FILE
+    assert tracking.resolve_motion_file(None).name == DEFAULT_MOTION_FILE
 
 
 def test_the_clip_refuses_a_step_other_than_its_frame_time(env):

@@ -710,9 +710,10 @@ def _motion_file(path: Path | None) -> str | None:
 
 def _clip_path(clip: Path) -> Path:
     """CLIP as a file: a path, or the name of a G1 asset clip (as ``task.motion_file`` takes it)."""
-    from trainrt.tasks.g1_motion_tracking.mdp import resolve_motion_file
+    from trainrt.robots import G1
+    from trainrt.tasks.tracking.mdp import resolve_motion_file
 
-    return resolve_motion_file(clip)
+    return resolve_motion_file(clip, (G1,))
 
 
 @motion_app.command("preview")

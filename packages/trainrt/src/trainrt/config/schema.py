@@ -87,7 +87,7 @@ class TaskSection(BaseModel):
     motion_file: str | None = Field(
         None,
         description="motion clip of a tracking task: a holosoma or BeyondMimic/mjlab npz path, or the name of a "
-        "clip among the G1 assets (None: the task's default clip)",
+        "clip among the assets of the task's robot (None: the task's default clip)",
     )
     episode_length_s: float | None = Field(
         None, gt=0.0, le=MAX_DURATION_S, description="episode length in seconds (None: the task's)"

@@ -21,6 +21,19 @@ Either way the root's angular velocity must match the rate of change of its orie
 another frame, or a quaternion stored xyzw, is refused with the fix), and the loader maps joints by name, builds the model's ``qpos``/``qvel`` per frame, optionally
 resamples to a target frame rate, and runs forward kinematics with CPU MuJoCo on the training model, so
 body targets are those of the bodies the policy actually controls. This is load-time work (cold path).
+
+Names: what a clip carries so that any robot can track it (``load_motion(strict_names=True)``, as the tracking
+task loads clips)
+    ``joint_names`` (J,): the joint of each column. Columns are mapped onto the robot's joints by name, never
+    by position: every joint of the robot must be named, and a named joint the robot lacks refuses the clip
+    (the message names it and the robot's joints; outside tracking it is ignored with an
+    ``IgnoredJointsWarning``). A holosoma clip must carry it; a BeyondMimic clip without it is read in the
+    training model's joint order, the documented default for mjlab's files (the G1's asset clips all carry
+    names).
+    ``body_names`` (B,), optional: the bodies of the clip's ``body_*`` arrays. Body targets are recomputed by
+    forward kinematics on the robot for the bodies the task tracks, by name; a clip that names its bodies
+    must name every tracked body. It may name more (the G1's asset clips name 51 bodies of the model they
+    were made with, hands and contact spheres included).
 """
 
 from __future__ import annotations
@@ -596,16 +609,21 @@ def _rotate(quat: np.ndarray, vec: np.ndarray, inverse: bool = False) -> np.ndar
 
 
 @cold_path
-def _joint_columns(file_names: Sequence[str], model_names: Sequence[str]) -> np.ndarray:
-    """Column of each model joint in the file; ValueError listing model joints the file lacks, and an
-    ``IgnoredJointsWarning`` naming file joints the model lacks."""
+def _joint_columns(file_names: Sequence[str], model_names: Sequence[str], strict: bool = False) -> np.ndarray:
+    """Column of each model joint in the file; ValueError listing model joints the file lacks, and, for file
+    joints the model lacks, an ``IgnoredJointsWarning`` naming them (a ValueError when ``strict``)."""
     file_names = [str(n) for n in file_names]
     if len(set(file_names)) != len(file_names):
         raise ValueError(f"motion 'joint_names' has duplicates: {file_names}")
+    extra = [n for n in file_names if n not in model_names]
+    if extra and strict:
+        raise ValueError(
+            f"motion names joints the robot lacks: {extra}; the robot's joints: {list(model_names)} (is the "
+            "clip made for this robot?)"
+        )
     missing = [n for n in model_names if n not in file_names]
     if missing:
         raise ValueError(f"motion lacks joints of the training model: {missing}; motion joints: {file_names}")
-    extra = [n for n in file_names if n not in model_names]
     if extra:
         warnings.warn(
             f"motion joints the training model lacks are ignored: {extra} (is the motion made for this robot?)",
@@ -617,9 +635,10 @@ def _joint_columns(file_names: Sequence[str], model_names: Sequence[str]) -> np.
 
 @cold_path
 def _state_tracks(
-    arrays: Mapping[str, np.ndarray], fmt: str, layout: _ModelLayout, fps: float
+    arrays: Mapping[str, np.ndarray], fmt: str, layout: _ModelLayout, fps: float, strict_names: bool = False
 ) -> dict[str, np.ndarray]:
-    """Root pose/velocity and joint tracks of the file, joints in model order, root velocity in qvel form."""
+    """Root pose/velocity and joint tracks of the file, joints in model order (mapped by name; file joints the
+    model lacks refused when ``strict_names``), root velocity in qvel form."""
     num_model = len(layout.joint_names)
     if fmt == "holosoma":
         names = _name_list(arrays["joint_names"])
@@ -660,7 +679,7 @@ def _state_tracks(
             names = list(layout.joint_names)
     if joint_pos.shape[0] < 2:
         raise ValueError(f"motion needs at least 2 frames, got {joint_pos.shape[0]}")
-    columns = _joint_columns(names, layout.joint_names)
+    columns = _joint_columns(names, layout.joint_names, strict_names)
     _warn_outside_joint_limits(joint_pos[:, columns], layout)
     return {
         "root_pos": root_pos,
@@ -819,6 +838,18 @@ def _warn_about_the_ground(model: mujoco.MjModel, bodies: dict[str, np.ndarray],
         )
 
 
+@cold_path
+def _check_clip_names_bodies(field: Any, body_names: Sequence[str]) -> None:
+    """``ValueError`` naming the bodies of ``body_names`` that a clip's ``body_names`` field lacks."""
+    clip_bodies = _name_list(field)
+    missing = [name for name in body_names if name not in clip_bodies]
+    if missing:
+        raise ValueError(
+            f"motion 'body_names' lacks bodies the task tracks: {missing}; the clip's bodies: {clip_bodies} "
+            "(is the clip made for this robot?)"
+        )
+
+
 # --- public entry points -----------------------------------------------------------------------------------------
 
 
@@ -831,6 +862,7 @@ def load_motion(
     target_fps: float | None = None,
     device: torch.device | str = "cpu",
     dtype: torch.dtype = torch.float32,
+    strict_names: bool = False,
 ) -> MotionClip:
     """Load a holosoma or BeyondMimic motion onto ``model`` and recompute its body targets by FK.
 
@@ -841,17 +873,21 @@ def load_motion(
         target_fps: resample to this frame rate (e.g. the control rate) when it differs from the file's.
         device: torch device of the clip's tensors.
         dtype: float dtype of the clip's tensors.
+        strict_names: the names contract of tracking (the module docstring's *Names*): refuse a clip that names a
+            joint the model lacks (instead of ignoring its column with an ``IgnoredJointsWarning``), or that
+            names its bodies (``body_names``) but not every one of ``body_names``.
 
     Raises:
         FileNotFoundError: the file does not exist.
         ValueError: unreadable file, unknown layout, missing fields or joints, wrong shapes, bad fps,
-            NaN/infinite values, non-unit quaternions, unknown body names.
+            NaN/infinite values, non-unit quaternions, unknown body names; with ``strict_names``, names the
+            model or the clip lacks.
     """
     layout = _model_layout(model)
     arrays = read_motion_arrays(source)
     fmt = detect_motion_format(arrays, len(layout.joint_names))
     fps = _check_fps(arrays["fps"])
-    tracks = _state_tracks(arrays, fmt, layout, fps)
+    tracks = _state_tracks(arrays, fmt, layout, fps, strict_names)
     _warn_if_short(tracks["joint_pos"].shape[0], fps)
     if fmt == "beyondmimic":
         _check_bodies_follow_joints(model, layout, tracks, arrays)
@@ -869,6 +905,8 @@ def load_motion(
         if unknown:
             valid = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, i) for i in range(model.nbody)]
             raise ValueError(f"unknown body names {unknown}; model bodies: {valid}")
+        if strict_names and "body_names" in arrays:
+            _check_clip_names_bodies(arrays["body_names"], body_names)
     bodies = _forward_kinematics(model, layout, tracks, body_ids)
     names = tuple(mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, i) for i in body_ids)
     _warn_about_the_ground(model, bodies, tracks["root_pos"][:, 2])

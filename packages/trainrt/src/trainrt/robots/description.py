@@ -97,6 +97,7 @@ class RobotDescription:
         joint_groups: named groups of joint regexes that tasks refer to (``"hip"``, ``"waist"``, ``"arms"``).
         sole_clearance: gap (m) between the lowest sole point and the floor in the default standing pose.
         motions: the folder of the robot's motion clips relative to the asset cache, or None.
+        default_motion: the file name of the clip (in ``motions``) that tracking uses when given none, or None.
     """
 
     name: str
@@ -115,6 +116,7 @@ class RobotDescription:
     joint_groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     sole_clearance: float = 0.002
     motions: str | None = None
+    default_motion: str | None = None
     _computed: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __repr__(self) -> str:

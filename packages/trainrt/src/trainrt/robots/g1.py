@@ -81,5 +81,7 @@ G1 = RobotDescription(
     },
     sole_clearance=0.002,
     motions="motions/g1_29dof",
+    # A robot-only whole-body clip (6.5 s, squat and lift; no object or terrain needed).
+    default_motion="sub3_largebox_003_mj.npz",
 )
 """The Unitree G1 with 29 actuated joints (holosoma ``g1_29dof.xml``)."""

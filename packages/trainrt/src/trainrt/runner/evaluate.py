@@ -6,7 +6,7 @@ deterministically. What is evaluated is the task's own: its registration (``trai
 an ``EvaluationSpec`` (``trainrt.runner.evaluation_spec``) with the config changes, the scenarios (one block
 of rows each, all in one env and one rollout), the metrics and the horizon; e.g. the walk runs every fixed
 command for 10 s (``tasks/velocity/evaluation.py``), the tracking task the whole clip from its first
-frame (``tasks/g1_motion_tracking/evaluation.py``).
+frame (``tasks/tracking/evaluation.py``).
 
 Every evaluation reports ``failed_fraction``, ``completed_fraction``, ``mean_episode_length`` and ``action_saturation``: the mean fraction of the policy's action components at the ends of the
 tanh range (``|a| >= ACTION_SATURATION_LEVEL``), where the action map pins targets at their bounds and the

@@ -77,17 +77,18 @@ def check_term_overrides(task: str, section: str, overrides: Mapping[str, Any]) 
 
 @cold_path
 def check_motion_file(task: str, motion_file: str) -> str:
-    """``motion_file`` as the config keeps it: an existing path made absolute, or a G1 asset clip name.
+    """``motion_file`` as the config keeps it: an existing path made absolute, or the name of an asset clip of
+    the task's robot (``tracking.mdp.resolve_motion_file``).
 
     ValueError for a task without a motion command, or a file that is neither (the message lists the clips).
     """
-    set_motion_file(
-        task_spec(task).env_cfg_factory()(), task, motion_file
-    )  # refuses tasks that track no clip
-    from trainrt.tasks.g1_motion_tracking.mdp import resolve_motion_file
+    env_cfg = task_spec(task).env_cfg_factory()()
+    set_motion_file(env_cfg, task, motion_file)  # refuses tasks that track no clip
+    from trainrt.tasks.tracking.mdp import resolve_motion_file, robots_driving
 
     try:
-        resolve_motion_file(motion_file)
+        if not Path(motion_file).is_file():
+            resolve_motion_file(motion_file, robots_driving(env_cfg.scene.model_factory()))
     except FileNotFoundError as err:
         raise ValueError(f"task.motion_file: {err}; give an npz path or one of these clip names") from None
     path = Path(motion_file)

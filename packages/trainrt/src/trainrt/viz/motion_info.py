@@ -79,7 +79,8 @@ def motion_info(
         record=True
     ) as caught:  # reported as lines of the info, not as Python warnings
         warnings.simplefilter("always")
-        clip = load_motion(clip_path, G1.model(), dtype=torch.float64)  # a bad file fails before the env
+        # a bad file fails before the env; names as the tracking task takes them (a joint the G1 lacks is refused)
+        clip = load_motion(clip_path, G1.model(), dtype=torch.float64, strict_names=True)
     cfg = cpu_demo_preset(algo, task, "mujoco")
     with contextlib.redirect_stdout(io.StringIO()):  # the env's own start-up lines are about its own clip
         env = build_env(cfg, num_envs=1)

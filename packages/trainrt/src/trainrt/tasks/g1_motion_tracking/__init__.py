@@ -1,4 +1,5 @@
-"""``g1_motion_tracking``: BeyondMimic-style whole-body tracking of a reference clip by the Unitree G1."""
+"""``g1_motion_tracking``: BeyondMimic-style whole-body tracking of a reference clip by the Unitree G1, the
+tracking task (``trainrt.tasks.tracking``) registered with the G1."""
 
 from trainrt.tasks.registry import register_task
 
@@ -10,5 +11,5 @@ register_task(
         "sac": "trainrt.tasks.g1_motion_tracking.presets:sac_g1_motion_tracking",
         "flashsac": "trainrt.tasks.g1_motion_tracking.presets:flashsac_g1_motion_tracking",
     },
-    evaluation="trainrt.tasks.g1_motion_tracking.evaluation:tracking_evaluation",
+    evaluation="trainrt.tasks.tracking.evaluation:tracking_evaluation",
 )

@@ -1,8 +1,11 @@
 """Whole-body motion tracking terms: the ``MotionCommand`` (reference clip, per-row time, adaptive start
 sampling, reset to the reference) and the observations, rewards, terminations and metrics that read it.
 
-Frames: the *anchor* is one body (``torso_link``) of both the robot and the reference. Relative body targets
-move the reference onto the robot: rotate it by the yaw difference of the anchors about the reference
+Any robot: the clip's joints are mapped onto the robot's by name (``load_motion(strict_names=True)``; the
+loader's docstring says what a clip must name), the tracked bodies and the anchor are params.
+
+Frames: the *anchor* is one body (the G1's ``torso_link``) of both the robot and the reference. Relative body
+targets move the reference onto the robot: rotate it by the yaw difference of the anchors about the reference
 anchor, then place the reference anchor at the robot anchor's x, y (keeping the reference height), so body
 rewards judge posture, not drift. Global anchor rewards judge drift.
 """
@@ -32,28 +35,58 @@ from trainrt.mdp.math import (
 )
 from trainrt.mdp.state_layout import robot_state_layout
 from trainrt.motion import MotionClip, load_motion
-from trainrt.robots import G1
+from trainrt.robots import ROBOTS, RobotDescription
 
 if TYPE_CHECKING:
-    from trainrt.envs import ManagerBasedRlEnv
+    import mujoco
 
-DEFAULT_MOTION_FILE = "sub3_largebox_003_mj.npz"
-"""A robot-only whole-body clip among the G1 assets (6.5 s, squat and lift; no object or terrain needed)."""
+    from trainrt.envs import ManagerBasedRlEnv
 
 
 @cold_path
-def resolve_motion_file(motion_file: str | Path | None) -> Path:
-    """An existing clip path: ``motion_file`` as given, or a file name among the G1 asset motions."""
-    name = DEFAULT_MOTION_FILE if motion_file is None else motion_file
-    path = Path(name)
+def robots_driving(model: mujoco.MjModel) -> tuple[RobotDescription, ...]:
+    """The robots of ``trainrt.robots.ROBOTS`` whose joints (in actuator order) ``model``'s actuators drive:
+    whose asset clips a clip name (or no clip, the default one) given for ``model`` refers to."""
+    import mujoco
+
+    driven = tuple(
+        mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, model.actuator_trnid[i, 0])
+        for i in range(model.nu)
+    )
+    return tuple(robot for robot in ROBOTS.values() if robot.joint_names == driven)
+
+
+@cold_path
+def resolve_motion_file(
+    motion_file: str | Path | None, robots: tuple[RobotDescription, ...] | None = None
+) -> Path:
+    """An existing clip path: ``motion_file`` as given, or a file name among the asset clips of ``robots``
+    (default: every robot of ``trainrt.robots.ROBOTS``), or, for None, the first of their default clips
+    (``RobotDescription.default_motion``). FileNotFoundError naming the clips there otherwise."""
+    robots = tuple(ROBOTS.values()) if robots is None else robots
+    if motion_file is None:
+        named = [robot for robot in robots if robot.default_motion is not None]
+        if not named:
+            robot_names = [robot.name for robot in robots]
+            raise FileNotFoundError(
+                f"no motion file given and no robot of {robot_names} names a default clip "
+                "(RobotDescription.default_motion); give the clip's path"
+            )
+        robots, motion_file = named[:1], named[0].default_motion
+    path = Path(motion_file)
     if path.is_file():
         return path
-    G1.mjcf_path()  # FileNotFoundError naming the fetch command when the G1 assets are not fetched
-    candidate = G1.motions_dir() / path.name
-    if path.parent == Path(".") and candidate.is_file():
-        return candidate
-    available = [p.name for p in G1.motion_files()]
-    raise FileNotFoundError(f"motion file {str(name)!r} not found (G1 asset clips: {available})")
+    available = []
+    for robot in robots:
+        if robot.motions is None:
+            continue
+        robot.mjcf_path()  # FileNotFoundError naming the fetch command when the robot's assets are not fetched
+        candidate = robot.motions_dir() / path.name
+        if path.parent == Path(".") and candidate.is_file():
+            return candidate
+        available.append(f"{robot.name.upper()} asset clips: {[p.name for p in robot.motion_files()]}")
+    known = "; ".join(available) or "no robot of this model has asset clips: give the clip's path"
+    raise FileNotFoundError(f"motion file {str(motion_file)!r} not found ({known})")
 
 
 class MotionCommand(CommandTerm):
@@ -74,9 +107,11 @@ class MotionCommand(CommandTerm):
     learning evaluation compares the two on our tracking task.
 
     Params:
-        motion_file: clip path, or a file name among the G1 asset motions (default ``DEFAULT_MOTION_FILE``).
+        motion_file: clip path, or a file name among the asset clips of the robot the model is (the robots
+            of ``trainrt.robots.ROBOTS`` that ``robots_driving`` finds); None: that robot's default clip.
         anchor_body: the anchor body name (must be among ``body_names``).
-        body_names: tracked bodies; all must be in the scene's read plan.
+        body_names: tracked bodies; all must be in the scene's read plan, and among the clip's bodies when it
+            names them.
         pose_range: ``{x, y, z, roll, pitch, yaw}`` perturbation of the reset root pose.
         velocity_range: ``{x, y, z, roll, pitch, yaw}`` perturbation of the reset root velocity (world).
         joint_position_range: ``(low, high)`` perturbation of the reset joint positions (rad).
@@ -88,7 +123,7 @@ class MotionCommand(CommandTerm):
 
     PARAMS: ClassVar[dict[str, Any]] = {
         "motion_file": None,
-        "anchor_body": "torso_link",
+        "anchor_body": REQUIRED,
         "body_names": (),
         "pose_range": {},
         "velocity_range": {},
@@ -110,14 +145,16 @@ class MotionCommand(CommandTerm):
             raise ValueError(
                 f"MotionCommand: anchor_body {p['anchor_body']!r} must be one of body_names {body_names}"
             )
-        self.motion_file = resolve_motion_file(p["motion_file"])
+        model = env.backend.mj_model
+        self.motion_file = resolve_motion_file(p["motion_file"], robots_driving(model))
         self.clip: MotionClip = load_motion(
             self.motion_file,
-            env.backend.mj_model,
+            model,
             body_names=body_names,
             target_fps=1.0 / env.step_dt,
             device=env.device,
             dtype=torch.float32,
+            strict_names=True,
         )
         if tuple(self.clip.joint_names) != tuple(env.robot.joint_names):
             raise ValueError("MotionCommand: clip joints differ from the robot's joints")

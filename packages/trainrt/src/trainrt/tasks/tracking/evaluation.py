@@ -42,8 +42,8 @@ def _result(env: Any, horizon: int, rows: dict[str, dict[str, Any]]) -> dict[str
 
 
 def tracking_evaluation() -> EvaluationSpec:
-    """The ``EvaluationSpec`` of ``g1_motion_tracking``: one scenario, the whole clip."""
-    from trainrt.tasks.g1_motion_tracking import mdp as tracking
+    """The ``EvaluationSpec`` of the tracking task (any robot): one scenario, the whole clip."""
+    from trainrt.tasks.tracking import mdp as tracking
 
     return EvaluationSpec(
         config=tracking_eval_config,
