@@ -79,3 +79,51 @@ def test_eval_under_another_solver_iteration_limit(tiny_run, tmp_path):
     assert f"solver iterations 7 (trained with {trained_with})" in out.stdout
     bad = trainrt("eval", str(run_dir), "--solver-iterations", "0")
     assert bad.returncode == 2 and "solver-iterations" in bad.stderr
+
+
+def test_eval_of_the_exported_onnx_policy(tiny_run, tmp_path):
+    pytest.importorskip("onnxruntime")
+    task, run_dir = tiny_run
+    policy = tmp_path / "policy.onnx"
+    exported = trainrt("export", str(run_dir), "--output", str(policy))
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    extra = ["--commands", "stand"] if task == "g1_walk_flat" else []
+    out = trainrt("eval", str(run_dir), "--num-envs", "1", "--steps", "3", "--onnx", str(policy), *extra)
+    assert out.returncode == 0, out.stderr[-3000:]
+    # its own file, beside the checkpoint's evaluation, saying which policy acted
+    target = run_dir / "eval" / "eval_onnx_1.json"
+    result = json.loads(target.read_text())
+    assert result["policy"] == f"onnx:{policy}" and result["checkpoint"] is None and result["iteration"] == 1
+    assert f"wrote {target}" in out.stdout and "ONNX policy.onnx, iteration 1" in out.stdout
+    rows = result["commands"].values() if task == "g1_walk_flat" else [result["tracking"]]
+    assert all(0.0 < row["mean_episode_length"] <= 3 for row in rows)
+    if task != "g1_walk_flat":
+        return
+    missing = trainrt("eval", str(run_dir), "--onnx", str(tmp_path / "nope.onnx"))
+    assert missing.returncode == 2 and f"write it with `trainrt export {run_dir}`" in missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1
+    both = trainrt("eval", str(run_dir), "--onnx", str(policy), "--checkpoint", "1")
+    assert both.returncode == 2 and "leave out --checkpoint" in both.stderr
+
+
+def test_eval_refuses_an_onnx_policy_of_other_widths(tiny_run, tmp_path):
+    pytest.importorskip("onnxruntime")
+    task, run_dir = tiny_run
+    if task != "g1_walk_flat":
+        pytest.skip("one task shows the check")
+    import torch
+    from torch import nn
+
+    from trainrt.runner.export import export_policy_onnx
+
+    state = torch.load(run_dir / "checkpoints" / "ckpt_000001.pt", map_location="cpu", weights_only=True)
+    obs_dim, num_actions = state["env_meta"]["obs_dims"]["policy"], state["env_meta"]["num_actions"]
+    narrow = tmp_path / "narrow.onnx"
+    export_policy_onnx(nn.Sequential(nn.Linear(obs_dim - 1, num_actions), nn.Tanh()), obs_dim - 1, narrow)
+    out = trainrt(
+        "eval", str(run_dir), "--num-envs", "1", "--steps", "2", "--commands", "stand", "--onnx", str(narrow)
+    )
+    assert out.returncode == 2, out.stderr[-3000:]
+    (line,) = out.stderr.strip().splitlines()
+    assert f"input width (policy observation) is {obs_dim - 1}, the run's is {obs_dim}" in line
+    assert f"trainrt export {run_dir}" in line

@@ -4,6 +4,7 @@
     trainrt play runs/<run>            # deterministic evaluation of the last checkpoint
     trainrt export runs/<run>          # ONNX export of the last checkpoint's actor
     trainrt eval runs/<run>            # deterministic evaluation (walk: fixed commands; tracking: whole clip)
+    trainrt eval runs/<run> --onnx runs/<run>/policy.onnx   # the same, with the exported ONNX policy acting
     trainrt bench collector            # diagnostic timings (not the acceptance number)
     trainrt checkpoint convert PATH    # an earlier version's checkpoint with numpy values, as tensors
     trainrt train --gpus 2 ...         # data-parallel: one rank per GPU (torchrun launches work too)
@@ -564,14 +565,30 @@ def eval_command(
         ),
     ] = None,
     out: Annotated[
-        Path | None, typer.Option(help="JSON file (default: <run_dir>/eval/eval_<iteration>.json)")
+        Path | None,
+        typer.Option(
+            help="JSON file (default: <run_dir>/eval/eval_<iteration>.json; with --onnx, eval_onnx_<iteration>.json)"
+        ),
     ] = None,
     motion_file: MotionFileOpt = None,
+    onnx: Annotated[
+        Path | None,
+        typer.Option(
+            help="evaluate this exported ONNX policy instead of a checkpoint, usually <run_dir>/policy.onnx "
+            "(onnxruntime on the CPU; the same scenarios and metrics)",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Deterministic evaluation: walk per fixed command (fell, velocity errors); tracking over the whole clip."""
+    """Deterministic evaluation: walk per fixed command (fell, velocity errors); tracking over the whole clip.
+
+    With --onnx PATH (usually <run_dir>/policy.onnx), the exported ONNX policy acts instead of a checkpoint.
+    """
     from trainrt.runner.evaluate import evaluate_run, format_eval_table
     from trainrt.runner.preflight import check_rollout_memory
 
+    if onnx is not None and checkpoint is not None:
+        raise _fail(f"--onnx {onnx} evaluates that file's policy, not a checkpoint: leave out --checkpoint")
     _check_output_file(out, "--out", "eval.json", default=Path(run_dir) / "eval" / "eval.json")
     scenarios = None if commands is None else [c.strip() for c in commands.split(",") if c.strip()]
     with _usage_errors(OSError, ValueError):
@@ -595,9 +612,11 @@ def eval_command(
             out=out,
             log=typer.echo,
             motion_file=_motion_file(motion_file),
+            onnx=onnx,
         )
     typer.echo(format_eval_table(result))
-    replaced = " (it replaces the previous evaluation of this checkpoint)" if result.get("replaced") else ""
+    evaluated = "ONNX policy" if onnx is not None else "checkpoint"
+    replaced = f" (it replaces the previous evaluation of this {evaluated})" if result.get("replaced") else ""
     typer.echo(f"wrote {result['json_path']}{replaced}")
 
 

@@ -369,11 +369,12 @@ def restore_rng_states(generators: dict[str, torch.Generator], states: dict[str,
 
 
 @cold_path
-def check_action_mapping(state: dict[str, Any], env: Any) -> None:
+def check_action_mapping(state: dict[str, Any], env: Any, source: str = "checkpoint") -> None:
     """ValueError unless ``env`` turns actions into the joint targets the checkpoint ``state`` was trained with.
 
     Compares the per-joint action scales and joint names of the checkpoint's ``env_meta`` with the env's
-    ``action_meta()``. A task's action bounds can change between versions of the code (adr/0014); a policy
+    ``action_meta()`` (``source`` names what ``state`` describes in the message: an exported ONNX policy passes
+    its metadata as ``env_meta``). A task's action bounds can change between versions of the code (adr/0014); a policy
     loaded into an env that maps its actions differently would command other joint targets without an
     error. Checkpoints without action metadata pass.
     """
@@ -399,7 +400,7 @@ def check_action_mapping(state: dict[str, Any], env: Any) -> None:
                 break
     if problem is not None:
         raise ValueError(
-            f"checkpoint {state.get('path')} was trained with another action mapping than this env builds "
+            f"{source} {state.get('path')} was trained with another action mapping than this env builds "
             f"({problem}); its actions would command other joint targets. Use the code version that trained "
             "it (the commit in its run_summary.json), or, to resume, give the scales it was trained with "
             "(the checkpoint's env_meta.action_meta.action_scale) as task.actions.joint_pos.params.scale "

@@ -14,6 +14,12 @@ policy's gradient vanishes.
 
 On CUDA the rollout step is replayed as one CUDA graph (``simcore.CapturedWork``, eager elsewhere).
 Results go to the console as a table and to ``<run_dir>/eval/eval_<iteration>.json`` (or ``out``).
+
+``onnx=`` (``trainrt eval --onnx PATH``) evaluates an exported ONNX policy instead of a checkpoint: the same env,
+scenarios and metrics, with the actions onnxruntime computes from the file on the CPU
+(``trainrt.runner.onnx_policy``; the rollout runs eagerly), after checking that the file fits the run. Its
+results record ``"policy": "onnx:<path>"`` and go to ``eval/eval_onnx_<iteration>.json``, beside the
+checkpoint's evaluation.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ from trainrt.runner.checkpoint import (
 from trainrt.runner.manifest import load_resolved_config
 
 EVAL_DIR_NAME = "eval"
+ONNX_EVAL_PREFIX = "eval_onnx_"
+"""File name prefix of an ONNX policy's evaluation (``eval_onnx_<iteration>.json``; a checkpoint's is ``eval_``)."""
 _DONE_CHECK_EVERY = 50  # control steps between the (synchronizing) checks for "every row is done"
 
 
@@ -200,11 +208,14 @@ def evaluate_task(
     options: Mapping[str, Any] | None = None,
     use_graph: bool = True,
     log: Callable[[str], None] = print,
+    policy: Callable[[Any], Any] | None = None,
 ) -> dict[str, Any]:
     """Run the evaluation ``cfg``'s task registers; returns its JSON body.
 
     All selected scenarios (``scenarios`` by name, default all) run in one env of ``num_envs`` rows per
     scenario and one rollout of ``steps`` control steps (default: the spec's horizon under ``options``).
+    The actor is the checkpoint ``state``'s, or ``policy(env)`` (an object with ``act(obs, deterministic=True)``,
+    e.g. a checked ``OnnxPolicy``) when given.
     """
     from trainrt.tasks.registry import task_spec
 
@@ -212,7 +223,7 @@ def evaluate_task(
     chosen = spec.select(scenarios)
     metrics = {**spec.metrics, "action_saturation": action_saturation}
     env = build_env(spec.config(cfg), num_envs=num_envs * len(chosen))
-    agent = _load_agent(cfg, env, state)
+    agent = _load_agent(cfg, env, state) if policy is None else policy(env)
     horizon = steps if steps is not None else spec.horizon(env, dict(options or {}))
     setup = spec.setup
     rows = _rollout(
@@ -265,8 +276,9 @@ def evaluate_run(
     use_graph: bool = True,
     log: Callable[[str], None] = print,
     motion_file: str | None = None,
+    onnx: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
-    """Evaluate a run's checkpoint deterministically; write the JSON; return the results.
+    """Evaluate a run's checkpoint (or its exported ONNX policy) deterministically; write the JSON; return it.
 
     Args:
         run_dir: a directory written by ``trainrt train``.
@@ -280,10 +292,14 @@ def evaluate_run(
             ``steps`` takes precedence).
         solver_iterations: the constraint solver's iteration limit of the evaluation (default the run's
             ``sim.solver_iterations``): a policy trained with fewer iterations checked under the model's own.
-        out: JSON path (default ``<run_dir>/eval/eval_<iteration>.json``).
+        out: JSON path (default ``<run_dir>/eval/eval_<iteration>.json``; with ``onnx``,
+            ``eval_onnx_<iteration>.json``, the iteration from the file's metadata, else ``eval_onnx_<stem>``).
         use_graph: on CUDA, replay the rollout step as a CUDA graph (False: eager, same results).
         log: where progress lines go.
         motion_file: the run's motion clip at another place (default: where the run's config says).
+        onnx: an exported ONNX policy (usually ``<run_dir>/policy.onnx``) to evaluate with onnxruntime on the
+            CPU instead of a checkpoint (``checkpoint`` must then be None); FileNotFoundError or ValueError with
+            the fix when it is missing, onnxruntime is not installed or it does not fit the run.
     """
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
@@ -301,9 +317,23 @@ def evaluate_run(
         cfg = cfg.model_copy(
             update={"sim": cfg.sim.model_copy(update={"solver_iterations": solver_iterations})}
         )
-    state = load_run_checkpoint(
-        run_dir, checkpoint, map_location=resolve_device(cfg), require=POLICY_CHECKPOINT_KEYS
-    )
+    policy: Callable[[Any], Any] | None = None
+    if onnx is None:
+        state = load_run_checkpoint(
+            run_dir, checkpoint, map_location=resolve_device(cfg), require=POLICY_CHECKPOINT_KEYS
+        )
+        evaluated, default_name = f"checkpoint:{state['path']}", f"eval_{state['iteration']}.json"
+    else:
+        if checkpoint is not None:
+            raise ValueError(
+                "an ONNX evaluation runs the file's policy, not a checkpoint: give --onnx or --checkpoint"
+            )
+        onnx_policy, policy = _onnx_actor(run_dir, onnx, cfg)
+        state = {"path": None, "iteration": onnx_policy.iteration}
+        use_graph = False  # each step copies the observations to onnxruntime's host arrays
+        evaluated = f"onnx:{onnx_policy.path}"
+        label = onnx_policy.iteration if onnx_policy.iteration is not None else onnx_policy.path.stem
+        default_name = f"{ONNX_EVAL_PREFIX}{label}.json"
     options = _evaluation_options(cfg.task.name, {"commands": commands, "horizon_s": horizon_s})
     spec = task_spec(cfg.task.name).evaluation_spec()
     body = evaluate_task(
@@ -315,11 +345,13 @@ def evaluate_run(
         options=options,
         use_graph=use_graph,
         log=log,
+        policy=policy,
     )
     result = {
         "run_dir": str(run_dir),
-        "checkpoint": str(state["path"]),
-        "iteration": int(state["iteration"]),
+        "policy": evaluated,
+        "checkpoint": None if state["path"] is None else str(state["path"]),
+        "iteration": None if state["iteration"] is None else int(state["iteration"]),
         "algo": cfg.algo.name,
         "task": cfg.task.name,
         "sim": cfg.sim.backend,
@@ -329,15 +361,31 @@ def evaluate_run(
         "num_envs": num_envs,
         **body,
     }
-    target = (
-        Path(out) if out is not None else Path(run_dir) / EVAL_DIR_NAME / f"eval_{state['iteration']}.json"
-    )
+    target = Path(out) if out is not None else Path(run_dir) / EVAL_DIR_NAME / default_name
     target.parent.mkdir(parents=True, exist_ok=True)
     replaced = target.is_file()
     atomic_write_text(target, json.dumps(result, indent=2) + "\n")
     result["json_path"] = str(target)
     result["replaced"] = replaced
     return result
+
+
+@cold_path
+def _onnx_actor(
+    run_dir: str | os.PathLike, onnx: str | os.PathLike, cfg: TrainConfig
+) -> tuple[Any, Callable[[Any], Any]]:
+    """The ONNX policy at ``onnx`` (loaded: a missing file or onnxruntime fails here, before any env is built) and
+    the ``policy(env)`` that checks it against the run's env before the rollout."""
+    from trainrt.runner.onnx_policy import OnnxPolicy
+
+    onnx_policy = OnnxPolicy(onnx, export_fix=f"trainrt export {run_dir}")
+    fix = f"export this run's policy with `trainrt export {run_dir}` and evaluate that file"
+
+    def checked(env: Any) -> Any:
+        onnx_policy.check_matches(env, task=cfg.task.name, obs_group=cfg.algo.params.actor_obs_group, fix=fix)
+        return onnx_policy
+
+    return onnx_policy, checked
 
 
 @cold_path
@@ -352,9 +400,13 @@ def format_eval_table(result: dict[str, Any]) -> str:
     """The console table of an ``evaluate_run`` result."""
     from trainrt.managers.base import format_table
 
+    evaluated = str(result.get("policy", ""))  # eval JSONs written before the policy was recorded lack it
+    onnx = f" ONNX {Path(evaluated.removeprefix('onnx:')).name}" if evaluated.startswith("onnx:") else ""
+    # an ONNX file without metadata has no iteration
+    iteration = "" if result["iteration"] is None else f" iteration {result['iteration']}"
     title = (
-        f"eval {result['algo']}/{result['task']} iteration {result['iteration']} on {result['sim']} "
-        f"(trained on {result['trained_sim']})"
+        f"eval {result['algo']}/{result['task']}{onnx}{',' if onnx and iteration else ''}{iteration} "
+        f"on {result['sim']} (trained on {result['trained_sim']})"
     )
     # eval JSONs written before the solver limits were recorded (trainrt report reads them) lack both keys
     evaluated, trained = result.get("solver_iterations"), result.get("trained_solver_iterations")

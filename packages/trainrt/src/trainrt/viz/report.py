@@ -116,7 +116,8 @@ def _plot_throughput(plt: Any, summary: dict[str, Any], path: Path) -> bool:
 
 
 def _eval_tables(run_dir: Path) -> list[str]:
-    """The console tables of the newest ``trainrt eval`` results (``<run_dir>/eval/eval_<iteration>.json``)."""
+    """The console tables of the newest ``trainrt eval`` results (``<run_dir>/eval/eval_<iteration>.json``, and
+    ``eval_onnx_<iteration>.json`` of an exported ONNX policy, its table titled so)."""
     from trainrt.runner.evaluate import EVAL_DIR_NAME, format_eval_table
 
     def iteration(path: Path) -> int:
