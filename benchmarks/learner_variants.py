@@ -7,18 +7,18 @@ Fills one replay buffer from the preset's own collector, then for each round and
 builds a fresh agent from the same seed under that variant, captures all updates of an iteration as one
 compiled graph and times it as `trainrt bench learner` does (``fused`` mode). Variants:
 
-- ``padded``: the runtime as shipped (the twin critics' GEMM widths padded to a multiple of 8, adr/0013;
-  SAC's hidden layers ending in the fused LayerNorm + SiLU kernel, adr/0023);
+- ``padded``: the runtime as shipped (the twin critics' GEMM widths padded to a multiple of 8, docs/perf/tuning/0013;
+  SAC's hidden layers ending in the fused LayerNorm + SiLU kernel, docs/perf/tuning/0023);
 - ``compiled_norm``: padded, with SAC's hidden-layer tails as torch operations that inductor fuses on its own
-  (``networks.FUSED_NORM_KERNEL = False``, the learner before adr/0023). FlashSAC has no such layers;
+  (``networks.FUSED_NORM_KERNEL = False``, the learner before docs/perf/tuning/0023). FlashSAC has no such layers;
 - ``fused_adamw``: padded, with every optimizer step of the agent left out of the compiled parts
-  (``optimizer_step_parts``), as before adr/0025: torch's fused AdamW kernel, and SAC's target EMA as its own
+  (``optimizer_step_parts``), as before docs/perf/tuning/0025: torch's fused AdamW kernel, and SAC's target EMA as its own
   kernel;
-- ``eager_sample``: padded, with the replay's row picking and gathers run eagerly, as before adr/0025
+- ``eager_sample``: padded, with the replay's row picking and gathers run eagerly, as before docs/perf/tuning/0025
   (about twenty small kernels per sample);
 - ``unpadded``: ``networks.GEMM_ALIGNMENT = 1``;
 - ``cast_weights``: padded, with FlashSAC's unit-norm layers keeping no bf16 copies of their weights
-  (``flashsac.BF16_WEIGHT_COPIES = False``, before adr/0029 was accepted), so every product casts its weight;
+  (``flashsac.BF16_WEIGHT_COPIES = False``, before docs/perf/tuning/0029 was accepted), so every product casts its weight;
   SAC has no such layers;
 - ``frozen_norm_affine`` (a measurement, not a learner): padded, with the normalization layers' scales and
   shifts frozen, so the update computes no gradient for them. What it saves against ``padded`` is the cost
@@ -37,8 +37,8 @@ compiled graph and times it as `trainrt bench learner` does (``fused`` mode). Va
 - ``combo_projections``: padded, with inductor's horizontal fusion for the parts that update many
   independent tensors only (SAC's optimizer steps with the EMA), so their per-tensor reductions and updates
   share a few launches. FlashSAC compiles its projections with the target's EMA and its AdamW steps so as
-  shipped (adr/0033); ``unfused_projections`` compiles them without it, and ``cast_unfused`` combines that
-  with ``cast_weights``: FlashSAC's update as it was before adr/0029 and adr/0033;
+  shipped (docs/perf/tuning/0033); ``unfused_projections`` compiles them without it, and ``cast_unfused`` combines that
+  with ``cast_weights``: FlashSAC's update as it was before docs/perf/tuning/0029 and docs/perf/tuning/0033;
 - ``autotune_gemm``: padded, with inductor choosing each matrix product among cuBLAS and its Triton
   templates by timing them at compile time (minutes more compiling), fusing pointwise work into a chosen
   template's epilogue; ``triton_gemm``: the same restricted to the Triton templates, with the producers of

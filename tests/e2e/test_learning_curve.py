@@ -46,7 +46,7 @@ def test_a_curve_row_per_evaluated_checkpoint(tmp_path, algo, task, metrics):
     ]  # fmt: skip
     if algo == "sac":
         command.append("--warmup")  # a single run's warm-up goes beside its run directory, not into it
-        # and the last checkpoint checked under another solver limit than the preset's 5 (adr/0022)
+        # and the last checkpoint checked under another solver limit than the preset's 5 (docs/perf/tuning/0022)
         command += ["--check-solver-iterations=7", "--check-envs=1"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

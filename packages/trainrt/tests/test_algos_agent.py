@@ -310,7 +310,7 @@ def test_the_optimizer_step_parts_compile_whole_and_match_the_eager_update(algo)
     target EMA). With a scheduled (tensor) learning rate and both update shapes, no
     recompilation after the first two updates, and the weights, the target, the moments and the step counters
     of torch's own `AdamW.step` to float rounding (a learning rate frozen at its traced value would be off by
-    the schedule's change, about the step size). Both agents compile them by default (adr/0025)."""
+    the schedule's change, about the step size). Both agents compile them by default (docs/perf/tuning/0025)."""
     import torch._dynamo
 
     from trainrt.algos.adamw_step import init_adamw_state

@@ -222,9 +222,9 @@ def test_replay_add_and_sample_capture_in_a_graph():
 
 
 def test_flashsac_bf16_weight_copies_stay_in_step_inside_the_compiled_learner_graph():
-    """As shipped (`flashsac.BF16_WEIGHT_COPIES`, adr/0029) the networks hold bf16 copies of their unit-norm
+    """As shipped (`flashsac.BF16_WEIGHT_COPIES`, docs/perf/tuning/0029) the networks hold bf16 copies of their unit-norm
     weights. Replayed inside the compiled learner graph, with the projections and optimizer steps fused
-    horizontally (adr/0033), every projection and the target's EMA rewrite them: after the replays (and
+    horizontally (docs/perf/tuning/0033), every projection and the target's EMA rewrite them: after the replays (and
     publishing) each copy is exactly its weight in bf16, in the actor, critic, target and acting actor."""
     from test_algos_flashsac import _copies_in_step
 

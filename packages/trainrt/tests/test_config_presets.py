@@ -32,7 +32,7 @@ def test_canonical_sac_walk_preset_values():
     assert cfg.algo.params.updates_per_iteration == 64
     assert cfg.algo.params.batch_size == 8192
     assert cfg.algo.params.actor_update_period == 4
-    # a replay of 4096 steps per env; the SAC tracking preset keeps the SAC default of 1024 (adr/0018)
+    # a replay of 4096 steps per env; the SAC tracking preset keeps the SAC default of 1024 (docs/perf/tuning/0018)
     assert cfg.algo.params.buffer_size_per_env == 4096
     assert preset("sac", "g1_motion_tracking").algo.params.buffer_size_per_env == 1024
     assert cfg.algo.params.gamma == pytest.approx(0.97)
@@ -48,7 +48,7 @@ def test_canonical_sac_walk_preset_values():
     assert cfg.training.cuda_graph is True
     assert cfg.training.collector_steps_per_replay == 4
     assert cfg.training.tail_window == 100
-    # the solver stops after 5 iterations on the two canonical workloads (adr/0022); the others keep the model's 10
+    # the solver stops after 5 iterations on the two canonical workloads (docs/perf/tuning/0022); the others keep the model's 10
     assert (cfg.sim.solver_iterations, cfg.sim.ls_iterations) == (5, None)
     canonical = {("sac", "g1_walk_flat"), ("flashsac", "g1_motion_tracking")}
     assert preset("flashsac", "g1_motion_tracking").sim.solver_iterations == 5
@@ -153,7 +153,7 @@ def test_sac_support_is_sized_to_the_tasks_dt_scaled_returns(task):
 def test_the_t1_walk_presets_are_the_g1_walks(algo):
     t1, g1 = preset(algo, "t1_walk_flat").model_dump(), preset(algo, "g1_walk_flat").model_dump()
     assert t1["task"].pop("name") == "t1_walk_flat" and g1["task"].pop("name") == "g1_walk_flat"
-    # the G1 walk's 5 solver iterations (adr/0022) were measured on the G1: the T1 keeps the model's 10
+    # the G1 walk's 5 solver iterations (docs/perf/tuning/0022) were measured on the G1: the T1 keeps the model's 10
     assert t1["sim"].pop("solver_iterations") is None
     g1["sim"].pop("solver_iterations")
     assert t1 == g1

@@ -10,7 +10,7 @@ and the step counters, and their `state_dict` is what checkpoints store. Only th
   trace ``Optimizer.step`` without a graph break, but it traces the functional form, so inductor fuses the
   step over all the tensors, and whatever the part does next, into a few kernels that fill the GPU. torch's
   fused kernel processes fixed chunks per block and occupies a fraction of the multiprocessors on the
-  critic's million parameters (adr/0025 has the measurements).
+  critic's million parameters (docs/perf/tuning/0025 has the measurements).
 
 A caller that computes its gradients itself (FlashSAC's temperature, whose gradient is its loss) hands them
 to `adamw_step` instead of running a backward; the step is the same either way.

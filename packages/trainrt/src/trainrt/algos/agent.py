@@ -586,7 +586,7 @@ class Agent(abc.ABC):
 
     part_compile_options: ClassVar[dict[str, dict[str, Any]]] = {}
     """Inductor options for single parts, by name (none here; FlashSAC fuses its projections and optimizer steps
-    horizontally, adr/0033; `benchmarks/learner_variants.py` sets some to measure them)."""
+    horizontally, docs/perf/tuning/0033; `benchmarks/learner_variants.py` sets some to measure them)."""
 
     optimizer_step_parts: ClassVar[tuple[str, ...]] = ("_critic_step", "_actor_step")
     """The parts `_update_step` calls that step an optimizer through `adamw_step`; compiling any of them needs
@@ -595,7 +595,7 @@ class Agent(abc.ABC):
     def _critic_step(self) -> None:
         """The critic's AdamW step, then the target critic's EMA toward it (a compilable part: inductor fuses
         the two over all the critic's tensors). SAC calls it and `_actor_step`; FlashSAC projects its weights
-        between the step and the EMA, so it calls `_actor_step` and its own critic step (adr/0025)."""
+        between the step and the EMA, so it calls `_actor_step` and its own critic step (docs/perf/tuning/0025)."""
         adamw_step(self.critic_optimizer)
         with torch.no_grad():
             torch._foreach_lerp_(self._target_params, self._critic_params, self.cfg.tau)

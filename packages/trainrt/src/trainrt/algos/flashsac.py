@@ -157,13 +157,13 @@ BF16_WEIGHT_COPIES = True
 """Keep a bf16 copy of every unit-norm weight beside it, rewritten wherever the weight changes (its projection
 after each optimizer step, the target's EMA, a checkpoint load), so that a forward under bf16 autocast reads
 the copy instead of casting the weight again: about 25 cast kernels fewer per update at the presets'
-sizes. The arithmetic is the same bit for bit (adr/0029). Only a run under bf16 autocast (CUDA) keeps copies;
+sizes. The arithmetic is the same bit for bit (docs/perf/tuning/0029). Only a run under bf16 autocast (CUDA) keeps copies;
 `benchmarks/learner_variants.py --variants padded,cast_weights` measures the update without them."""
 
 HORIZONTAL_FUSION_PARTS = ("_project_actor", "_project_critic", "_critic_optimizer_step", "_actor_step")
 """The update's parts that touch every parameter of a network one tensor at a time (the unit-norm projections with
 the target's EMA, the AdamW steps). They compile with inductor's horizontal fusion (combo kernels), so the
-per-tensor reductions and updates share a few launches instead of one or two each (adr/0033)."""
+per-tensor reductions and updates share a few launches instead of one or two each (docs/perf/tuning/0033)."""
 
 HORIZONTAL_FUSION_OPTIONS: dict[str, Any] = {"combo_kernels": True, "combo_kernels_pointwise_only": False}
 """The inductor options of `HORIZONTAL_FUSION_PARTS`: horizontal fusion, reductions included."""
@@ -725,7 +725,7 @@ class FlashSacAgent(Agent):
     def _critic_optimizer_step(self) -> None:
         """The critic's AdamW step alone (the target's EMA follows the projection), a compiled part of its
         own: compiled together with the projections the step failed in inductor on CUDA (torch 2.11), apart
-        from them it compiles (adr/0025)."""
+        from them it compiles (docs/perf/tuning/0025)."""
         adamw_step(self.critic_optimizer)
 
     def _project_actor(self) -> None:

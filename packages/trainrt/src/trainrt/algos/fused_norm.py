@@ -12,7 +12,7 @@ actor's step) the backward skips those sums.
 torch.compile sees the op as one opaque call, so it stays inside the compiled update and its CUDA graph.
 
 Elsewhere (CPU runs, float64 copies, the ONNX export, which moves the policy to the CPU) the network runs its
-layers as plain torch operations (`kernel_supported` decides). adr/0023 says why the kernel is hand-written
+layers as plain torch operations (`kernel_supported` decides). docs/perf/tuning/0023 says why the kernel is hand-written
 and what it was measured against.
 """
 
@@ -45,7 +45,7 @@ size (the parameter gradients, summed across rows once at the end), so its tile 
 _TARGET_PROGRAMS = 128
 """About how many programs the backward spreads the rows over (each writes one partial row of sums per
 parameter). 128 is about one per multiprocessor of an H200 (132): the backward runs in one wave and, while
-the collector runs beside the learner, leaves it room; adr/0023 has the measurements."""
+the collector runs beside the learner, leaves it room; docs/perf/tuning/0023 has the measurements."""
 
 _BACKWARD_STAGES = 1
 """Loop iterations of a backward program whose loads are in flight at once (Triton's software pipelining;

@@ -2,7 +2,7 @@
 member-stacked layers that evaluate several independent networks (the twin critics) as one batched GEMM.
 
 On CUDA the member-stacked GEMMs go through `aligned_bmm`, which zero-pads the inner and output widths to a
-multiple of `GEMM_ALIGNMENT` (adr/0013): cuBLAS runs 4-8x slower on bf16 operands whose rows are not 16-byte
+multiple of `GEMM_ALIGNMENT` (docs/perf/tuning/0013): cuBLAS runs 4-8x slower on bf16 operands whose rows are not 16-byte
 aligned (the twin critics' 135- or 315-wide input, their 101-atom output). Parameters keep their true shapes, so
 checkpoints and ONNX exports do not see the padding."""
 
@@ -144,7 +144,7 @@ class StackedLayerNorm(nn.Module):
 
 FUSED_NORM_KERNEL = True
 """Hidden layers of `StackedLayerNormMlp` on CUDA end in one Triton kernel each way (bias, LayerNorm, scale
-and shift, SiLU; `fused_norm`, adr/0023). False runs them as torch operations that torch.compile fuses on its
+and shift, SiLU; `fused_norm`, docs/perf/tuning/0023). False runs them as torch operations that torch.compile fuses on its
 own; `benchmarks/learner_variants.py --variants padded,compiled_norm` measures the two."""
 
 

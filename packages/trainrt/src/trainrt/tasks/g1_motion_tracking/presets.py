@@ -47,7 +47,7 @@ def flashsac_g1_motion_tracking() -> TrainConfig:
             params=flashsac_params(reward_scaling=False, **support_params("g1_motion_tracking", 0.99)),
         ),
         task=TaskSection(name="g1_motion_tracking"),
-        # 5 solver iterations, as the walk (adr/0022): tracks as well in 5 minutes and under the model's 10 on
+        # 5 solver iterations, as the walk (docs/perf/tuning/0022): tracks as well in 5 minutes and under the model's 10 on
         # CPU MuJoCo, with a shorter contact-rich step (docs/perf/2026-12-02-fused-norm-and-tracking-solver-h200.md).
         sim=SimSection(backend="mjwarp", device=None, nconmax=None, njmax=None, solver_iterations=5),
         training=gpu_training_section(),

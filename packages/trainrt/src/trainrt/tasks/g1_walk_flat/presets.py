@@ -30,7 +30,7 @@ def sac_g1_walk_flat() -> TrainConfig:
             # The learning rates decay (cosine to 0.1x over max_iterations): at a constant 3e-4 the walk
             # peaks and then degrades within minutes (docs/perf/2026-12-01-walk-schedule-h200.md).
             # The replay keeps 4096 steps per env (8.4M transitions, about 500 iterations): with 1024 the
-            # walk peaked near iteration 1,000 and then degraded, also with the decay (adr/0018).
+            # walk peaked near iteration 1,000 and then degraded, also with the decay (docs/perf/tuning/0018).
             params=sac_params(
                 lr_schedule="warmup_cosine",
                 lr_final_ratio=0.1,
@@ -41,7 +41,7 @@ def sac_g1_walk_flat() -> TrainConfig:
         task=TaskSection(name="g1_walk_flat"),
         # The constraint solver stops after 5 iterations instead of the model's 10: the walk learns as well
         # in 5 minutes, the policy walks as well under 10 iterations on CPU MuJoCo, and a contact-rich
-        # control step costs about 0.82x (adr/0022).
+        # control step costs about 0.82x (docs/perf/tuning/0022).
         sim=SimSection(backend="mjwarp", device=None, nconmax=None, njmax=None, solver_iterations=5),
         training=gpu_training_section(),
     )

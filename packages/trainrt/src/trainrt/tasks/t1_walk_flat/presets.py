@@ -32,7 +32,7 @@ def sac_t1_walk_flat() -> TrainConfig:
             num_envs=CANONICAL_NUM_ENVS,
             max_iterations=3000,
             steps_per_iteration=STEPS_PER_ITERATION,
-            # as sac_g1_walk_flat: cosine decay to 0.1x and 4096 replay steps per env (adr/0018)
+            # as sac_g1_walk_flat: cosine decay to 0.1x and 4096 replay steps per env (docs/perf/tuning/0018)
             params=sac_params(
                 lr_schedule="warmup_cosine",
                 lr_final_ratio=0.1,
@@ -41,7 +41,7 @@ def sac_t1_walk_flat() -> TrainConfig:
             ),
         ),
         task=TaskSection(name="t1_walk_flat"),
-        # the model's 10 solver iterations: the G1 walk's 5 (adr/0022) were measured on the G1 only
+        # the model's 10 solver iterations: the G1 walk's 5 (docs/perf/tuning/0022) were measured on the G1 only
         sim=SimSection(backend="mjwarp", device=None, nconmax=None, njmax=None),
         training=gpu_training_section(),
     )
