@@ -66,7 +66,8 @@ def test_eval_default_output_and_bad_checkpoint(tiny_run):
 
 def test_eval_under_another_solver_iteration_limit(tiny_run, tmp_path):
     task, run_dir = tiny_run
-    trained_with = 5 if task == "g1_walk_flat" else 10  # the walk preset stops the solver at 5 (docs/perf/tuning/0022)
+    # the walk preset stops the solver at 5 (docs/perf/tuning/0022)
+    trained_with = 5 if task == "g1_walk_flat" else 10
     extra = ["--commands", "stand"] if task == "g1_walk_flat" else []
     target = tmp_path / "eval.json"
     out = trainrt(

@@ -141,7 +141,8 @@ def test_combo_projections_sets_inductor_options_for_single_parts_inside_the_blo
     shipped = dict(FlashSacAgent.part_compile_options)
     assert set(shipped) == set(flashsac.HORIZONTAL_FUSION_PARTS) and not SacAgent.part_compile_options
     with variants.applied("combo_projections"):
-        assert FlashSacAgent.part_compile_options == shipped  # FlashSAC's own, as shipped (docs/perf/tuning/0033)
+        # FlashSAC's own, as shipped (docs/perf/tuning/0033)
+        assert FlashSacAgent.part_compile_options == shipped
         assert set(SacAgent.part_compile_options) == {"_critic_step", "_actor_step"}
         assert all(o["combo_kernels"] for o in SacAgent.part_compile_options.values())
     assert FlashSacAgent.part_compile_options == shipped and not SacAgent.part_compile_options

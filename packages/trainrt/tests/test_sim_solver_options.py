@@ -22,7 +22,8 @@ def _cfg(*overrides: str) -> TrainConfig:
 
 
 def test_unset_limits_leave_the_tasks_model_as_it_is(g1_assets):
-    cfg = _cfg("sim.solver_iterations=null")  # the preset sets 5 (docs/perf/tuning/0022); null gives the model's own
+    # the preset sets 5 (docs/perf/tuning/0022); null gives the model's own
+    cfg = _cfg("sim.solver_iterations=null")
     assert make_env_cfg(cfg).scene.model_factory is make_task_cfg(cfg.task).scene.model_factory
     opt = make_env_cfg(cfg).scene.model_factory().opt
     assert (opt.iterations, opt.ls_iterations) == (10, 20)
