@@ -67,7 +67,7 @@ def aligned_bmm(x: torch.Tensor, weight: torch.Tensor, *, pad: bool | None = Non
         x: (B, K) shared by every member, or (M, B, K) one input per member.
         weight: (M, K, N), already in ``x``'s dtype.
         pad: pad the widths; by default on CUDA when there are several members. A single member's
-            product runs at full speed unpadded (benchmarks/gemm_alignment.py: padding the actor's layers
+            product runs at full speed unpadded (docs/perf/2026-12-01-profiles-h200.md: padding the actor's layers
             made them 0.89x as fast on an H200), a stacked one 3.8-7.8x slower.
 
     Returns:
