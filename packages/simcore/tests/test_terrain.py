@@ -342,3 +342,17 @@ def test_ray_cast_rejects_unknown_bodies_and_groups_without_geoms(tmp_path):
         "base", simcore.RayPattern(np.zeros((1, 3)), geom_groups=None, alignment="world")
     )
     assert every.distance[0, 0].item() == pytest.approx(0.05)  # every group: it leaves the base itself
+
+
+@pytest.mark.gpu
+def test_ray_cast_inside_a_captured_step_matches_eager(tmp_path):
+    model = _load(tmp_path, BODIES_XML, heightfields=[simcore.Heightfield(_wavy_heights(), (1.0, 1.0))])
+    backend = simcore.make_backend("mjwarp", model, simcore.SimConfig(num_envs=4, device="cuda"))
+    cast = backend.ray_cast("ball", simcore.RayPattern.grid((0.6, 0.4), 0.1, height=0.3))
+    work = simcore.CapturedWork(backend.step, backend=backend, name="scan", require_graph=True)
+    work.capture()
+    work.replay()
+    captured = cast.distance.clone()
+    backend.forward()  # eager casts from the same state
+    torch.testing.assert_close(cast.distance, captured)
+    assert bool(cast.hit.all())

@@ -183,6 +183,7 @@ class RayCast:
         self.origin_w = torch.zeros((n, r, 3), dtype=dtype, device=device)
         self.direction_w = torch.zeros((n, r, 3), dtype=dtype, device=device)
         self.distance = torch.full((n, r), pattern.max_distance, dtype=dtype, device=device)
+        self._miss = torch.full((n, r), pattern.max_distance, dtype=dtype, device=device)
         self.hit = torch.zeros((n, r), dtype=torch.bool, device=device)
         self.hit_pos_w = torch.zeros((n, r, 3), dtype=dtype, device=device)
         self.hit_height = torch.zeros((n, r), dtype=dtype, device=device)
@@ -224,7 +225,7 @@ class RayCast:
         raw = self._raw
         max_distance = self.pattern.max_distance
         torch.logical_and(raw >= 0, raw <= max_distance, out=self.hit)
-        self.distance.copy_(torch.where(self.hit, raw, torch.full_like(raw, max_distance)))
+        torch.where(self.hit, raw, self._miss, out=self.distance)
         torch.addcmul(self.origin_w, self.direction_w, self.distance.unsqueeze(-1), out=self.hit_pos_w)
         self.hit_height.copy_(self.hit_pos_w[..., 2])
 
