@@ -356,3 +356,36 @@ def test_ray_cast_inside_a_captured_step_matches_eager(tmp_path):
     backend.forward()  # eager casts from the same state
     torch.testing.assert_close(cast.distance, captured)
     assert bool(cast.hit.all())
+
+
+MJCF_HFIELD_XML = """
+<mujoco model="mjcf_hfield">
+  <asset>
+    <hfield name="bumps" nrow="3" ncol="4" size="1 0.5 0.2 0.05" elevation="0 0 0 0  0 1 1 0  0 0 0 0"/>
+  </asset>
+  <worldbody>
+    <geom name="bumps" type="hfield" hfield="bumps" pos="0 0 0.1"/>
+    <body name="base" pos="0 0 1">
+      <freejoint/>
+      <geom name="base" type="sphere" size="0.05" mass="1"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_rays_on_an_mjcf_heightfield_and_a_collision_mesh_match_mj_ray(tmp_path, name):
+    patterns = {
+        MJCF_HFIELD_XML: simcore.RayPattern.grid((1.6, 0.8), 0.2, alignment="world"),
+        MESH_XML: simcore.RayPattern.grid((0.6, 0.6), 0.15, alignment="world"),
+    }
+    for xml, pattern in patterns.items():
+        model = _load(tmp_path, xml, collision_meshes=True, add_floor=False)
+        terrain = model.geom("slab" if xml is MESH_XML else "bumps")
+        assert (terrain.group[0], terrain.conaffinity[0]) == (simcore.TERRAIN_GEOM_GROUP, 1)
+        backend = simcore.make_backend(name, model, cpu_config(2))
+        cast = backend.ray_cast("ball" if xml is MESH_XML else "base", pattern)
+        reference = _reference_distances(backend, cast)
+        assert (reference > 0).all()
+        np.testing.assert_allclose(cast.distance.double().numpy(), reference, atol=1e-4)

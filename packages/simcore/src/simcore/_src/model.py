@@ -101,7 +101,7 @@ def _is_terrain(spec: mujoco.MjSpec, geom: mujoco.MjsGeom) -> bool:
     return not _is_visual_only(geom) and geom.parent.name == spec.worldbody.name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Heightfield:
     """A heightfield terrain geom ``add_heightfield`` adds to the world body.
 

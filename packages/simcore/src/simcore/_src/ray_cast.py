@@ -25,7 +25,7 @@ ALIGNMENTS = ("yaw", "full", "world")
 NUM_GEOM_GROUPS = 6  # MuJoCo's mjNGROUP: ray casts filter geoms by these groups
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RayPattern:
     """Rays attached to a body frame: origins, directions, range and the geoms they see.
 
