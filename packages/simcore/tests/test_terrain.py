@@ -270,6 +270,15 @@ def test_height_scan_on_a_heightfield_matches_mj_ray(tmp_path, name, alignment):
     assert cast.distance.shape == cast.hit.shape == cast.hit_height.shape == shape
     assert cast.hit_pos_w.shape == cast.origin_w.shape == (*shape, 3)
     assert bool(cast.hit.all())
+    pos, quat = backend.qpos[1, :3].double().numpy(), backend.qpos[1, 3:7].double().numpy()
+    if alignment == "yaw":  # offsets turn with the heading only (30 degrees), whatever the roll
+        c, s = np.cos(np.radians(30.0)), np.sin(np.radians(30.0))
+        turned = pattern.offsets @ np.array([[c, -s, 0], [s, c, 0], [0, 0, 1.0]]).T
+    else:
+        turned = np.zeros_like(pattern.offsets)
+        for ray, offset in enumerate(pattern.offsets):
+            mujoco.mju_rotVecQuat(turned[ray], offset, quat)
+    np.testing.assert_allclose(cast.origin_w[1].double().numpy(), pos + turned, atol=1e-5)
     reference = _reference_distances(backend, cast)
     assert (reference > 0).all()
     # the rays pass through the ball itself (not terrain): they hit the heightfield below it

@@ -96,9 +96,9 @@ def _is_visual_only(geom: mujoco.MjsGeom) -> bool:
 
 def _is_terrain(spec: mujoco.MjSpec, geom: mujoco.MjsGeom) -> bool:
     """The floor, and every colliding geom of the world body (heightfields, steps, static meshes)."""
-    if geom.name == FLOOR_NAME:
-        return True
-    return not _is_visual_only(geom) and geom.parent.name == spec.worldbody.name
+    if _is_visual_only(geom):
+        return False
+    return geom.name == FLOOR_NAME or geom.parent.name == spec.worldbody.name
 
 
 @dataclass(frozen=True, eq=False)
