@@ -143,7 +143,8 @@ class RayCast:
         distance: distance to the nearest seen surface along each ray; ``pattern.max_distance`` on a miss
             (nothing within range), never NaN                      (num_envs, R)
         hit: whether the ray hit a surface within range           (num_envs, R)
-        hit_pos_w: hit point, world frame; on a miss the ray's end at ``max_distance``
+        hit_pos_w: hit point, world frame; on a miss the ray's end at ``max_distance`` (non-finite only where
+            the body pose itself is, e.g. a blown-up world; ``distance`` is finite even then)
                                                                    (num_envs, R, 3)
         hit_height: world z of ``hit_pos_w`` (a height scan)      (num_envs, R)
     """
