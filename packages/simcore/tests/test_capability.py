@@ -30,6 +30,9 @@ def test_each_backend_declares_its_own_set():
         Capability.PER_WORLD_MODEL_FIELDS,
         Capability.RESET_TRANSACTION,
         Capability.STATE_TENSORS,
+        Capability.HEIGHTFIELD,
+        Capability.COLLISION_MESH,
+        Capability.RAY_CAST,
     }
     assert Capability.GRAPH_CAPTURE not in declared_capabilities(MujocoBackend)
     assert {Capability.DEVICE_RESIDENT, Capability.GRAPH_CAPTURE, Capability.EXTERNAL_GRAPH_CAPTURE} <= (

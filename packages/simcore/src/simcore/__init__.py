@@ -1,6 +1,6 @@
 """simcore: a simulation contract over MuJoCo (CPU) and MuJoCo Warp (GPU).
 
-Capability-declared backends with fixed-shape torch state carriers, read plans negotiated by name, packed
+Capability-declared backends with fixed-shape torch state carriers, read plans and ray casts negotiated by name, terrain (heightfields, collision meshes), packed
 masked reset transactions, and a CUDA graph lifecycle (capture, replay, invalidate, eager fallback).
 Public names live here; implementation lives in ``simcore._src``.
 """
@@ -13,12 +13,16 @@ from simcore._src.factory import make_backend
 from simcore._src.graph import CapturedWork, garbage_held_during_capture
 from simcore._src.model import (
     SELF_COLLISION_SENSOR,
+    TERRAIN_GEOM_GROUP,
+    Heightfield,
     PdGains,
+    add_heightfield,
     check_actuated_joints,
     load_model,
     pd_gains_from_armature,
 )
 from simcore._src.pose import pose_qpos, standing_root_height
+from simcore._src.ray_cast import RayCast, RayPattern
 from simcore._src.read_plan import ReadPlan
 from simcore._src.reset import ResetSpec
 from simcore._src.timing import wall_seconds
@@ -26,16 +30,21 @@ from simcore._src.wheel import PinnedWheel, WheelMember, asset_dir, fetch_wheel
 
 __all__ = [
     "SELF_COLLISION_SENSOR",
+    "TERRAIN_GEOM_GROUP",
     "BackendDiagnostics",
     "Capability",
     "CapturedWork",
+    "Heightfield",
     "PdGains",
     "PinnedWheel",
+    "RayCast",
+    "RayPattern",
     "ReadPlan",
     "ResetSpec",
     "SimBackend",
     "SimConfig",
     "WheelMember",
+    "add_heightfield",
     "asset_dir",
     "check_actuated_joints",
     "fetch_wheel",

@@ -15,9 +15,15 @@ import mujoco
 import numpy as np
 import torch
 
-from simcore._src.capability import Capability, declared_capabilities, require_capabilities
+from simcore._src.capability import (
+    Capability,
+    declared_capabilities,
+    require_capabilities,
+    require_model_capabilities,
+)
 from simcore._src.config import SimConfig, resolve_buffer_sizes
 from simcore._src.diagnostics import BackendDiagnostics
+from simcore._src.ray_cast import RayCast, RayCaster, RayPattern
 from simcore._src.read_plan import DerivedState, ReadPlan
 from simcore._src.reset import (
     STATE_CHANNELS,
@@ -93,12 +99,13 @@ class SimBackend(abc.ABC):
             raise ValueError(f"config must be a simcore.SimConfig, got {type(config).__name__}")
         if not isinstance(model, mujoco.MjModel):
             raise ValueError(f"model must be a mujoco.MjModel, got {type(model).__name__}")
+        require_model_capabilities(type(self), self.name, model)
         self.config = config
         self.num_envs = config.num_envs
         self.decimation = config.decimation
         self.nconmax, self.njmax = resolve_buffer_sizes(model, config)
         self._structure_version = 0
-        self._plans: list[ReadPlan] = []
+        self._plans: list[ReadPlan | RayCast] = []
         self._uses_contacts = False
         self._graphs: dict[str, CapturedWork] = {}
         self._warned_overflow: dict[str, int] = {}
@@ -179,6 +186,28 @@ class SimBackend(abc.ABC):
         self._structure_version += 1
         plan._refresh()
         return plan
+
+    def ray_cast(self, body: str, pattern: RayPattern) -> RayCast:
+        """Negotiate a ray pattern attached to ``body`` (needs ``Capability.RAY_CAST``); step/forward/reset cast
+        it into the ``RayCast``'s fixed ``(num_envs, num_rays)`` tensors. Rays see ``pattern.geom_groups``
+        (the terrain by default). Adding one changes the work ``step()`` does, so it bumps ``structure_version``.
+        """
+        if Capability.RAY_CAST not in self.declared_capabilities:
+            raise NotImplementedError(
+                f"backend {self.name!r} cannot cast rays; it lacks RAY_CAST "
+                f"(declared: {sorted(c.name for c in self.declared_capabilities)}); use a backend that declares it"
+            )
+        cast = RayCast(self.mj_model, self._derived, body, pattern)
+        cast._bind(*self._ray_caster(cast))
+        self._plans.append(cast)
+        self._structure_version += 1
+        cast._refresh()
+        return cast
+
+    def _ray_caster(self, cast: RayCast) -> tuple[RayCaster, torch.Tensor]:
+        """The work that casts ``cast.origin_w``/``direction_w`` and the ``(num_envs, R)`` tensor of raw distances
+        it writes (-1 for a miss); backends that declare RAY_CAST implement it."""
+        raise NotImplementedError(f"backend {self.name!r} has no ray caster")
 
     def reset_spec(self, channels: Sequence[str]) -> ResetSpec:
         """Validate reset channels now: state channels and this backend's per-world model fields."""

@@ -31,6 +31,14 @@ class Capability(enum.Flag):
     """One graph replay can advance several control steps."""
     STATE_TENSORS = enum.auto()
     """``state_tensors()`` lists live tensors that together hold everything a step carries to the next."""
+    HEIGHTFIELD = enum.auto()
+    """Heightfield geoms (``type="hfield"``) collide with the convex geoms of the scene."""
+    COLLISION_MESH = enum.auto()
+    """Colliding mesh geoms, each as its convex hull (MuJoCo's rule): a non-convex terrain mesh must be
+    split into convex pieces, or given as a heightfield."""
+    RAY_CAST = enum.auto()
+    """``ray_cast(body, pattern)``: a fixed pattern of rays per world, refreshed every step into
+    fixed-shape ``(num_envs, num_rays)`` tensors."""
 
 
 def _members(values: Iterable[Capability] | Capability) -> frozenset[Capability]:
@@ -71,4 +79,38 @@ def require_capabilities(cls: type, backend_name: str, require: Iterable[Capabil
         raise NotImplementedError(
             f"backend {backend_name!r} lacks required capabilities {capability_names(missing)}; "
             f"it declares {capability_names(declared)}"
+        )
+
+
+def model_capabilities(model) -> dict[Capability, list[str]]:
+    """The capabilities a compiled ``mujoco.MjModel`` needs, each with the geoms that need it.
+
+    A heightfield geom needs ``HEIGHTFIELD``; a colliding mesh geom (non-zero contype or conaffinity) needs
+    ``COLLISION_MESH``. Visual-only meshes need nothing.
+    """
+    import mujoco
+
+    needs: dict[Capability, list[str]] = {}
+    for i in range(model.ngeom):
+        kind = int(model.geom_type[i])
+        colliding = bool(model.geom_contype[i] or model.geom_conaffinity[i])
+        name = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, i) or f"geom {i}"
+        if kind == mujoco.mjtGeom.mjGEOM_HFIELD:
+            needs.setdefault(Capability.HEIGHTFIELD, []).append(name)
+        elif kind == mujoco.mjtGeom.mjGEOM_MESH and colliding:
+            needs.setdefault(Capability.COLLISION_MESH, []).append(name)
+    return needs
+
+
+def require_model_capabilities(cls: type, backend_name: str, model) -> None:
+    """Fail closed at load time: NotImplementedError naming each capability the model's geoms need and the
+    backend lacks, the geoms, and what to do."""
+    declared = declared_capabilities(cls)
+    missing = {cap: geoms for cap, geoms in model_capabilities(model).items() if cap not in declared}
+    if missing:
+        details = "; ".join(f"{cap.name} for geom(s) {geoms[:5]}" for cap, geoms in missing.items())
+        raise NotImplementedError(
+            f"backend {backend_name!r} cannot simulate this model: it lacks {details} (it declares "
+            f"{capability_names(declared)}); use a backend that declares them or remove those geoms from the "
+            "model (e.g. a flat floor instead of the terrain)"
         )

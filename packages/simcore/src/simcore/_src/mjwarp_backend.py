@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 import mujoco
 import mujoco_warp as mjw
+import mujoco_warp._src.types as mjw_types
 import numpy as np
 import torch
 import warp as wp
@@ -30,6 +31,7 @@ from simcore._src.backend import SimBackend
 from simcore._src.capability import Capability
 from simcore._src.config import CONSTANT_SOURCE_FIELDS, DERIVED_CONSTANT_FIELDS, SimConfig
 from simcore._src.diagnostics import iteration_stats
+from simcore._src.ray_cast import RayCast, RayCaster
 from simcore._src.read_plan import DerivedState
 
 _CONSTANT_GROUPS = mjw.SetConstGroup.FIXED | mjw.SetConstGroup.INERT0
@@ -80,6 +82,9 @@ class MjwarpBackend(SimBackend):
             Capability.EXTERNAL_GRAPH_CAPTURE,
             Capability.MULTI_STEP_GRAPH,
             Capability.STATE_TENSORS,
+            Capability.HEIGHTFIELD,
+            Capability.COLLISION_MESH,
+            Capability.RAY_CAST,
         }
     )
 
@@ -297,6 +302,28 @@ class MjwarpBackend(SimBackend):
         # set_const runs over all worlds; unselected worlds recompute identical constants from identical fields
         with self._warp_scope():
             mjw.set_const(self._m, self._d, groups=_CONSTANT_GROUPS, restore=False)
+
+    def _ray_caster(self, cast: RayCast) -> tuple[RayCaster, torch.Tensor]:
+        """``mujoco_warp.rays`` over every world and ray, reading ``cast``'s origin and direction tensors in place
+        and writing preallocated arrays: fixed launches, no host sync, so it joins a captured step."""
+        n, r = self.num_envs, cast.num_rays
+        groups = cast.pattern.geom_groups
+        geomgroup = mjw_types.vec6(*([-1] * 6 if groups is None else [int(v) for v in cast.geomgroup]))
+        with wp.ScopedDevice(self._wp_device):
+            pnt = wp.from_torch(cast.origin_w, dtype=wp.vec3)
+            vec = wp.from_torch(cast.direction_w, dtype=wp.vec3)
+            bodyexclude = wp.full(r, -1, dtype=int)
+            dist = wp.full((n, r), -1.0, dtype=float)
+            geomid = wp.zeros((n, r), dtype=int)
+            normal = wp.zeros((n, r), dtype=wp.vec3)
+        arrays = (pnt, vec, bodyexclude, dist, geomid, normal)  # kept alive by the closure
+
+        def cast_rays() -> None:
+            p, v, exclude, out_dist, out_geom, out_normal = arrays
+            with self._warp_scope():
+                mjw.rays(self._m, self._d, p, v, geomgroup, True, exclude, out_dist, out_geom, out_normal)
+
+        return cast_rays, wp.to_torch(dist, requires_grad=False)
 
     # ----------------------------------------------------------------------------------------- cold path
     def _buffer_diagnostics(self) -> dict[str, Any]:

@@ -26,6 +26,10 @@ SELF_COLLISION_SENSOR = "self_collision"
 """Name of the contact sensor ``load_model(self_collision_pairs=...)`` adds: per world, the number of contacts
 between the robot's own geoms (one float, ``data="found"``)."""
 
+TERRAIN_GEOM_GROUP = 5
+"""Geom group of the terrain: ``load_model`` puts the floor, its heightfields and every other colliding geom of
+the world body there, and ``RayPattern`` rays see this group only by default (robot models use groups 0-3)."""
+
 _MAX_COLLISION_PAIRS = 31  # contype/conaffinity bits 1..31; bit 0 is the floor's
 
 
@@ -90,25 +94,135 @@ def _is_visual_only(geom: mujoco.MjsGeom) -> bool:
     return geom.contype == 0 and geom.conaffinity == 0
 
 
-def _strip_visuals(spec: mujoco.MjSpec) -> dict[str, str]:
+def _is_terrain(spec: mujoco.MjSpec, geom: mujoco.MjsGeom) -> bool:
+    """The floor, and every colliding geom of the world body (heightfields, steps, static meshes)."""
+    if _is_visual_only(geom):
+        return False
+    return geom.name == FLOOR_NAME or geom.parent.name == spec.worldbody.name
+
+
+@dataclass(frozen=True, eq=False)
+class Heightfield:
+    """A heightfield terrain geom ``add_heightfield`` adds to the world body.
+
+    Attributes:
+        heights: elevations in meters, shaped ``(nrow, ncol)`` with nrow, ncol >= 2. ``heights[r, c]`` lies at
+            ``x = pos[0] + half_extent[0] * (2 c / (ncol - 1) - 1)``, ``y = pos[1] + half_extent[1] * (2 r /
+            (nrow - 1) - 1)`` and ``z = pos[2] + heights[r, c]`` (rows run along y, columns along x).
+        half_extent: half sizes ``(hx, hy)`` of the field in x and y, meters.
+        pos: world position of the field's center at height 0.
+        base_thickness: depth of the solid base below the lowest elevation, meters (> 0).
+        name: geom name (the hfield asset is named ``<name>_hfield``).
+        friction: sliding friction; None takes ``load_model``'s ``floor_friction`` (0.4 outside it).
+    """
+
+    heights: np.ndarray
+    half_extent: tuple[float, float]
+    pos: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    base_thickness: float = 0.1
+    name: str = "terrain"
+    friction: float | None = None
+
+    def __post_init__(self) -> None:
+        try:
+            heights = np.array(self.heights, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError("Heightfield.heights must be a (nrow, ncol) array of numbers") from None
+        if heights.ndim != 2 or min(heights.shape) < 2:
+            raise ValueError(
+                f"Heightfield.heights must be (nrow, ncol) with nrow, ncol >= 2, got {heights.shape}"
+            )
+        if not np.isfinite(heights).all():
+            raise ValueError("Heightfield.heights must be finite")
+        heights.flags.writeable = False
+        object.__setattr__(self, "heights", heights)
+        extent = tuple(float(v) for v in self.half_extent)
+        if len(extent) != 2 or not all(math.isfinite(v) and v > 0 for v in extent):
+            raise ValueError(
+                f"Heightfield.half_extent must be two positive numbers, got {self.half_extent!r}"
+            )
+        object.__setattr__(self, "half_extent", extent)
+        pos = tuple(float(v) for v in self.pos)
+        if len(pos) != 3 or not all(math.isfinite(v) for v in pos):
+            raise ValueError(f"Heightfield.pos must be three finite numbers, got {self.pos!r}")
+        object.__setattr__(self, "pos", pos)
+        if not (math.isfinite(self.base_thickness) and self.base_thickness > 0):
+            raise ValueError(f"Heightfield.base_thickness must be positive, got {self.base_thickness!r}")
+        if self.friction is not None and not (math.isfinite(self.friction) and self.friction >= 0):
+            raise ValueError(f"Heightfield.friction must be a non-negative number, got {self.friction!r}")
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"Heightfield.name must be a non-empty string, got {self.name!r}")
+
+
+_MIN_HFIELD_RANGE = 1e-3  # MuJoCo needs a positive elevation scale; a flat field gets this one
+
+
+def add_heightfield(spec: mujoco.MjSpec, field: Heightfield, friction: float = 0.4) -> mujoco.MjsGeom:
+    """Add ``field`` to ``spec`` before compiling: an hfield asset and a static geom on the world body.
+
+    The geom collides with everything (contype and conaffinity 1), lies in ``TERRAIN_GEOM_GROUP`` and is
+    opaque (rays skip invisible geoms). Its friction is ``field.friction``, else ``friction``. Simulating the
+    compiled model needs a backend that declares ``Capability.HEIGHTFIELD``. All worlds share one terrain:
+    place worlds on different parts of one field to give them different ground.
+    """
+    if not isinstance(field, Heightfield):
+        raise ValueError(f"expected a simcore.Heightfield, got {type(field).__name__}")
+    names = {g.name for g in spec.geoms}
+    if field.name in names:
+        raise ValueError(
+            f"the model already has a geom named {field.name!r}; give the Heightfield another name"
+        )
+    low = float(field.heights.min())
+    scale = float(field.heights.max()) - low
+    data = (field.heights - low) / scale if scale > 0 else np.zeros_like(field.heights)
+    asset = spec.add_hfield()
+    asset.name = f"{field.name}_hfield"
+    asset.nrow, asset.ncol = field.heights.shape
+    asset.size = [*field.half_extent, max(scale, _MIN_HFIELD_RANGE), field.base_thickness]
+    asset.userdata = data.ravel().tolist()
+    geom = spec.worldbody.add_geom()
+    geom.name = field.name
+    geom.type = mujoco.mjtGeom.mjGEOM_HFIELD
+    geom.hfieldname = asset.name
+    geom.pos = [field.pos[0], field.pos[1], field.pos[2] + low]
+    geom.contype, geom.conaffinity = 1, 1
+    geom.group = TERRAIN_GEOM_GROUP
+    geom.rgba = [0.5, 0.5, 0.5, 1.0]
+    sliding = field.friction if field.friction is not None else friction
+    geom.friction = [sliding, 0.005, 0.0001]
+    return geom
+
+
+def _strip_visuals(spec: mujoco.MjSpec, collision_meshes: bool = False) -> dict[str, str]:
     """Drop visual-only geoms (no collision, no mass since their density is 0) and unused mesh assets.
 
     A kept primitive geom that names a mesh uses it to fit its size (``<geom type="box" mesh="...">``), so
     that mesh stays (and its file is read). Returns ``{mesh name: geom name}`` of the meshes kept that way.
     """
     for geom in list(spec.geoms):
-        if geom.type == mujoco.mjtGeom.mjGEOM_MESH and not _is_visual_only(geom):
+        if geom.type == mujoco.mjtGeom.mjGEOM_MESH and not _is_visual_only(geom) and not collision_meshes:
             raise NotImplementedError(
-                f"geom {geom.name!r} is a colliding mesh; the headless variant keeps primitive collision only"
+                f"geom {geom.name!r} is a colliding mesh; the headless variant keeps primitive collision only "
+                "unless load_model(collision_meshes=True) (its file is then read; it collides as its convex "
+                "hull and needs a backend that declares Capability.COLLISION_MESH)"
             )
         if _is_visual_only(geom) and geom.name != FLOOR_NAME:
             spec.delete(geom)
-    fitted = {g.meshname: g.name for g in spec.geoms if g.meshname and g.type != mujoco.mjtGeom.mjGEOM_MESH}
+    fitted = {g.meshname: g.name for g in spec.geoms if g.meshname}
     used = {g.meshname for g in spec.geoms if g.meshname}
     for mesh in list(spec.meshes):
         if mesh.name not in used:
             spec.delete(mesh)
     return fitted
+
+
+def _mesh_use(spec: mujoco.MjSpec, geom_name: str) -> str:
+    geom = spec.geom(geom_name)
+    return (
+        "collides with it"
+        if geom is not None and geom.type == mujoco.mjtGeom.mjGEOM_MESH
+        else "fits its size to it"
+    )
 
 
 def check_actuated_joints(model: mujoco.MjModel, expected: Sequence[str], robot: str = "model") -> None:
@@ -163,12 +277,21 @@ def _add_floor(spec: mujoco.MjSpec, floor_friction: float) -> None:
         if geom.name == FLOOR_NAME:
             geom.contype, geom.conaffinity = 1, 1
             geom.friction = [floor_friction, 0.005, 0.0001]
+            geom.group = TERRAIN_GEOM_GROUP
+
+
+def _mark_terrain(spec: mujoco.MjSpec) -> None:
+    """Every terrain geom (``_is_terrain``) collides with the robot and lies in ``TERRAIN_GEOM_GROUP``."""
+    for geom in spec.geoms:
+        if _is_terrain(spec, geom):
+            geom.contype, geom.conaffinity = 1, 1
+            geom.group = TERRAIN_GEOM_GROUP
 
 
 def _disable_self_collision(spec: mujoco.MjSpec) -> None:
-    """Robot geoms collide with the floor only (contype 1, conaffinity 0): fewer contacts, faster steps."""
+    """Robot geoms collide with the terrain only (contype 1, conaffinity 0): fewer contacts, faster steps."""
     for geom in spec.geoms:
-        if geom.name != FLOOR_NAME and not _is_visual_only(geom):
+        if not _is_terrain(spec, geom) and not _is_visual_only(geom):
             geom.contype, geom.conaffinity = 1, 0
 
 
@@ -187,7 +310,7 @@ def _enable_collision_pairs(spec: mujoco.MjSpec, pairs: Sequence[tuple[str, str]
         )
     colliding: dict[str, list[mujoco.MjsGeom]] = {}
     for geom in spec.geoms:
-        if geom.name != FLOOR_NAME and not _is_visual_only(geom):
+        if not _is_terrain(spec, geom) and not _is_visual_only(geom):
             colliding.setdefault(geom.parent.name, []).append(geom)
     roots: set[str] = set()
     for index, pair in enumerate(pairs):
@@ -260,6 +383,8 @@ def load_model(
     floor_friction: float = 0.4,
     self_collision: bool = False,
     self_collision_pairs: Sequence[tuple[str, str]] = (),
+    heightfields: Sequence[Heightfield] = (),
+    collision_meshes: bool = False,
 ) -> mujoco.MjModel:
     """Load an MJCF file into a physics-ready MjModel.
 
@@ -279,6 +404,14 @@ def load_model(
             may touch those of bodies matching the second (at most 31 pairs; MuJoCo still skips parent-child
             bodies). Adds the contact sensor ``SELF_COLLISION_SENSOR`` that counts the robot's own contacts
             per world. Default none: the model is unchanged.
+        heightfields: terrain to add to the world body (see ``add_heightfield``; friction defaults to
+            ``floor_friction``). The compiled model needs a backend that declares ``Capability.HEIGHTFIELD``.
+        collision_meshes: keep colliding mesh geoms (their files are read) instead of refusing them; each
+            collides as its convex hull, and the model needs a backend that declares
+            ``Capability.COLLISION_MESH``.
+
+    Terrain: the floor, the heightfields and every other colliding geom of the world body (a heightfield or
+    step the MJCF itself holds) collide with the robot and lie in ``TERRAIN_GEOM_GROUP``, which rays see.
     """
     path = Path(mjcf_path)
     if not path.is_file():
@@ -297,9 +430,14 @@ def load_model(
             "self_collision=True already keeps every robot-robot contact; drop self_collision_pairs"
         )
     spec = mujoco.MjSpec.from_file(str(path))
-    fitted = _strip_visuals(spec) if headless else {}
+    if isinstance(heightfields, Heightfield):
+        heightfields = (heightfields,)
+    fitted = _strip_visuals(spec, collision_meshes) if headless else {}
+    for field in heightfields:
+        add_heightfield(spec, field, friction=floor_friction)
     if add_floor:
         _add_floor(spec, floor_friction)
+    _mark_terrain(spec)
     if not self_collision:
         _disable_self_collision(spec)
     if self_collision_pairs:
@@ -307,7 +445,7 @@ def load_model(
     try:
         model = spec.compile()
     except ValueError as err:
-        kept = [f"mesh {mesh!r} (geom {geom!r} fits its size to it)" for mesh, geom in fitted.items()]
+        kept = [f"mesh {mesh!r} (geom {geom!r} {_mesh_use(spec, geom)})" for mesh, geom in fitted.items()]
         why = f"; the headless variant keeps {', '.join(kept)}: its file must exist" if kept else ""
         raise ValueError(f"could not compile {path}: {err}{why}") from err
     model.opt.timestep = timestep

@@ -28,6 +28,7 @@ from simcore._src.backend import SimBackend
 from simcore._src.capability import Capability
 from simcore._src.config import CONSTANT_SOURCE_FIELDS, DERIVED_CONSTANT_FIELDS, SimConfig
 from simcore._src.diagnostics import iteration_stats
+from simcore._src.ray_cast import RayCast, RayCaster
 from simcore._src.read_plan import DerivedState
 from simcore._src.reset import STATE_CHANNELS
 
@@ -82,6 +83,9 @@ class MujocoBackend(SimBackend):
             Capability.PER_WORLD_MODEL_FIELDS,
             Capability.RESET_TRANSACTION,
             Capability.STATE_TENSORS,
+            Capability.HEIGHTFIELD,
+            Capability.COLLISION_MESH,
+            Capability.RAY_CAST,
         }
     )
 
@@ -272,6 +276,29 @@ class MujocoBackend(SimBackend):
 
     # ========================================================================================= host boundary
     # The only place NumPy touches simulation data: torch carriers <-> host mirrors <-> MjData / MjModel.
+    def _ray_caster(self, cast: RayCast) -> tuple[RayCaster, torch.Tensor]:
+        """``mujoco.mj_ray`` for each ray of each world, on the world's MjData (its kinematics are those of the
+        carriers after every step/forward/reset); origins and directions cross to the host here."""
+        n, r = self.num_envs, cast.num_rays
+        raw = torch.full((n, r), -1.0, dtype=torch.float64, device=self.device)
+        raw_host = raw if self.device.type == "cpu" else torch.full((n, r), -1.0, dtype=torch.float64)
+        raw_array = raw_host.numpy()
+        geomgroup = cast.geomgroup if cast.pattern.geom_groups is not None else None
+        geomid = np.zeros(1, dtype=np.int32)
+
+        def cast_rays() -> None:
+            origins = cast.origin_w.detach().to("cpu").numpy()
+            directions = cast.direction_w.detach().to("cpu").numpy()
+            for i, (m, d) in enumerate(zip(self._world_models, self._world_data)):
+                for j in range(r):
+                    raw_array[i, j] = mujoco.mj_ray(
+                        m, d, origins[i, j], directions[i, j], geomgroup, 1, -1, geomid
+                    )
+            if raw_host is not raw:
+                raw.copy_(raw_host)
+
+        return cast_rays, raw
+
     def _mask_to_host(self, mask: torch.Tensor) -> np.ndarray:
         """The reset mask as a host bool array (the host bridge synchronizes by nature)."""
         return mask.detach().to("cpu").numpy()

@@ -1,0 +1,400 @@
+"""Terrain (heightfields, collision meshes) and ray casts as declared capabilities, on both backends.
+
+Tiny handmade scenes: a ball and a cube over a heightfield, a ball on a convex mesh slab, a box step.
+mjwarp runs on Warp's CPU device here, so worlds are few and horizons short.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+from simcore_scenes import BACKENDS, cpu_config
+
+import simcore
+from simcore import Capability
+from simcore._src.capability import declared_capabilities
+from simcore._src.mujoco_backend import MujocoBackend
+
+BODIES_XML = """
+<mujoco model="terrain_bodies">
+  <option timestep="0.005"/>
+  <worldbody>
+    <body name="ball" pos="0.13 0.07 0.2">
+      <freejoint/>
+      <geom name="ball" type="sphere" size="0.05" mass="1"/>
+    </body>
+    <body name="cube" pos="-0.33 0.21 0.2">
+      <freejoint/>
+      <geom name="cube" type="box" size="0.05 0.05 0.05" mass="1"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+MESH_XML = """
+<mujoco model="mesh_terrain">
+  <option timestep="0.005"/>
+  <asset>
+    <mesh name="slab" vertex="-1 -1 0  1 -1 0  1 1 0  -1 1 0  -1 -1 0.1  1 -1 0.1  1 1 0.1  -1 1 0.1"/>
+  </asset>
+  <worldbody>
+    <geom name="slab" type="mesh" mesh="slab" pos="0 0 0"/>
+    <body name="ball" pos="0.1 0.1 0.2">
+      <freejoint/>
+      <geom name="ball" type="sphere" size="0.05" mass="1"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+STEP_XML = """
+<mujoco model="box_step">
+  <worldbody>
+    <geom name="step" type="box" pos="0.5 0 0.1" size="0.2 0.5 0.1"/>
+    <body name="base" pos="0 0 0.8">
+      <freejoint/>
+      <geom name="base" type="box" size="0.1 0.1 0.05" mass="1"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def _wavy_heights(n: int = 21) -> np.ndarray:
+    x = np.linspace(-1.0, 1.0, n)
+    gx, gy = np.meshgrid(x, x)
+    return 0.15 * np.sin(2.0 * gx) * np.cos(3.0 * gy) + 0.05 * gx
+
+
+def _load(tmp_path, xml: str, **kwargs) -> mujoco.MjModel:
+    path = tmp_path / "scene.xml"
+    path.write_text(xml)
+    return simcore.load_model(path, **kwargs)
+
+
+def _flat_with_bump() -> simcore.Heightfield:
+    heights = np.full((11, 11), 0.1)
+    heights[0, 0] = 0.3  # away from the bodies: the field is not flat, the bodies rest on its 0.1 plateau
+    return simcore.Heightfield(heights, half_extent=(1.0, 1.0))
+
+
+# ----------------------------------------------------------------------------------------------- loading
+def test_heightfield_validates_its_fields():
+    with pytest.raises(ValueError, match="nrow, ncol >= 2"):
+        simcore.Heightfield(np.zeros(5), (1.0, 1.0))
+    with pytest.raises(ValueError, match="finite"):
+        simcore.Heightfield(np.full((3, 3), np.nan), (1.0, 1.0))
+    with pytest.raises(ValueError, match="half_extent"):
+        simcore.Heightfield(np.zeros((3, 3)), (1.0, -1.0))
+    with pytest.raises(ValueError, match="base_thickness"):
+        simcore.Heightfield(np.zeros((3, 3)), (1.0, 1.0), base_thickness=0.0)
+
+
+def test_load_model_adds_a_heightfield_at_its_elevations(tmp_path):
+    heights = _wavy_heights()
+    field = simcore.Heightfield(heights, half_extent=(1.0, 0.8), pos=(0.2, -0.1, 0.05))
+    model = _load(tmp_path, BODIES_XML, add_floor=False, heightfields=[field])
+    geom = model.geom("terrain")
+    assert geom.type[0] == mujoco.mjtGeom.mjGEOM_HFIELD
+    assert geom.group[0] == simcore.TERRAIN_GEOM_GROUP
+    assert (geom.contype[0], geom.conaffinity[0]) == (1, 1)
+    assert model.geom("ball").conaffinity[0] == 0  # robot geoms still touch the terrain only
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    nrow, ncol = heights.shape
+    geomgroup = np.zeros(6, np.uint8)
+    geomgroup[simcore.TERRAIN_GEOM_GROUP] = 1
+    for r, c in [(0, 0), (3, 17), (10, 10), (20, 5), (nrow - 1, ncol - 1)]:
+        x = 0.2 + 1.0 * (2 * c / (ncol - 1) - 1)
+        y = -0.1 + 0.8 * (2 * r / (nrow - 1) - 1)
+        x, y = np.clip([x, y], [-0.8 + 1e-6, -0.9 + 1e-6], [1.2 - 1e-6, 0.7 - 1e-6])
+        dist = mujoco.mj_ray(
+            model, data, np.array([x, y, 2.0]), np.array([0, 0, -1.0]), geomgroup, 1, -1, None
+        )
+        assert 2.0 - dist == pytest.approx(0.05 + heights[r, c], abs=1e-6)
+
+
+def test_add_heightfield_to_a_spec_and_duplicate_names(tmp_path):
+    spec = mujoco.MjSpec.from_string(BODIES_XML)
+    geom = simcore.add_heightfield(spec, simcore.Heightfield(np.zeros((4, 5)), (2.0, 1.0), name="ground"))
+    assert geom.name == "ground"
+    model = spec.compile()
+    assert model.nhfield == 1 and (model.hfield_nrow[0], model.hfield_ncol[0]) == (4, 5)
+    with pytest.raises(ValueError, match="already has a geom named 'ground'"):
+        simcore.add_heightfield(spec, simcore.Heightfield(np.zeros((4, 5)), (2.0, 1.0), name="ground"))
+
+
+def test_colliding_meshes_are_refused_unless_asked_for(tmp_path):
+    with pytest.raises(NotImplementedError, match="collision_meshes=True"):
+        _load(tmp_path, MESH_XML)
+    model = _load(tmp_path, MESH_XML, collision_meshes=True, add_floor=False)
+    slab = model.geom("slab")
+    assert slab.type[0] == mujoco.mjtGeom.mjGEOM_MESH
+    assert (slab.contype[0], slab.conaffinity[0], slab.group[0]) == (1, 1, simcore.TERRAIN_GEOM_GROUP)
+
+
+def test_world_body_geoms_are_terrain(tmp_path):
+    model = _load(tmp_path, STEP_XML)
+    for name in ("step", "floor"):
+        geom = model.geom(name)
+        assert (geom.contype[0], geom.conaffinity[0], geom.group[0]) == (1, 1, simcore.TERRAIN_GEOM_GROUP)
+    assert (model.geom("base").contype[0], model.geom("base").conaffinity[0]) == (1, 0)
+
+
+# ----------------------------------------------------------------------------------------------- capabilities
+def test_both_backends_declare_terrain_and_rays():
+    from simcore._src.mjwarp_backend import MjwarpBackend
+
+    wanted = {Capability.HEIGHTFIELD, Capability.COLLISION_MESH, Capability.RAY_CAST}
+    assert wanted <= declared_capabilities(MujocoBackend)
+    assert wanted <= declared_capabilities(MjwarpBackend)
+
+
+class _Flat(MujocoBackend):
+    """A backend that declares the CPU backend's set minus terrain and rays."""
+
+    capabilities: ClassVar[frozenset[Capability]] = declared_capabilities(MujocoBackend) - {
+        Capability.HEIGHTFIELD,
+        Capability.COLLISION_MESH,
+        Capability.RAY_CAST,
+    }
+
+
+def test_a_backend_without_terrain_capabilities_refuses_at_load(tmp_path):
+    hfield_model = _load(tmp_path, BODIES_XML, heightfields=[_flat_with_bump()])
+    with pytest.raises(NotImplementedError, match=r"lacks HEIGHTFIELD for geom\(s\) \['terrain'\]") as err:
+        _Flat(hfield_model, cpu_config(1))
+    assert "use a backend that declares them" in str(err.value)
+    mesh_model = _load(tmp_path, MESH_XML, collision_meshes=True)
+    with pytest.raises(NotImplementedError, match=r"lacks COLLISION_MESH for geom\(s\) \['slab'\]"):
+        _Flat(mesh_model, cpu_config(1))
+    flat = _Flat(_load(tmp_path, BODIES_XML), cpu_config(1))  # primitives only: fine
+    with pytest.raises(NotImplementedError, match="lacks RAY_CAST"):
+        flat.ray_cast("ball", simcore.RayPattern.grid((0.2, 0.2), 0.1))
+
+
+# ----------------------------------------------------------------------------------------------- contact parity
+def _rest(name: str, model: mujoco.MjModel, steps: int) -> tuple[torch.Tensor, int]:
+    backend = simcore.make_backend(name, model, cpu_config(2))
+    for _ in range(steps):
+        backend.step()
+    return backend.qpos.double().clone(), backend.diagnostics().contacts
+
+
+def test_bodies_resting_on_a_heightfield_agree_across_backends(tmp_path):
+    model = _load(tmp_path, BODIES_XML, add_floor=False, heightfields=[_flat_with_bump()])
+    cpu_qpos, cpu_contacts = _rest("mujoco", model, 30)
+    warp_qpos, warp_contacts = _rest("mjwarp", model, 30)
+    torch.testing.assert_close(warp_qpos, cpu_qpos, atol=1e-4, rtol=0)
+    assert cpu_qpos[0, 2].item() == pytest.approx(0.15, abs=2e-3)  # the ball rests on the 0.1 plateau
+    assert cpu_qpos[0, 9].item() == pytest.approx(0.15, abs=2e-3)  # and so does the cube
+    assert warp_contacts == cpu_contacts > 0
+
+
+def test_a_ball_resting_on_a_collision_mesh_agrees_across_backends(tmp_path):
+    model = _load(tmp_path, MESH_XML, collision_meshes=True, add_floor=False)
+    cpu_qpos, cpu_contacts = _rest("mujoco", model, 30)
+    warp_qpos, warp_contacts = _rest("mjwarp", model, 30)
+    torch.testing.assert_close(warp_qpos, cpu_qpos, atol=1e-4, rtol=0)
+    assert cpu_qpos[0, 2].item() == pytest.approx(0.15, abs=2e-3)
+    assert warp_contacts == cpu_contacts > 0
+
+
+# ----------------------------------------------------------------------------------------------- ray casts
+def test_ray_pattern_grid_and_validation():
+    pattern = simcore.RayPattern.grid((0.4, 0.2), 0.1, height=0.5)
+    assert pattern.num_rays == 5 * 3
+    np.testing.assert_allclose(pattern.offsets[:2], [[-0.2, -0.1, 0.5], [-0.1, -0.1, 0.5]])
+    np.testing.assert_allclose(pattern.directions, np.tile([0, 0, -1.0], (15, 1)))
+    with pytest.raises(ValueError, match="max_distance"):
+        simcore.RayPattern(np.zeros((1, 3)), max_distance=0)
+    with pytest.raises(ValueError, match="alignment"):
+        simcore.RayPattern(np.zeros((1, 3)), alignment="pitch")
+    with pytest.raises(ValueError, match="geom_groups"):
+        simcore.RayPattern(np.zeros((1, 3)), geom_groups=(6,))
+    with pytest.raises(ValueError, match="non-zero"):
+        simcore.RayPattern(np.zeros((1, 3)), directions=(0, 0, 0))
+
+
+def _reference_distances(backend: simcore.SimBackend, cast: simcore.RayCast) -> np.ndarray:
+    """``mujoco.mj_ray`` from every origin along every direction, on a fresh MjData of each world's qpos."""
+    model = backend.mj_model
+    out = np.zeros((backend.num_envs, cast.num_rays))
+    for world in range(backend.num_envs):
+        data = mujoco.MjData(model)
+        data.qpos[:] = backend.qpos[world].double().numpy()
+        mujoco.mj_forward(model, data)
+        origins = cast.origin_w[world].double().numpy()
+        directions = cast.direction_w[world].double().numpy()
+        for ray in range(cast.num_rays):
+            out[world, ray] = mujoco.mj_ray(
+                model, data, origins[ray], directions[ray], cast.geomgroup, 1, -1, None
+            )
+    return out
+
+
+def _tilted_poses(backend: simcore.SimBackend, body_qpos: int) -> None:
+    """World 0 level, world 1 turned 30 degrees in yaw and tilted 10 degrees in roll, world 2 shifted."""
+    yaw, roll = np.radians(30.0), np.radians(10.0)
+    qy = np.array([np.cos(yaw / 2), 0, 0, np.sin(yaw / 2)])
+    qr = np.array([np.cos(roll / 2), np.sin(roll / 2), 0, 0])
+    w1, x1, y1, z1 = qy
+    w2, x2, y2, z2 = qr
+    quat = [
+        w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
+        w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+        w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
+        w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
+    ]
+    qpos = backend.qpos.clone()
+    qpos[1, body_qpos + 3 : body_qpos + 7] = torch.tensor(quat, dtype=qpos.dtype)
+    qpos[2, body_qpos : body_qpos + 2] += torch.tensor([0.3, -0.2], dtype=qpos.dtype)
+    backend.qpos.copy_(qpos)
+    backend.forward()
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+@pytest.mark.parametrize("alignment", ["yaw", "full"])
+def test_height_scan_on_a_heightfield_matches_mj_ray(tmp_path, name, alignment):
+    heights = _wavy_heights()
+    model = _load(tmp_path, BODIES_XML, heightfields=[simcore.Heightfield(heights, (1.0, 1.0))])
+    backend = simcore.make_backend(name, model, cpu_config(3))
+    pattern = simcore.RayPattern.grid((0.6, 0.4), 0.1, height=0.3, alignment=alignment, max_distance=3.0)
+    cast = backend.ray_cast("ball", pattern)
+    _tilted_poses(backend, body_qpos=0)
+    shape = (3, pattern.num_rays)
+    assert cast.distance.shape == cast.hit.shape == cast.hit_height.shape == shape
+    assert cast.hit_pos_w.shape == cast.origin_w.shape == (*shape, 3)
+    assert bool(cast.hit.all())
+    pos, quat = backend.qpos[1, :3].double().numpy(), backend.qpos[1, 3:7].double().numpy()
+    if alignment == "yaw":  # offsets turn with the heading only (30 degrees), whatever the roll
+        c, s = np.cos(np.radians(30.0)), np.sin(np.radians(30.0))
+        turned = pattern.offsets @ np.array([[c, -s, 0], [s, c, 0], [0, 0, 1.0]]).T
+    else:
+        turned = np.zeros_like(pattern.offsets)
+        for ray, offset in enumerate(pattern.offsets):
+            mujoco.mju_rotVecQuat(turned[ray], offset, quat)
+    np.testing.assert_allclose(cast.origin_w[1].double().numpy(), pos + turned, atol=1e-5)
+    reference = _reference_distances(backend, cast)
+    assert (reference > 0).all()
+    # the rays pass through the ball itself (not terrain): they hit the heightfield below it
+    np.testing.assert_allclose(cast.distance.double().numpy(), reference, atol=1e-4)
+    hit_z = cast.origin_w[..., 2] + cast.distance * cast.direction_w[..., 2]
+    torch.testing.assert_close(cast.hit_height, hit_z)
+    if alignment == "yaw":  # directions stay straight down whatever the tilt
+        torch.testing.assert_close(cast.direction_w[..., 2], -torch.ones(shape, dtype=cast.distance.dtype))
+    else:
+        assert float(cast.direction_w[1, :, 2].max()) > -0.99  # the tilted world's rays tilt with it
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_rays_on_a_box_step_and_the_floor_and_misses(tmp_path, name):
+    model = _load(tmp_path, STEP_XML)
+    backend = simcore.make_backend(name, model, cpu_config(2))
+    # three rays down: over the floor, over the step, and beyond max_distance; one ray up: nothing there
+    offsets = np.array([[0.0, 0.0, 0.0], [0.5, 0.0, 0.0], [-3.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    directions = np.array([[0, 0, -1.0], [0, 0, -1.0], [0, 0, -1.0], [0, 0, 1.0]])
+    pattern = simcore.RayPattern(offsets, directions, max_distance=0.75, alignment="world")
+    cast = backend.ray_cast("base", pattern)
+    qpos = backend.qpos.clone()
+    qpos[:, 2] = torch.tensor([0.7, 0.5], dtype=qpos.dtype)
+    qpos[:, 0] = torch.tensor([0.0, -0.1], dtype=qpos.dtype)
+    backend.qpos.copy_(qpos)
+    backend.forward()
+    expected = np.array([[0.7, 0.5, 0.7, 0.75], [0.5, 0.3, 0.5, 0.75]])
+    expected_hit = np.array([[True, True, True, False], [True, True, True, False]])
+    np.testing.assert_allclose(cast.distance.double().numpy(), expected, atol=1e-5)
+    np.testing.assert_array_equal(cast.hit.numpy(), expected_hit)
+    reference = _reference_distances(backend, cast)
+    np.testing.assert_allclose(cast.distance.double().numpy()[:, :3], reference[:, :3], atol=1e-5)
+    assert (reference[:, 3] == -1).all()  # MuJoCo's miss; simcore reads max_distance there instead
+    # a miss beyond range: lift world 0 so the floor ray is longer than max_distance
+    qpos[0, 2] = 2.0
+    backend.qpos.copy_(qpos)
+    backend.forward()
+    assert not bool(cast.hit[0, 0]) and cast.distance[0, 0].item() == pytest.approx(0.75)
+    assert cast.hit_pos_w[0, 0, 2].item() == pytest.approx(2.0 - 0.75, abs=1e-6)
+    assert not torch.isnan(cast.distance).any() and not torch.isnan(cast.hit_pos_w).any()
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_ray_casts_refresh_in_place_on_step_and_reset(tmp_path, name):
+    model = _load(tmp_path, STEP_XML)
+    backend = simcore.make_backend(name, model, cpu_config(2))
+    version = backend.structure_version
+    cast = backend.ray_cast("base", simcore.RayPattern(np.zeros((1, 3)), alignment="world"))
+    assert backend.structure_version == version + 1
+    pointers = [t.data_ptr() for t in (cast.distance, cast.hit, cast.hit_pos_w)]
+    first = cast.distance.clone()
+    backend.step()
+    assert (cast.distance < first).all()  # falling towards the floor
+    spec = backend.reset_spec(["qpos", "qvel"])
+    payload = {"qpos": backend.qpos.clone(), "qvel": torch.zeros_like(backend.qvel)}
+    payload["qpos"][:, 2] = 1.5
+    backend.reset(torch.tensor([True, False], device=backend.device), payload, spec)
+    assert cast.distance[0].item() == pytest.approx(1.5, abs=1e-5)  # from the base's new height to the floor
+    assert cast.distance[1].item() < first[1].item()
+    assert [t.data_ptr() for t in (cast.distance, cast.hit, cast.hit_pos_w)] == pointers
+
+
+def test_ray_cast_rejects_unknown_bodies_and_groups_without_geoms(tmp_path):
+    backend = simcore.make_backend("mujoco", _load(tmp_path, STEP_XML), cpu_config(1))
+    with pytest.raises(ValueError, match="unknown body name 'torso'"):
+        backend.ray_cast("torso", simcore.RayPattern(np.zeros((1, 3))))
+    with pytest.raises(ValueError, match=r"no visible geom lies in geom groups \[4\]"):
+        backend.ray_cast("base", simcore.RayPattern(np.zeros((1, 3)), geom_groups=(4,)))
+    every = backend.ray_cast(
+        "base", simcore.RayPattern(np.zeros((1, 3)), geom_groups=None, alignment="world")
+    )
+    assert every.distance[0, 0].item() == pytest.approx(0.05)  # every group: it leaves the base itself
+
+
+@pytest.mark.gpu
+def test_ray_cast_inside_a_captured_step_matches_eager(tmp_path):
+    model = _load(tmp_path, BODIES_XML, heightfields=[simcore.Heightfield(_wavy_heights(), (1.0, 1.0))])
+    backend = simcore.make_backend("mjwarp", model, simcore.SimConfig(num_envs=4, device="cuda"))
+    cast = backend.ray_cast("ball", simcore.RayPattern.grid((0.6, 0.4), 0.1, height=0.3))
+    work = simcore.CapturedWork(backend.step, backend=backend, name="scan", require_graph=True)
+    work.capture()
+    work.replay()
+    captured = cast.distance.clone()
+    backend.forward()  # eager casts from the same state
+    torch.testing.assert_close(cast.distance, captured)
+    assert bool(cast.hit.all())
+
+
+MJCF_HFIELD_XML = """
+<mujoco model="mjcf_hfield">
+  <asset>
+    <hfield name="bumps" nrow="3" ncol="4" size="1 0.5 0.2 0.05" elevation="0 0 0 0  0 1 1 0  0 0 0 0"/>
+  </asset>
+  <worldbody>
+    <geom name="bumps" type="hfield" hfield="bumps" pos="0 0 0.1"/>
+    <body name="base" pos="0 0 1">
+      <freejoint/>
+      <geom name="base" type="sphere" size="0.05" mass="1"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_rays_on_an_mjcf_heightfield_and_a_collision_mesh_match_mj_ray(tmp_path, name):
+    patterns = {
+        MJCF_HFIELD_XML: simcore.RayPattern.grid((1.6, 0.8), 0.2, alignment="world"),
+        MESH_XML: simcore.RayPattern.grid((0.6, 0.6), 0.15, alignment="world"),
+    }
+    for xml, pattern in patterns.items():
+        model = _load(tmp_path, xml, collision_meshes=True, add_floor=False)
+        terrain = model.geom("slab" if xml is MESH_XML else "bumps")
+        assert (terrain.group[0], terrain.conaffinity[0]) == (simcore.TERRAIN_GEOM_GROUP, 1)
+        backend = simcore.make_backend(name, model, cpu_config(2))
+        cast = backend.ray_cast("ball" if xml is MESH_XML else "base", pattern)
+        reference = _reference_distances(backend, cast)
+        assert (reference > 0).all()
+        np.testing.assert_allclose(cast.distance.double().numpy(), reference, atol=1e-4)
