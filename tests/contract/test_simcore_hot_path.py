@@ -25,6 +25,7 @@ HOT_ENTRY_POINTS = {
     },
     "reset.py": {"apply_masked", "clear_masked"},
     "read_plan.py": {"_refresh"},
+    "ray_cast.py": {"RayCast._refresh"},
     "graph.py": {"replay", "_run_steps"},
 }
 
