@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,8 @@ def build_env(cfg: TrainConfig, *, num_envs: int | None = None, seed: int | None
     at the first step, a warm-up step before any graph capture). Prints the motion clip each motion command
     tracks (a tracking run says which clip it learns).
     """
+    if cfg.sim.backend == "mjwarp":
+        quiet_warp()
     env = ManagerBasedRlEnv(
         make_env_cfg(cfg),
         sim=cfg.sim.backend,
@@ -98,6 +101,29 @@ def build_env(cfg: TrainConfig, *, num_envs: int | None = None, seed: int | None
         if motion_file is not None:
             print(f"{cfg.task.name}: command {name!r} tracks the motion clip {motion_file}", flush=True)
     return env
+
+
+WARP_LOG_ENV = "TRAINRT_WARP_LOG"
+"""Set to ``info`` (or ``debug``) to see Warp's own log: a line per kernel module it loads or compiles."""
+
+
+@cold_path
+def quiet_warp() -> None:
+    """Show Warp's warnings and errors only: at its default level it prints a timing line for every kernel
+    module it loads (hundreds before a MuJoCo Warp run's first step), burying the run's own output.
+    ``TRAINRT_WARP_LOG=info`` or ``debug`` keeps that level."""
+    import warp
+
+    level = os.environ.get(WARP_LOG_ENV, "warning").strip().lower()
+    levels = {
+        "debug": warp.LOG_DEBUG,
+        "info": warp.LOG_INFO,
+        "warning": warp.LOG_WARNING,
+        "error": warp.LOG_ERROR,
+    }
+    if level not in levels:
+        raise ExpectedRunFailure(f"{WARP_LOG_ENV}={level!r}: give one of {sorted(levels)}")
+    warp.config.log_level = levels[level]
 
 
 @cold_path
