@@ -33,6 +33,10 @@ MAX_DURATION_S = 1e9
 control steps or a timeout; at this bound those stay far inside int64 (1e13 steps at a 0.1 ms step) and
 ``datetime.timedelta``'s range, where inf or 1e300 overflowed."""
 
+NEVER_S = MAX_DURATION_S
+"""A time that never passes in a run: a resampling interval or an episode limit set to it never elapses (the
+gait phase drawn at reset only, an evaluation without resampling or episode limit)."""
+
 
 class _AlgoSectionBase(BaseModel):
     """Fields every algorithm section has: how big the run is and how an iteration is cut."""

@@ -11,8 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-NEVER_S = 1.0e9
-"""Seconds that never pass in an evaluation (no resampling, no episode limit)."""
+from trainrt.config.schema import NEVER_S
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trainrt import mdp
+from trainrt.config.schema import NEVER_S
 from trainrt.envs import EnvCfg
 from trainrt.hotpath import cold_path
 from trainrt.managers import (
@@ -171,7 +172,7 @@ def motion_tracking_env_cfg(
                 "adaptive_alpha": 0.001,
             },
             # The clip paces the command (one frame per step); there is no timer-driven resampling.
-            resampling_time_range_s=(1.0e9, 1.0e9),
+            resampling_time_range_s=(NEVER_S, NEVER_S),
         )
     }
     terminations = {

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 from trainrt import mdp
+from trainrt.config.schema import NEVER_S
 from trainrt.envs import EnvCfg
 from trainrt.hotpath import cold_path
 from trainrt.managers import (
@@ -36,8 +37,6 @@ from trainrt.tasks.robot_terms import foot_friction_event, joint_position_action
 
 TWIST = "twist"
 GAIT = "gait"
-NEVER_S = 1.0e9
-"""A resampling time beyond any episode: the gait phase is drawn at reset only."""
 
 ACTION_SCALE_MULTIPLE = 3.0
 """Walking's action bounds in units of the robot's action scale (``RobotDescription.action_scales``): +-1 is
