@@ -9,7 +9,7 @@ from simcore._src.backend import SimBackend
 from simcore._src.capability import Capability
 from simcore._src.config import SimConfig
 from simcore._src.diagnostics import BackendDiagnostics
-from simcore._src.factory import make_backend
+from simcore._src.factory import make_backend, set_backend_log_level
 from simcore._src.graph import CapturedWork, garbage_held_during_capture
 from simcore._src.model import (
     SELF_COLLISION_SENSOR,
@@ -53,6 +53,7 @@ __all__ = [
     "make_backend",
     "pd_gains_from_armature",
     "pose_qpos",
+    "set_backend_log_level",
     "standing_root_height",
     "wall_seconds",
 ]

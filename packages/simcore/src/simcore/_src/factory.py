@@ -31,3 +31,29 @@ def make_backend(
 
         return MjwarpBackend(model, config, require=require)
     raise ValueError(f"unknown backend {name!r}; valid: {list(BACKEND_NAMES)}")
+
+
+LOG_LEVELS: tuple[str, ...] = ("debug", "info", "warning", "error")
+"""Levels ``set_backend_log_level`` accepts, most verbose first."""
+
+
+def set_backend_log_level(name: str, level: str) -> None:
+    """Set how much backend ``name``'s own library logs: ``level`` is one of ``LOG_LEVELS``.
+
+    "mjwarp" sets Warp's log level (at "info", Warp's default, it prints a timing line for every kernel module
+    it loads: hundreds before the first step); "mujoco" logs nothing of its own and accepts every level.
+    Raises ValueError naming the valid names and levels.
+    """
+    if name not in BACKEND_NAMES:
+        raise ValueError(f"unknown backend {name!r}; valid: {list(BACKEND_NAMES)}")
+    if level not in LOG_LEVELS:
+        raise ValueError(f"unknown log level {level!r}; valid: {list(LOG_LEVELS)}")
+    if name == "mjwarp":
+        import warp
+
+        warp.config.log_level = {
+            "debug": warp.LOG_DEBUG,
+            "info": warp.LOG_INFO,
+            "warning": warp.LOG_WARNING,
+            "error": warp.LOG_ERROR,
+        }[level]

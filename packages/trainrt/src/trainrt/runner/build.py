@@ -16,6 +16,7 @@ from typing import Any
 import mujoco
 import torch
 
+import simcore
 from trainrt.algos import make_agent
 from trainrt.compiled import compile_refusal
 from trainrt.config import TrainConfig
@@ -82,8 +83,7 @@ def build_env(cfg: TrainConfig, *, num_envs: int | None = None, seed: int | None
     at the first step, a warm-up step before any graph capture). Prints the motion clip each motion command
     tracks (a tracking run says which clip it learns).
     """
-    if cfg.sim.backend == "mjwarp":
-        quiet_warp()
+    quiet_backend_log(cfg.sim.backend)
     env = ManagerBasedRlEnv(
         make_env_cfg(cfg),
         sim=cfg.sim.backend,
@@ -103,27 +103,21 @@ def build_env(cfg: TrainConfig, *, num_envs: int | None = None, seed: int | None
     return env
 
 
-WARP_LOG_ENV = "TRAINRT_WARP_LOG"
-"""Set to ``info`` (or ``debug``) to see Warp's own log: a line per kernel module it loads or compiles."""
+BACKEND_LOG_ENV = "TRAINRT_BACKEND_LOG"
+"""Set to ``info`` (or ``debug``) to see the simulation backend's own log; for MuJoCo Warp, a line per kernel
+module it loads or compiles."""
 
 
 @cold_path
-def quiet_warp() -> None:
-    """Show Warp's warnings and errors only: at its default level it prints a timing line for every kernel
-    module it loads (hundreds before a MuJoCo Warp run's first step), burying the run's own output.
-    ``TRAINRT_WARP_LOG=info`` or ``debug`` keeps that level."""
-    import warp
-
-    level = os.environ.get(WARP_LOG_ENV, "warning").strip().lower()
-    levels = {
-        "debug": warp.LOG_DEBUG,
-        "info": warp.LOG_INFO,
-        "warning": warp.LOG_WARNING,
-        "error": warp.LOG_ERROR,
-    }
-    if level not in levels:
-        raise ExpectedRunFailure(f"{WARP_LOG_ENV}={level!r}: give one of {sorted(levels)}")
-    warp.config.log_level = levels[level]
+def quiet_backend_log(backend: str) -> None:
+    """Show the backend library's warnings and errors only (``simcore.set_backend_log_level``): at its default
+    level Warp prints a timing line for every kernel module it loads (hundreds before a MuJoCo Warp run's first
+    step), burying the run's own output. ``TRAINRT_BACKEND_LOG=info`` or ``debug`` keeps that level."""
+    level = os.environ.get(BACKEND_LOG_ENV, "warning").strip().lower()
+    try:
+        simcore.set_backend_log_level(backend, level)
+    except ValueError as err:
+        raise ExpectedRunFailure(f"{BACKEND_LOG_ENV}={level!r}: {err}") from None
 
 
 @cold_path
