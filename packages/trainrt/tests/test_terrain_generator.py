@@ -296,3 +296,26 @@ def test_a_ball_comes_to_rest_on_a_stairs_platform(tmp_path):
     rest = backend.qpos[0, :3].double()
     assert rest[2].item() == pytest.approx(0.2 + 0.05, abs=0.01)
     assert rest[:2].tolist() == pytest.approx(origin[:2].tolist(), abs=0.01)
+
+
+def test_rays_read_the_generated_heights_where_the_layout_puts_them(tmp_path):
+    """Downward rays at every third sample of a 2 x 3 grid read ``heights[r, c]`` at the world (x, y) the
+    module docstring gives: rows along y, columns along x, the field centred on the origin."""
+    cfg = _grid(num_rows=2, num_cols=3, border_width=0.3, seed=5)
+    terrain = generate_terrain(cfg)
+    nrow, ncol = cfg.shape
+    rows, cols = torch.meshgrid(torch.arange(0, nrow, 3), torch.arange(0, ncol, 3), indexing="ij")
+    rows, cols = rows.reshape(-1), cols.reshape(-1)
+    half_x, half_y = terrain.heightfield.half_extent
+    xy = torch.stack((cols * 0.1 - half_x, rows * 0.1 - half_y), dim=-1).double()
+    path = tmp_path / "ball.xml"
+    path.write_text(BALL_XML.replace('pos="0 0 1"', 'pos="0 0 2"'))
+    model = simcore.load_model(path, add_floor=False, heightfields=[terrain.heightfield])
+    backend = simcore.make_backend("mujoco", model, simcore.SimConfig(num_envs=1, device="cpu"))
+    offsets = torch.cat((xy, torch.zeros(len(xy), 1, dtype=torch.float64)), dim=-1).numpy()
+    cast = backend.ray_cast("ball", simcore.RayPattern(offsets, alignment="world"))
+    backend.forward()
+    assert bool(cast.hit.all())
+    expected = terrain.heights[rows, cols]
+    torch.testing.assert_close(cast.hit_height[0].float().cpu(), expected, atol=1e-3, rtol=0)
+    assert expected.std() > 0.01  # the sampled grid is not flat: the layout is tested
