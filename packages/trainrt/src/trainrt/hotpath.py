@@ -73,6 +73,15 @@ HOT_ENTRY_POINTS: Mapping[str, str | frozenset[str]] = {
     "algos/normalizer.py": frozenset({"RunningObsNormalizer.update", "RunningObsNormalizer.forward"}),
     "replay/buffer.py": frozenset({"DeviceReplayBuffer.add", "DeviceReplayBuffer.sample"}),
     "running_stats.py": EVERY_FUNCTION,
+    # the terrain curriculum's per-episode-end update and spawn origins (run in the env's reset of finished rows)
+    "terrain/curriculum.py": frozenset(
+        {
+            "TerrainCurriculum.update",
+            "TerrainCurriculum.origins",
+            "TerrainCurriculum.level_distribution",
+            "TerrainCurriculum.mean_level",
+        }
+    ),
 }
 """trainrt's hot entry points: module path (relative to the package) -> function names or ``EVERY_FUNCTION``.
 
