@@ -11,8 +11,8 @@ import json
 import os
 from pathlib import Path
 
-from trainrt.cli import resolve_train_config
 from trainrt.config import PRESETS, cpu_demo_preset, preset
+from trainrt.config.resolve import resolve_train_config
 
 PIN = Path(__file__).with_name("resolved_preset_configs.json")
 
