@@ -35,9 +35,6 @@ from trainrt.config.presets import cpu_demo_preset, preset, support_bound
 from trainrt.config.schema import TrainConfig
 from trainrt.tasks.registry import DEFAULT_ALGO, DEFAULT_TASK
 
-PRESET_CHOICES: tuple[str, ...] = ("auto", "canonical", "cpu-demo")
-"""``preset_choice`` values: canonical (GPU settings), cpu-demo (small), auto (canonical iff CUDA)."""
-
 RESERVED_KEYS: Mapping[str, str] = {
     "algo.name": "set it with --algo",
     "task.name": "set it with --task",
