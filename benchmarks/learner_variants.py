@@ -69,7 +69,7 @@ import torch._inductor.config as inductor_config
 
 from trainrt.algos import flashsac, networks, sac
 from trainrt.algos.bench import learner_benchmark
-from trainrt.cli import resolve_train_config
+from trainrt.config.resolve import resolve_train_config
 from trainrt.runner.build import build_agent, build_env, build_replay
 from trainrt.runner.collector import Collector
 

@@ -131,7 +131,7 @@ def parse_arms(specs: list[str]) -> dict[str, list[str]]:
 
 def pinned_lr_horizon(algo: str, task: str, sim: str, preset: str | None, overrides: list[str]) -> list[str]:
     """The override that keeps the config's learning-rate horizon once max_iterations is raised (or none)."""
-    from trainrt.cli import resolve_train_config
+    from trainrt.config.resolve import resolve_train_config
 
     cfg, _ = resolve_train_config(algo, task, sim, list(overrides), preset or "auto")
     params = cfg.algo.params

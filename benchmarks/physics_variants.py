@@ -39,7 +39,7 @@ from typing import Any
 import torch
 
 import simcore
-from trainrt.cli import resolve_train_config
+from trainrt.config.resolve import resolve_train_config
 from trainrt.runner.bench import physics_backend
 from trainrt.runner.build import build_env
 

@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 import simcore
-from trainrt.cli import resolve_train_config
+from trainrt.config.resolve import resolve_train_config
 from trainrt.runner.build import build_agent, build_env, build_replay
 from trainrt.runner.collector import Collector
 from trainrt.runner.iteration_clock import IterationClock

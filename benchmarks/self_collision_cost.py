@@ -18,7 +18,7 @@ import statistics
 import sys
 from typing import Any
 
-from trainrt.cli import resolve_train_config
+from trainrt.config.resolve import resolve_train_config
 from trainrt.robots import G1
 from trainrt.runner.bench import bench_physics
 

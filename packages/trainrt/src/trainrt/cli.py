@@ -30,12 +30,24 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from trainrt.tasks.registry import task_names
+from trainrt.tasks.registry import DEFAULT_ALGO, DEFAULT_TASK, task_names
 
 if TYPE_CHECKING:
     from trainrt.config import TrainConfig
 
 # Heavy imports (torch, the env, the backends) happen inside the commands, so `trainrt --help` is quick.
+# How a command line becomes a config lives in trainrt.config.resolve; this module parses, calls it and prints.
+
+
+def __getattr__(name: str) -> object:
+    """The config resolution's old home: ``trainrt.cli.resolve_train_config`` and ``check_device_available`` are
+    ``trainrt.config.resolve``'s (imported on first use, so ``import trainrt.cli`` stays free of torch)."""
+    if name in ("resolve_train_config", "check_device_available"):
+        from trainrt.config import resolve
+
+        return getattr(resolve, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 app = typer.Typer(
     add_completion=False,
@@ -116,10 +128,9 @@ OverridesArg = Annotated[
     ),
 ]
 AlgoOpt = Annotated[
-    Algo | None, typer.Option(help="learner (default: sac, or the resumed run's with training.resume)")
+    Algo | None,
+    typer.Option(help=f"learner (default: {DEFAULT_ALGO}, or the resumed run's with training.resume)"),
 ]
-DEFAULT_ALGO = "sac"
-DEFAULT_TASK = "g1_walk_flat"
 # Registered tasks (trainrt.tasks.registry; listing them imports no torch); a task's own module is loaded with
 # $TRAINRT_TASK_MODULES. The name is checked where the command resolves its config.
 TaskOpt = Annotated[
@@ -195,126 +206,12 @@ def _warn(line: str) -> None:
     typer.echo(f"warning: {line}", err=True)
 
 
-def check_device_available(cfg: TrainConfig, *, cuda_available: bool, cuda_device_count: int) -> None:
-    """``ValueError`` with the fix when ``sim.device`` names a CUDA device this machine does not have."""
-    device = cfg.sim.device
-    if device is None or not device.startswith("cuda"):
-        return
-    if not cuda_available:
-        raise ValueError(
-            f"sim.device={device} but no CUDA device is visible (torch.cuda.is_available() is False); "
-            "use sim.device=cpu, or leave sim.device unset to pick CUDA when present"
-        )
-    index = int(device.partition(":")[2] or 0)
-    if index >= cuda_device_count:
-        raise ValueError(
-            f"sim.device={device} but only {cuda_device_count} CUDA device(s) are visible "
-            f"(cuda:0..cuda:{cuda_device_count - 1}); choose one of them"
-        )
-
-
-def resolve_train_config(
-    algo: str | None,
-    task: str | None,
-    sim: str | None,
-    overrides: list[str],
-    preset_choice: str = "auto",
-    *,
-    cuda_available: bool | None = None,
-) -> tuple[TrainConfig, dict[str, object]]:
-    """The validated ``TrainConfig`` of a ``train`` command line, and how it was resolved (for the manifest).
-
-    The base is the ``(algo, task)`` preset (canonical with CUDA, the CPU demo without, unless ``--preset``
-    says otherwise), or the resumed run's ``config.json`` when ``training.resume`` is overridden; the
-    overrides apply on top. ``None`` for ``algo``, ``task`` or ``sim`` means the resumed run's, or the
-    default of a new run. Raises ``OverrideError``/``ValueError`` with the valid choices.
-    """
-    import torch
-
-    from trainrt.config import apply_overrides, cpu_demo_preset, parse_override, preset
-    from trainrt.config.overrides import parse_scalar
-    from trainrt.runner.manifest import load_resolved_config
-    from trainrt.tasks.registry import task_spec
-
-    if task is not None:
-        task_spec(task)  # ValueError naming the registered tasks
-    parsed = [parse_override(text) for text in overrides]
-    resume = next((o.value_text for o in reversed(parsed) if o.key == "training.resume"), None)
-    if cuda_available is None:
-        cuda_available = torch.cuda.is_available()
-    reserved = {
-        "algo.name": "set it with --algo",
-        "task.name": "set it with --task",
-        "sim.backend": "use --sim",
-    }
-    if resume is not None and resume.lower() not in {"null", "none", "~", ""}:
-        clip = next(
-            (parse_scalar(o.value_text) for o in reversed(parsed) if o.key == "task.motion_file"), None
-        )
-        # A clip given here replaces the stored one; the runner warns when its content is not the one the
-        # checkpoint trained on (the same file moved elsewhere is not).
-        base = load_resolved_config(resume, motion_file=None if clip is None else str(clip))
-        if algo not in (None, base.algo.name) or task not in (None, base.task.name):
-            said = " ".join(f"--{name} {value}" for name, value in (("algo", algo), ("task", task)) if value)
-            raise ValueError(
-                f"training.resume={resume} trained --algo {base.algo.name} --task {base.task.name}; "
-                f"this command says {said}; leave --algo/--task out to resume the run as it was trained"
-            )
-        chosen = "resumed run config"
-        # The resumed run writes where this command says: the resumed directory unless training.run_dir is
-        # given (the saved config's run_dir may name the directory it was copied from), and never clears it.
-        base = base.model_copy(
-            update={
-                "sim": base.sim.model_copy(update={"backend": sim or base.sim.backend}),
-                "training": base.training.model_copy(update={"run_dir": None, "overwrite": False}),
-            }
-        )
-    else:
-        algo, task = algo or DEFAULT_ALGO, task or DEFAULT_TASK
-        use_canonical = preset_choice == "canonical" or (preset_choice == "auto" and cuda_available)
-        if use_canonical:
-            base = preset(algo, task)
-            base = base.model_copy(update={"sim": base.sim.model_copy(update={"backend": sim or "mjwarp"})})
-            chosen = "canonical"
-        else:
-            # Without CUDA, CPU MuJoCo steps the G1 several times faster than MuJoCo Warp on Warp's CPU device.
-            base = cpu_demo_preset(algo, task, sim or "mujoco")
-            chosen = "cpu-demo"
-    cfg = apply_overrides(base, parsed, reserved=reserved, warn=_warn)
-    _warn_if_returns_outgrow_the_support(cfg, [o.key for o in parsed])
-    check_device_available(
-        cfg,
-        cuda_available=cuda_available,
-        cuda_device_count=torch.cuda.device_count() if cuda_available else 0,
-    )
-    return cfg, {"preset": chosen, "overrides": list(overrides), "cuda_available": cuda_available}
-
-
-def _warn_if_returns_outgrow_the_support(cfg: TrainConfig, keys: list[str]) -> None:
-    """A warning when reward-weight overrides let returns outgrow the critic's C51 support, which the presets
-    size to the task's own weights (``config.presets.return_support``) and overrides do not resize."""
-    from trainrt.config.presets import support_bound
-    from trainrt.runner.build import make_env_cfg
-
-    params = cfg.algo.params
-    if not any(k.startswith("task.rewards.") for k in keys) or getattr(params, "reward_scaling", False):
-        return  # FlashSAC's reward scaling keeps returns on the support whatever the weights
-    if any(k in ("algo.params.v_min", "algo.params.v_max") for k in keys):
-        return
-    bound = support_bound(make_env_cfg(cfg).rewards, params.gamma)
-    if bound > params.v_max:
-        _warn(
-            f"with these task.rewards weights returns reach about {bound:g}, beyond the critic's support "
-            f"[{params.v_min:g}, {params.v_max:g}] sized for the preset's weights: add "
-            f"algo.params.v_min={-bound:g} algo.params.v_max={bound:g}"
-        )
-
-
 def _resolve_command_line(
     algo: Algo | None, task: str | None, sim: Sim | None, overrides: list[str], preset_choice: PresetChoice
 ) -> tuple[TrainConfig, dict[str, object]]:
     """``resolve_train_config`` of a command's options; a bad config exits with one usage line."""
     from trainrt.config import OverrideError
+    from trainrt.config.resolve import resolve_train_config
 
     with _usage_errors(OverrideError, ValueError, FileNotFoundError):
         resolved = resolve_train_config(
@@ -323,6 +220,7 @@ def _resolve_command_line(
             sim.value if sim else None,
             overrides,
             preset_choice.value,
+            warn=_warn,
         )
     return resolved
 

@@ -80,8 +80,6 @@ class LearnerConfig(Protocol):
 
 
 LEARNER_FIELD_DESCRIPTIONS: dict[str, str] = {
-    "actor_hidden_dim": "width of the actor's first hidden layer",
-    "critic_hidden_dim": "width of each critic's first hidden layer",
     "num_atoms": "atoms of the categorical (C51) critic's return support",
     "v_min": "lowest return of the critic's support",
     "v_max": "highest return of the critic's support",
@@ -110,8 +108,9 @@ LEARNER_FIELD_DESCRIPTIONS: dict[str, str] = {
     "actor_obs_group": "observation group the actor reads",
     "critic_obs_group": "observation group the critics read",
 }
-"""What the hyperparameters both agents have mean (``trainrt config show`` prints them); a config class's own
-``Field(description=...)`` takes precedence."""
+"""What the hyperparameters both agents have mean (``trainrt config show`` prints them): the one place their
+descriptions are written. A field whose meaning is its algorithm's own is described by its ``Field(description=...)``
+instead, and is not in this table (``test_config_single_home`` checks that no field has both)."""
 
 
 class CheckedLearnerConfig(BaseModel):

@@ -34,11 +34,17 @@ from trainrt.replay import Batch
 
 
 class SacConfig(CheckedLearnerConfig):
-    """SAC hyperparameters; defaults target a 29-DoF humanoid with 2048 parallel envs."""
+    """SAC hyperparameters; defaults target a 29-DoF humanoid with 2048 parallel envs.
+
+    These defaults are the one home of the SAC learner's settings: they are what the canonical presets run
+    (an iteration of 8 vector env steps at 2048 envs, ``trainrt.config.presets``), and a task preset names
+    only what differs from them (``trainrt/tasks/<task>/presets.py``). A field's meaning is its description
+    (``trainrt.algos.agent.LEARNER_FIELD_DESCRIPTIONS`` for the fields both learners share).
+    """
 
     # Networks. FastSAC's humanoid sizes: the actor is 512 -> 256 -> 128, each critic 768 -> 384 -> 192.
-    actor_hidden_dim: int = Field(512, ge=4)
-    critic_hidden_dim: int = Field(768, ge=4)
+    actor_hidden_dim: int = Field(512, ge=4, description="width of the actor's first hidden layer")
+    critic_hidden_dim: int = Field(768, ge=4, description="width of each critic's first hidden layer")
     # C51 support. The presets size [v_min, v_max] to the task's dt-scaled returns
     # (trainrt.config.presets.return_support); a support far wider leaves few atoms where values live.
     num_atoms: int = Field(101, ge=2)
@@ -51,8 +57,9 @@ class SacConfig(CheckedLearnerConfig):
     # Temporal difference. gamma 0.97 (FastSAC's G1 setting) is a ~33-step horizon, ~0.7 s at 50 Hz.
     gamma: float = Field(0.97, gt=0.0, le=1.0)
     n_step: int = Field(1, ge=1)
-    # Fast target tracking works with large batches and twin distributional critics (FastTD3/FastSAC).
-    tau: float = Field(0.1, gt=0.0, le=1.0)
+    # Fast target tracking works with large batches and twin distributional critics (FastTD3/FastSAC);
+    # 0.125 is holosoma FastSAC's G1 setting.
+    tau: float = Field(0.125, gt=0.0, le=1.0)
 
     # Optimization: AdamW with beta2 0.95 and light weight decay, as FastSAC.
     actor_lr: float = Field(3e-4, gt=0.0)
@@ -66,13 +73,12 @@ class SacConfig(CheckedLearnerConfig):
     lr_decay_updates: int | None = Field(None, ge=1)
     weight_decay: float = Field(1e-3, ge=0.0)
     adam_betas: tuple[float, float] = (0.9, 0.95)
-    # 8192 transitions per update and one update per 2048-env step replays each transition ~4 times,
-    # the replay ratio FlashSAC reports for massively parallel sims; one update keeps the learner graph
-    # (3.6 ms replayed on an H200 at these sizes) under the collector step.
+    # holosoma FastSAC's G1 schedule: 8 updates of 8192 transitions per vector env step, so 64 per
+    # iteration of the presets' 8 vector steps (all of them replay as one learner graph), with the actor
+    # and temperature step every 4th update (the period divides the updates, so one graph holds them all).
     batch_size: int = Field(8192, ge=1)
-    updates_per_iteration: int = Field(1, ge=1)
-    # 1 = the actor and temperature step in every update.
-    actor_update_period: int = Field(1, ge=1)
+    updates_per_iteration: int = Field(64, ge=1)
+    actor_update_period: int = Field(4, ge=1)
 
     # Replay. 1024 rows per env (2M transitions at 2048 envs, ~4 GB with both obs groups).
     buffer_size_per_env: int = Field(1024, ge=1)

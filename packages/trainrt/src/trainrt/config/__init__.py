@@ -1,7 +1,9 @@
-"""Training configuration: the pydantic schema, the presets, and dotted command-line overrides."""
+"""Training configuration: the pydantic schema, the presets, dotted command-line overrides, and how a command
+line resolves to a config (``resolve_train_config``)."""
 
 from trainrt.config.overrides import OverrideError, apply_overrides, parse_override, parse_scalar
 from trainrt.config.presets import PRESETS, cpu_demo_preset, preset, preset_pairs
+from trainrt.config.resolve import resolve_train_config
 from trainrt.config.schema import (
     ALGO_NAMES,
     SIM_BACKEND_NAMES,
@@ -36,4 +38,5 @@ __all__ = [
     "parse_scalar",
     "preset",
     "preset_pairs",
+    "resolve_train_config",
 ]

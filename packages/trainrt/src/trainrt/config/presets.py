@@ -1,17 +1,29 @@
 """Presets: the shared builders of the per-(algo, task) factories, ``preset`` and a small CPU demo.
 
-Each task registers one factory per algorithm with every hyperparameter written out
-(``trainrt/tasks/<task>/presets.py``, ``trainrt.tasks.registry``); this module owns what they share.
+Where a setting lives (one home each):
+
+* the learner's hyperparameters: the defaults of its config class (``trainrt.algos.SacConfig``,
+  ``trainrt.algos.FlashSacConfig``), which are the canonical presets' values;
+* run, measurement and simulation settings: the defaults of ``trainrt.config.schema`` (``TrainingSection``,
+  ``SimSection``), except what every GPU preset changes, written once here (``gpu_training_section``,
+  ``CANONICAL_NUM_ENVS``, ``STEPS_PER_ITERATION``, ``CANONICAL_SIM_BACKEND``);
+* what one task's presets change: the task's own module (``trainrt/tasks/<task>/presets.py``,
+  ``trainrt.tasks.registry``), naming only the values that differ from the defaults above;
+* the CPU demo's shrinking: ``cpu_demo_preset`` here, naming only what differs from the canonical preset.
+
+A preset that sets a field to the value it would have anyway fails ``test_config_single_home``. Field
+descriptions live with the fields (``Field(description=...)``; the fields both learners share in
+``trainrt.algos.agent.LEARNER_FIELD_DESCRIPTIONS``).
 
 The canonical workloads (docs/performance.md) are ``sac_g1_walk_flat`` and ``flashsac_g1_motion_tracking``
 at 2048 envs on mjwarp; their throughput runs use these presets unchanged except for
 ``algo.max_iterations=160``, ``training.final_eval=false`` and ``training.export_onnx=false``.
 
 How an iteration is cut (all GPU presets): 8 vector env steps (16,384 env steps at 2048 envs), then the
-learner schedule of the reference configurations this runtime is measured against (``REFERENCE_SCHEDULES``):
-SAC does 8 updates of 8192 transitions per vector step (64 per iteration) with the actor every 4th update
-and tau 0.125 (holosoma FastSAC's G1 settings); FlashSAC does 4 updates of 2048 per vector step (32 per
-iteration) with the actor every 2nd update and tau 0.05. Eight steps per iteration amortize the
+learner schedule of the reference configurations this runtime is measured against (the learner classes'
+defaults): SAC does 8 updates of 8192 transitions per vector step (64 per iteration) with the actor every
+4th update and tau 0.125 (holosoma FastSAC's G1 settings); FlashSAC does 4 updates of 2048 per vector step
+(32 per iteration) with the actor every 2nd update and tau 0.05. Eight steps per iteration amortize the
 iteration-boundary synchronization and logging; the collector replays K=4 steps per graph launch, and
 all updates of an iteration replay as one learner graph.
 
@@ -28,138 +40,48 @@ from typing import Any
 from trainrt.algos import FlashSacConfig, SacConfig
 from trainrt.config.schema import (
     ALGO_NAMES,
+    SimSection,
     TrainConfig,
     TrainingSection,
 )
 
 CANONICAL_NUM_ENVS = 2048
+"""Parallel envs of every GPU preset."""
 STEPS_PER_ITERATION = 8
-_COLLECTOR_STEPS_PER_REPLAY = 4
-
-REFERENCE_SCHEDULES: dict[str, dict[str, object]] = {
-    "sac": {
-        "updates_per_iteration": 8 * STEPS_PER_ITERATION,
-        "batch_size": 8192,
-        "actor_update_period": 4,
-        "tau": 0.125,
-    },
-    "flashsac": {
-        "updates_per_iteration": 4 * STEPS_PER_ITERATION,
-        "batch_size": 2048,
-        "actor_update_period": 2,
-        "tau": 0.05,
-    },
-}
-"""Learner schedules per iteration of 8 vector steps: the work the presets (and speed comparisons) do."""
+"""Vector env steps per iteration of every GPU preset (the learner defaults' updates per iteration assume it)."""
+CANONICAL_SIM_BACKEND = "mjwarp"
+"""Physics backend of every GPU preset."""
 
 
 def gpu_training_section(**changes: object) -> TrainingSection:
-    """The training section shared by the GPU presets (``changes`` override single fields)."""
+    """The training section of the GPU presets: the ``TrainingSection`` defaults except where a GPU run differs
+    (``changes`` override single fields)."""
     fields: dict[str, object] = {
-        "seed": 0,
-        "run_dir": None,
-        "final_eval": True,
-        "play_steps": 250,
-        "export_onnx": True,
-        "cuda_graph": True,
-        "collector_steps_per_replay": _COLLECTOR_STEPS_PER_REPLAY,
+        "collector_steps_per_replay": 4,  # K=4 control steps per collector graph launch
         "checkpoint_every": 500,
-        "resume": None,
-        "tail_window": 100,
         "log_every": 10,
-        "tensorboard": True,
-        "overlap": True,
-        "compile_learner": True,
-        "compile_collector": True,
+        "overlap": True,  # collector and learner on two CUDA streams (adr/0011)
     }
     fields.update(changes)
     return TrainingSection.model_validate(fields)
 
 
+def gpu_sim_section(**changes: object) -> SimSection:
+    """The sim section of the GPU presets: ``CANONICAL_SIM_BACKEND`` and the ``SimSection`` defaults
+    (``changes`` override single fields)."""
+    return SimSection.model_validate({"backend": CANONICAL_SIM_BACKEND, **changes})
+
+
 def sac_params(**changes: object) -> SacConfig:
-    """FastSAC-style SAC for the 29-DoF G1 at 2048 envs (``changes`` override single fields)."""
-    fields: dict[str, object] = {
-        "actor_hidden_dim": 512,
-        "critic_hidden_dim": 768,
-        "num_atoms": 101,
-        "v_min": -20.0,
-        "v_max": 20.0,
-        "log_std_min": -5.0,
-        "log_std_max": 0.0,
-        "gamma": 0.97,
-        "n_step": 1,
-        "tau": REFERENCE_SCHEDULES["sac"]["tau"],
-        "actor_lr": 3e-4,
-        "critic_lr": 3e-4,
-        "alpha_lr": 3e-4,
-        "lr_schedule": "constant",
-        "lr_warmup_updates": 0,
-        "lr_final_ratio": 1.0,
-        "lr_decay_updates": None,
-        "weight_decay": 1e-3,
-        "adam_betas": (0.9, 0.95),
-        "batch_size": REFERENCE_SCHEDULES["sac"]["batch_size"],
-        "updates_per_iteration": REFERENCE_SCHEDULES["sac"]["updates_per_iteration"],
-        "actor_update_period": REFERENCE_SCHEDULES["sac"]["actor_update_period"],
-        "buffer_size_per_env": 1024,
-        "learning_starts": 10,
-        "alpha_init": 1e-3,
-        "autotune_alpha": True,
-        "target_entropy_per_action": 0.0,
-        "bf16_autocast": True,
-        "obs_normalization": True,
-        "actor_obs_group": "policy",
-        "critic_obs_group": "critic",
-    }
-    fields.update(changes)
-    return SacConfig.model_validate(fields)
+    """The SAC learner of a preset: the ``SacConfig`` defaults, where every SAC setting lives, with
+    ``changes``."""
+    return SacConfig.model_validate(changes)
 
 
 def flashsac_params(**changes: object) -> FlashSacConfig:
-    """FlashSAC (arXiv 2604.04539) for the 29-DoF G1 at 2048 envs (``changes`` override single fields)."""
-    fields: dict[str, object] = {
-        "actor_hidden_dim": 128,
-        "actor_num_blocks": 2,
-        "critic_hidden_dim": 256,
-        "critic_num_blocks": 2,
-        "block_expansion": 4,
-        "batch_norm_momentum": 0.01,
-        "log_std_min": -5.0,
-        "log_std_max": 0.0,
-        "num_atoms": 101,
-        "v_min": -5.0,
-        "v_max": 5.0,
-        "reward_scaling": True,
-        "normalized_return_max": 5.0,
-        "gamma": 0.99,
-        "n_step": 3,
-        "tau": REFERENCE_SCHEDULES["flashsac"]["tau"],
-        "actor_lr": 3e-4,
-        "critic_lr": 3e-4,
-        "alpha_lr": 3e-4,
-        "lr_schedule": "warmup_cosine",
-        "lr_warmup_updates": 0,
-        "lr_final_ratio": 0.5,
-        "lr_decay_updates": None,
-        "weight_decay": 0.0,
-        "adam_betas": (0.9, 0.999),
-        "batch_size": REFERENCE_SCHEDULES["flashsac"]["batch_size"],
-        "updates_per_iteration": REFERENCE_SCHEDULES["flashsac"]["updates_per_iteration"],
-        "actor_update_period": REFERENCE_SCHEDULES["flashsac"]["actor_update_period"],
-        "buffer_size_per_env": 4096,
-        "learning_starts": 50,
-        "alpha_init": 0.01,
-        "target_action_std": 0.15,
-        "target_entropy": None,
-        "noise_hold_zeta_exponent": 2.0,
-        "noise_hold_max_steps": 16,
-        "bf16_autocast": True,
-        "obs_normalization": False,
-        "actor_obs_group": "policy",
-        "critic_obs_group": "critic",
-    }
-    fields.update(changes)
-    return FlashSacConfig.model_validate(fields)
+    """The FlashSAC learner of a preset: the ``FlashSacConfig`` defaults, where every FlashSAC setting lives,
+    with ``changes``."""
+    return FlashSacConfig.model_validate(changes)
 
 
 G1_CONTROL_DT = 0.02
@@ -237,31 +159,45 @@ PRESETS: Mapping[tuple[str, str], Callable[[], TrainConfig]] = _PresetFactories(
 
 CPU_DEMO_NUM_ENVS = 32
 
+CPU_DEMO_CHANGES: dict[str, dict[str, object]] = {
+    "algo": {"num_envs": CPU_DEMO_NUM_ENVS, "max_iterations": 500},
+    "algo.params": {
+        "batch_size": 256,
+        "updates_per_iteration": 4,
+        "buffer_size_per_env": 2000,
+        "learning_starts": 8,
+        "bf16_autocast": False,
+    },
+    # One compact line per iteration and the full block every 10 (the GPU presets' log_every): the episode
+    # length stays readable.
+    "training": {"collector_steps_per_replay": 1, "checkpoint_every": 100, "play_steps": 100},
+}
+"""What the CPU demo changes in every canonical preset, by section (only values that differ from it)."""
+
+CPU_DEMO_NETWORKS: dict[str, dict[str, object]] = {
+    "sac": {"actor_hidden_dim": 128, "critic_hidden_dim": 256},
+    "flashsac": {
+        "actor_hidden_dim": 64,
+        "critic_hidden_dim": 128,
+        "actor_num_blocks": 1,
+        "critic_num_blocks": 1,
+    },
+}
+"""The CPU demo's smaller networks, by algorithm (``algo.params`` changes)."""
+
 
 def cpu_demo_preset(algo: str, task: str, sim: str = "mujoco") -> TrainConfig:
     """A small configuration for machines without a GPU: 32 envs, small networks, short iterations.
 
     Derived from the canonical preset of ``(algo, task)``: same algorithm, task and rewards, shrunk so
-    that an iteration takes a fraction of a second on a few CPU cores. The CLI announces it; it is a
-    demonstration of training progress, not a measurement.
+    that an iteration takes a fraction of a second on a few CPU cores (``CPU_DEMO_CHANGES``,
+    ``CPU_DEMO_NETWORKS``). The CLI announces it; it is a demonstration of training progress, not a
+    measurement.
     """
     data = preset(algo, task).model_dump()
-    data["algo"].update(num_envs=CPU_DEMO_NUM_ENVS, max_iterations=500, steps_per_iteration=8)
-    data["algo"]["params"].update(
-        batch_size=256,
-        updates_per_iteration=4,
-        buffer_size_per_env=2000,
-        learning_starts=8,
-        bf16_autocast=False,
-    )
-    if algo == "sac":
-        data["algo"]["params"].update(actor_hidden_dim=128, critic_hidden_dim=256)
-    else:
-        data["algo"]["params"].update(
-            actor_hidden_dim=64, critic_hidden_dim=128, actor_num_blocks=1, critic_num_blocks=1
-        )
+    data["algo"].update(CPU_DEMO_CHANGES["algo"])
+    data["algo"]["params"].update(CPU_DEMO_CHANGES["algo.params"], **CPU_DEMO_NETWORKS[algo])
     # The preset's physics (its solver iteration limits) on the CPU, with contact buffers sized by the backend.
     data["sim"].update(backend=sim, device="cpu", nconmax=None, njmax=None)
-    # One compact line per iteration and the full block every 10: the episode length stays readable.
-    data["training"].update(collector_steps_per_replay=1, checkpoint_every=100, log_every=10, play_steps=100)
+    data["training"].update(CPU_DEMO_CHANGES["training"])
     return TrainConfig.model_validate(data)

@@ -2,9 +2,11 @@
 
 ``TrainConfig`` = ``algo`` (which learner, how many envs and iterations, the learner's hyperparameters in
 ``algo.params``) + ``task`` + ``sim`` (backend and contact buffers) + ``training`` (seed, run directory,
-graphs, checkpoints, logging, measurement window). Presets (``trainrt.config.presets``) fill every field;
-command-line overrides (``trainrt.config.overrides``) change single fields and go through the same
-validation. The resolved config is written to ``<run_dir>/config.json``.
+graphs, checkpoints, logging, measurement window). The defaults here are the one home of the run and
+simulation settings, as the learner config classes' are of the learner's (``trainrt.algos``); presets
+(``trainrt.config.presets``) name only what differs from them; command-line overrides
+(``trainrt.config.overrides``) change single fields and go through the same validation. The resolved config is
+written to ``<run_dir>/config.json``.
 """
 
 from __future__ import annotations

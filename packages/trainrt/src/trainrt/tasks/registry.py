@@ -32,6 +32,12 @@ Ref = Callable[..., Any] | str
 TASK_MODULES_ENV = "TRAINRT_TASK_MODULES"
 """Environment variable: comma-separated modules to import for their ``register_task`` calls."""
 
+DEFAULT_TASK = "g1_walk_flat"
+"""The task of a new run that names none (``--task``; ``trainrt.config.resolve``)."""
+
+DEFAULT_ALGO = "sac"
+"""The learner of a new run that names none (``--algo``; ``trainrt.config.resolve``)."""
+
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 

@@ -1,5 +1,5 @@
-"""The canonical presets of ``g1_motion_tracking``, one per algorithm, every hyperparameter written out
-(shared builders in ``trainrt.config.presets``)."""
+"""The canonical presets of ``g1_motion_tracking``, one per algorithm, naming only what differs from the
+defaults (the learner config classes, the schema, the shared builders in ``trainrt.config.presets``)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from trainrt.config.presets import (
     CANONICAL_NUM_ENVS,
     STEPS_PER_ITERATION,
     flashsac_params,
+    gpu_sim_section,
     gpu_training_section,
     sac_params,
     support_params,
@@ -14,7 +15,6 @@ from trainrt.config.presets import (
 from trainrt.config.schema import (
     FlashSacAlgoSection,
     SacAlgoSection,
-    SimSection,
     TaskSection,
     TrainConfig,
 )
@@ -30,7 +30,7 @@ def sac_g1_motion_tracking() -> TrainConfig:
             params=sac_params(gamma=0.99, **support_params("g1_motion_tracking", 0.99)),
         ),
         task=TaskSection(name="g1_motion_tracking"),
-        sim=SimSection(backend="mjwarp", device=None, nconmax=None, njmax=None),
+        sim=gpu_sim_section(),
         training=gpu_training_section(),
     )
 
@@ -49,6 +49,6 @@ def flashsac_g1_motion_tracking() -> TrainConfig:
         task=TaskSection(name="g1_motion_tracking"),
         # 5 solver iterations, as the walk (docs/perf/tuning/0022): tracks as well in 5 minutes and under the model's 10 on
         # CPU MuJoCo, with a shorter contact-rich step (docs/perf/2026-12-02-fused-norm-and-tracking-solver-h200.md).
-        sim=SimSection(backend="mjwarp", device=None, nconmax=None, njmax=None, solver_iterations=5),
+        sim=gpu_sim_section(solver_iterations=5),
         training=gpu_training_section(),
     )

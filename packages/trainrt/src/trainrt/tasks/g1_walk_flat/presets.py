@@ -1,5 +1,5 @@
-"""The canonical presets of ``g1_walk_flat``, one per algorithm, every hyperparameter written out
-(shared builders in ``trainrt.config.presets``)."""
+"""The canonical presets of ``g1_walk_flat``, one per algorithm, naming only what differs from the
+defaults (the learner config classes, the schema, the shared builders in ``trainrt.config.presets``)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from trainrt.config.presets import (
     CANONICAL_NUM_ENVS,
     STEPS_PER_ITERATION,
     flashsac_params,
+    gpu_sim_section,
     gpu_training_section,
     sac_params,
     support_params,
@@ -14,7 +15,6 @@ from trainrt.config.presets import (
 from trainrt.config.schema import (
     FlashSacAlgoSection,
     SacAlgoSection,
-    SimSection,
     TaskSection,
     TrainConfig,
 )
@@ -42,7 +42,7 @@ def sac_g1_walk_flat() -> TrainConfig:
         # The constraint solver stops after 5 iterations instead of the model's 10: the walk learns as well
         # in 5 minutes, the policy walks as well under 10 iterations on CPU MuJoCo, and a contact-rich
         # control step costs about 0.82x (docs/perf/tuning/0022).
-        sim=SimSection(backend="mjwarp", device=None, nconmax=None, njmax=None, solver_iterations=5),
+        sim=gpu_sim_section(solver_iterations=5),
         training=gpu_training_section(),
     )
 
@@ -57,6 +57,6 @@ def flashsac_g1_walk_flat() -> TrainConfig:
             params=flashsac_params(gamma=0.97),
         ),
         task=TaskSection(name="g1_walk_flat"),
-        sim=SimSection(backend="mjwarp", device=None, nconmax=None, njmax=None),
+        sim=gpu_sim_section(),
         training=gpu_training_section(),
     )

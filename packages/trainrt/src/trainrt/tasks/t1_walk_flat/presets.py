@@ -12,6 +12,7 @@ from trainrt.config.presets import (
     CANONICAL_NUM_ENVS,
     STEPS_PER_ITERATION,
     flashsac_params,
+    gpu_sim_section,
     gpu_training_section,
     sac_params,
     support_params,
@@ -19,7 +20,6 @@ from trainrt.config.presets import (
 from trainrt.config.schema import (
     FlashSacAlgoSection,
     SacAlgoSection,
-    SimSection,
     TaskSection,
     TrainConfig,
 )
@@ -42,7 +42,7 @@ def sac_t1_walk_flat() -> TrainConfig:
         ),
         task=TaskSection(name="t1_walk_flat"),
         # the model's 10 solver iterations: the G1 walk's 5 (docs/perf/tuning/0022) were measured on the G1 only
-        sim=SimSection(backend="mjwarp", device=None, nconmax=None, njmax=None),
+        sim=gpu_sim_section(),
         training=gpu_training_section(),
     )
 
@@ -57,6 +57,6 @@ def flashsac_t1_walk_flat() -> TrainConfig:
             params=flashsac_params(gamma=0.97),
         ),
         task=TaskSection(name="t1_walk_flat"),
-        sim=SimSection(backend="mjwarp", device=None, nconmax=None, njmax=None),
+        sim=gpu_sim_section(),
         training=gpu_training_section(),
     )
