@@ -38,12 +38,7 @@ export. Rank 0's ``run_summary.json`` sums env steps over ranks and lists each r
 
 from __future__ import annotations
 
-import contextlib
-import io
 import math
-import re
-import signal
-import threading
 import time
 import traceback
 import warnings
@@ -65,13 +60,8 @@ from trainrt.runner.build import (
 )
 from trainrt.runner.checkpoint import (
     capture_rng_states,
-    check_action_mapping,
     check_motion_clips,
-    checkpoint_dir,
     load_agent_weights,
-    load_checkpoint,
-    load_fitting_weights,
-    remove_stale_temp_files,
     restore_rng_states,
     save_checkpoint,
 )
@@ -95,15 +85,11 @@ from trainrt.runner.manifest import (
     write_resolved_config,
 )
 from trainrt.runner.play import evaluate_policy
+from trainrt.runner.pre_run_checks import load_resume_checkpoint, probe_config
 from trainrt.runner.preflight import check_memory_fits, memory_record
-from trainrt.runner.run_dir import (
-    RunDirLock,
-    check_run_dir_usable,
-    new_run_id,
-    refuse_a_used_run_dir,
-    refuse_to_overwrite_the_resumed_run,
-)
+from trainrt.runner.run_dir import RunDirLock, check_run_dir_usable, claim_run_dir, new_run_id
 from trainrt.runner.schedule import IterationSchedule
+from trainrt.runner.stop_signals import RunInterrupted, StopSignals, raise_stop, raised_by_ctrl_c
 from trainrt.runner.summary import (
     SUMMARY_FILE_NAME,
     IterationTiming,
@@ -118,25 +104,19 @@ from trainrt.runner.summary import (
     write_run_summary,
 )
 
+__all__ = [
+    "RANKS_DIR_NAME",
+    "TENSORBOARD_DIR_NAME",
+    "ContactBufferOverflow",
+    "OffPolicyRunner",
+    "RunInterrupted",
+    "default_run_dir",
+]
+
 TENSORBOARD_DIR_NAME = "tensorboard"
 RANKS_DIR_NAME = "ranks"
 _ERROR_TEXT_LIMIT = 4000
 _RUNNING_SUMMARY_EVERY_SEC = 10.0  # log-time rewrites of the running summary, at most this often
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-
-
-class RunInterrupted(KeyboardInterrupt):
-    """The run was stopped by a signal (SIGTERM, SIGHUP) and handled like Ctrl-C.
-
-    Attributes:
-        signal_name: ``"SIGTERM"`` or ``"SIGHUP"``.
-        exit_code: 128 + the signal number (143 for SIGTERM, 129 for SIGHUP).
-    """
-
-    def __init__(self, signum: int) -> None:
-        self.signal_name = signal.Signals(signum).name
-        self.exit_code = 128 + int(signum)
-        super().__init__(self.signal_name)
 
 
 class ContactBufferOverflow(ExpectedRunFailure):
@@ -228,14 +208,7 @@ class OffPolicyRunner:
         self.started_at = utc_now()
         self._writer: Any = None
         self.warnings: list[str] = []
-        self.stop_signal: str | None = None
-        self._stop_at_boundary = False  # inside the iteration loop: signals wait for the iteration's end
-        self._stop_request: int | None = None
-        self._summary_on_stop = False  # the interrupted summary is being written
-        self._stopped_inside_iteration = False  # a second Ctrl-C raised inside the iteration loop
-        self._then_ctrl_c = (
-            False  # a Ctrl-C stopped the run while a SIGTERM or SIGHUP waited for an iteration end
-        )
+        self.signals = StopSignals()
         self.time_limit_reached = False  # the run ended at training.time_limit_sec
         self._overflow_reported: dict[str, int] = {}
         self._learning_reported: set[str] = set()
@@ -245,7 +218,9 @@ class OffPolicyRunner:
         # The run's clock (warm-up time, training.time_limit_sec) starts with the checks of its input below.
         self._setup_started = time.perf_counter()
         # A resume that cannot work is a usage error: raised here, before the run (and its summary) starts.
-        self._resume_checkpoint = self._load_resume_checkpoint(Path(resume)) if resume is not None else None
+        self._resume_checkpoint = (
+            load_resume_checkpoint(Path(resume), cfg, self.log) if resume is not None else None
+        )
         # So is a config that needs more memory than the device has free (estimated, nothing allocated yet).
         self._memory_estimate = check_memory_fits(self.rank_cfg)
         # So is input the env or agent cannot be built from (a motion file, an observation group, other networks).
@@ -253,32 +228,15 @@ class OffPolicyRunner:
         self.run_id = self._run_id_to_continue(resume) if resume is not None else new_run_id()
         # So is a run directory that is in use or holds another run: refused before anything is written.
         if self.ranks.is_main:
-            self._claim_run_dir(resume)
+            self._lock = claim_run_dir(
+                self.run_dir, self.run_id, resume=resume, overwrite=cfg.training.overwrite, log=self.log
+            )
 
     @cold_path
     def _run_id_to_continue(self, resume: str) -> str:
         """The run id a resume continues: the checkpoint's, else the resumed directory's, else a new one."""
         checkpoint = self._resume_checkpoint or {}
         return checkpoint.get("run_id") or recorded_run_id(resume) or new_run_id()
-
-    @cold_path
-    def _claim_run_dir(self, resume: str | None) -> None:
-        """Lock the run directory; refuse (or, with ``training.overwrite``, clear) one that holds another run."""
-        resumes_here = resume is not None and _same_path(Path(resume), self.run_dir)
-        overwrite = self.cfg.training.overwrite
-        if resume is not None and overwrite:  # the resumed run, a parent of it or a folder inside it
-            refuse_to_overwrite_the_resumed_run(self.run_dir, resume)
-        self._lock = RunDirLock(self.run_dir, self.run_id, log=self.log)
-        try:
-            if not resumes_here:
-                refuse_a_used_run_dir(self.run_dir, overwrite=overwrite, log=self.log)
-            # What a write killed midway (kill -9) left: checkpoints are written only under this lock; an
-            # export or eval beside the run may be writing into the run directory, so young files there stay.
-            remove_stale_temp_files(checkpoint_dir(self.run_dir), min_age_sec=0.0, log=self.log)
-            remove_stale_temp_files(self.run_dir, log=self.log)
-        except BaseException:
-            self._release_run_dir()
-            raise
 
     @cold_path
     def _release_run_dir(self) -> None:
@@ -310,7 +268,7 @@ class OffPolicyRunner:
     @cold_path
     def run(self) -> RunSummary:
         """Set up, warm up, train, finish; always leaves a validated ``run_summary.json`` behind."""
-        previous_handlers = self._install_signal_handlers()
+        self.signals.install()
         try:
             try:
                 self._set_up()
@@ -318,14 +276,10 @@ class OffPolicyRunner:
                 self._train()
                 self._finish()
             except KeyboardInterrupt as exc:
-                stop = self._first_stop(exc)
-                self.stop_signal = stop.signal_name if isinstance(stop, RunInterrupted) else "SIGINT"
+                stop = self.signals.first_stop(exc)
                 error = self._save_on_interrupt(stop)
-                self._summary_on_stop = True  # signals are ignored while the summary is written
-                try:
+                with self.signals.ignored():  # signals are ignored while the summary is written
                     self._write_summary("interrupted", error)
-                finally:
-                    self._summary_on_stop = False
                 if stop is exc:
                     raise
                 raise stop from exc
@@ -338,56 +292,10 @@ class OffPolicyRunner:
                 self._close_writer()
             summary = self._write_summary("completed", None)
         finally:
-            self._restore_signal_handlers(previous_handlers)
+            self.signals.restore()
             self._release_run_dir()
         self.ranks.close()
         return summary
-
-    @cold_path
-    def _install_signal_handlers(self) -> dict[int, Any]:
-        """SIGTERM, SIGHUP and Ctrl-C stop the run in the main thread, with a checkpoint and a summary.
-
-        Outside the iteration loop (set-up, warm-up, the final eval) a signal raises at once: SIGTERM and
-        SIGHUP as ``RunInterrupted``, Ctrl-C as ``KeyboardInterrupt``. Inside the loop it is a request the
-        loop honours at the end of the iteration in progress (`_stop_if_requested`; with several ranks, the
-        iteration whose boundary agreement first carries a request), so the exception never
-        lands inside a graph replay, a two-stream schedule, a checkpoint write or a lock held by a library
-        thread, where unwinding could crash or hang the process before it saves. A second Ctrl-C raises at
-        once (for an iteration that does not end, or a save it abandons); a second SIGTERM or SIGHUP is ignored
-        so the save can finish. While the ``interrupted`` summary is written, every signal is ignored.
-        """
-        if threading.current_thread() is not threading.main_thread():
-            return {}
-        raised = []
-
-        def stop(signum: int, frame: Any) -> None:
-            if self._summary_on_stop:  # the interrupted summary is being written: a small file, let it finish
-                return
-            if signum == signal.SIGINT:
-                if self._stop_at_boundary and self._stop_request is None:
-                    self._stop_request = signum
-                    return
-                if self._stop_at_boundary:  # a second stop inside the loop leaves an iteration half done
-                    self._stopped_inside_iteration = True
-                raise KeyboardInterrupt
-            if raised:  # a second signal while saving: let the save finish
-                return
-            raised.append(signum)
-            if self._stop_at_boundary:
-                self._stop_request = signum
-                return
-            raise RunInterrupted(signum)
-
-        return {sig: signal.signal(sig, stop) for sig in (*_STOP_SIGNALS, signal.SIGINT)}
-
-    def _first_stop(self, exc: KeyboardInterrupt) -> KeyboardInterrupt:
-        """The stop that came first: a Ctrl-C that lands while a SIGTERM or SIGHUP waits for the iteration's end
-        stops the run at once, but the run stops for that signal (its name in the summary, its exit code)."""
-        pending = self._stop_request
-        if isinstance(exc, RunInterrupted) or pending is None or pending == signal.SIGINT:
-            return exc
-        self._then_ctrl_c = True
-        return RunInterrupted(pending)
 
     @cold_path
     def _save_on_interrupt(self, stop: KeyboardInterrupt) -> str:
@@ -397,49 +305,40 @@ class OffPolicyRunner:
         ``RuntimeError`` of an interrupted ``torch.save`` (the atomic write leaves no torn file). A save that
         fails is abandoned too: the run stops with its interrupted summary either way.
         """
-        error = f"interrupted by {self.stop_signal}" + (", then Ctrl-C" if self._then_ctrl_c else "")
+        error = self.signals.describe()
         iteration = self.completed_iterations
-        if self._stopped_inside_iteration:
+        if self.signals.stopped_inside_iteration:
             # The agent, the replay and the generators hold part of the next iteration: saved as iteration
             # `iteration`, a resume would not continue that iteration's state.
             newest = self.last_checkpoint_iteration
-            which = f"a Ctrl-C after the {self.stop_signal}" if self._then_ctrl_c else "a second Ctrl-C"
+            which = (
+                f"a Ctrl-C after the {self.signals.name}" if self.signals.then_ctrl_c else "a second Ctrl-C"
+            )
             note = (
                 f"{which} stopped iteration {iteration + 1} half done, so no checkpoint was saved "
                 f"(the newest is {f'iteration {newest}' if newest > 0 else 'none'})"
             )
-            self.log(f"\ninterrupted ({self.stop_signal}): {note}")
+            self.log(f"\ninterrupted ({self.signals.name}): {note}")
             return f"{error}; {note}"[-_ERROR_TEXT_LIMIT:]
         nothing_new = self.agent is None or self.completed_iterations in (0, self.last_checkpoint_iteration)
         if nothing_new:  # stopped in set-up or warm-up, or right after a checkpoint
             self.log(
-                f"\ninterrupted ({self.stop_signal}): no iteration completed since the start or the last "
+                f"\ninterrupted ({self.signals.name}): no iteration completed since the start or the last "
                 "checkpoint, so there is no checkpoint to save"
             )
             return error
-        self.log(f"\ninterrupted ({self.stop_signal}): saving a checkpoint of the last completed iteration")
+        self.log(f"\ninterrupted ({self.signals.name}): saving a checkpoint of the last completed iteration")
         try:
             self._save_checkpoint_if_new()
         except (Exception, KeyboardInterrupt) as err:
             why = (
                 "a second Ctrl-C stopped its write"
-                if _raised_by_ctrl_c(err, stop)
+                if raised_by_ctrl_c(err, stop)
                 else "".join(traceback.format_exception_only(type(err), err)).strip()
             )
             error += f"; the checkpoint of iteration {iteration} was abandoned ({why})"
             self.log(f"checkpoint of iteration {iteration} abandoned ({why}); writing the summary")
         return error[-_ERROR_TEXT_LIMIT:]
-
-    def _stop_if_requested(self, signum: int | None) -> None:
-        """Raise the stop that ``signum`` (the ranks' agreed stop request, a signal number) asks for."""
-        if signum is None:
-            return
-        raise KeyboardInterrupt if signum == signal.SIGINT else RunInterrupted(signum)
-
-    @staticmethod
-    def _restore_signal_handlers(previous: dict[int, Any]) -> None:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
     @cold_path
     def _set_up(self) -> None:
@@ -565,78 +464,9 @@ class OffPolicyRunner:
             "learner and generators as the checkpoint saved them"
         )
 
-    @cold_path
-    def _load_resume_checkpoint(self, resume_dir: Path) -> dict[str, Any]:
-        """Load the last usable checkpoint of ``resume_dir``; ``ValueError`` unless it can continue this config."""
-        if not resume_dir.is_dir():
-            raise FileNotFoundError(f"training.resume={resume_dir}: no such run directory")
-        checkpoint = load_checkpoint(resume_dir, map_location="cpu", log=self.log)
-        saved = checkpoint["config"]
-        for key, now in (("algo", self.cfg.algo.name), ("task", self.cfg.task.name)):
-            before = saved.get(key, {}).get("name")
-            if before != now:
-                raise ValueError(
-                    f"cannot resume {resume_dir}: it trained {key} {before!r}, this run is {now!r}"
-                )
-        iteration = int(checkpoint["iteration"])
-        if iteration >= self.cfg.algo.max_iterations:
-            raise ValueError(
-                f"cannot resume {resume_dir}: its checkpoint is at iteration {iteration} and "
-                f"algo.max_iterations={self.cfg.algo.max_iterations}; raise algo.max_iterations to train further"
-            )
-        if saved["algo"]["num_envs"] != self.cfg.algo.num_envs:
-            self.log(
-                f"note: resuming with {self.cfg.algo.num_envs} envs (the run used {saved['algo']['num_envs']})"
-            )
-        return checkpoint
-
-    @cold_path
     def _probe_config(self, checkpoint: dict[str, Any] | None) -> None:
-        """Build this config's env (one row, CPU MuJoCo) and agent (CPU), before anything is written.
-
-        ``ValueError`` or ``FileNotFoundError`` (usage errors) for input they cannot be built from, naming the
-        setting to change, and for a ``checkpoint`` to resume whose actions or networks differ from them.
-        The parts are dropped and change no generator training uses: they have their own, the agent initializes
-        its networks under a forked global generator, and ``_set_up`` seeds torch's global generator afterwards.
-        """
-        sim = self.cfg.sim.model_copy(update={"backend": "mujoco", "device": "cpu"})
-        cfg = self.cfg.model_copy(update={"sim": sim})
-        motion_file = cfg.task.motion_file
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):  # the real env says what it builds
-                probe = build_env(cfg, num_envs=1)
-        except (ValueError, FileNotFoundError) as err:
-            if motion_file is not None:
-                raise _usage_error(
-                    err, "task.motion_file", f"change task.motion_file, now {motion_file}"
-                ) from err
-            raise _usage_error(err, "task.", "check the task.* settings") from err
-        try:
-            # Every term once after a reset and once after a step: a term returning the wrong shape or dtype,
-            # or NaN, is named here rather than failing deep in the env or the learner after the run directory
-            # is written.
-            probe.reset()
-            probe.check_term_outputs()
-            probe.step(torch.zeros(1, probe.num_actions, device=probe.device))
-            probe.check_term_outputs()
-        except ValueError as err:
-            raise _usage_error(err, "task.", "fix the term, or its task.* settings") from err
-        try:
-            try:
-                agent = build_agent(cfg, probe.obs_dims, probe.num_actions, "cpu")
-            except (ValueError, FileNotFoundError) as err:
-                named = [k for k in type(cfg.algo.params).model_fields if re.search(rf"\b{k}\b", str(err))]
-                if named:
-                    key = f"algo.params.{named[0]}"
-                    raise _usage_error(err, key, f"change {key}") from err
-                raise _usage_error(err, "algo.params", "check the algo.params settings") from err
-            if checkpoint is not None:
-                # The actions must mean the same joint targets (a task's bounds can change between versions,
-                # adr/0014), and the checkpoint's weights must fit this config's networks.
-                check_action_mapping(checkpoint, probe)
-                load_fitting_weights(checkpoint, agent, cfg, dict(probe.obs_dims))
-        finally:
-            probe.close()
+        """Build this config's env and agent on the CPU before anything is written (``probe_config``)."""
+        probe_config(self.cfg, checkpoint)
 
     @cold_path
     def _warm_up(self) -> None:
@@ -718,14 +548,11 @@ class OffPolicyRunner:
         clock = IterationClock(self.device)
         session_started = time.perf_counter()
         first = self.completed_iterations + 1
-        self._stop_at_boundary = True
-        try:
+        with self.signals.at_iteration_ends():
             self._iterate(first, clock, session_started)
-        finally:
-            self._stop_at_boundary = False
         if self.ranks.world_size > 1:
             self._gather_rank_figures()
-        self._stop_if_requested(self._stop_request)  # one that came after the last iteration's agreement
+        raise_stop(self.signals.request)  # one that came after the last iteration's agreement
 
     @cold_path
     def _iterate(self, first: int, clock: IterationClock, session_started: float) -> None:
@@ -745,7 +572,7 @@ class OffPolicyRunner:
             limit = cfg.training.time_limit_sec
             time_up = limit is not None and self._elapsed_sec() >= limit
             # Every rank learns of any rank's error, stop request or time limit here; all stop alike.
-            boundary = ranks.end_iteration(iteration, local_error, self._stop_request, time_up)
+            boundary = ranks.end_iteration(iteration, local_error, self.signals.request, time_up)
             ranks.check_agreement(agent, iteration)
             is_last = iteration == cfg.algo.max_iterations or boundary.time_up
             if iteration % cfg.training.log_every == 0 or is_last or iteration == first:
@@ -761,7 +588,7 @@ class OffPolicyRunner:
                 # The checkpoint's own write time belongs to this iteration too: re-time it now.
                 self.timings[-1] = self._iteration_timing(clock, iteration, stamp)
             self._after_iteration(iteration)
-            self._stop_if_requested(boundary.stop_signal)
+            raise_stop(boundary.stop_signal)
             if boundary.time_up:
                 self.time_limit_reached = iteration < cfg.algo.max_iterations
                 if self.time_limit_reached:
@@ -1089,7 +916,7 @@ class OffPolicyRunner:
         return {
             "status": status,
             "error": error,
-            "signal": self.stop_signal if status == "interrupted" else None,
+            "signal": self.signals.name if status == "interrupted" else None,
             "warnings": list(self.warnings),
             "run_id": self.run_id,
             "algo": cfg.algo.name,
@@ -1185,36 +1012,9 @@ def _quiet_backend_diagnostics(backend: Any) -> Any:
         return backend.diagnostics()
 
 
-def _raised_by_ctrl_c(err: BaseException | None, stop: BaseException) -> bool:
-    """Whether ``err`` is a Ctrl-C after ``stop``, or was raised while handling one (torch.save wraps it)."""
-    seen: set[int] = set()
-    while err is not None and err is not stop and id(err) not in seen:
-        if isinstance(err, KeyboardInterrupt):
-            return True
-        seen.add(id(err))
-        err = err.__cause__ or err.__context__
-    return False
-
-
 def _error_text(exc: BaseException) -> str:
     """``Type: message`` of a failed run's exception, as the summary's ``error`` records it."""
     return "".join(traceback.format_exception_only(type(exc), exc)).strip()
-
-
-def _usage_error(err: ValueError | FileNotFoundError, key: str, hint: str) -> ValueError | FileNotFoundError:
-    """``err`` as a usage error of its kind, with ``(hint)`` added unless its message names ``key``."""
-    message = str(err)
-    if key not in message:
-        message += f" ({hint})"
-    return FileNotFoundError(message) if isinstance(err, FileNotFoundError) else ValueError(message)
-
-
-def _same_path(a: Path, b: Path) -> bool:
-    """Whether two paths name the same directory (also through symlinks or relative spellings)."""
-    try:
-        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
-    except OSError:
-        return False
 
 
 @cold_path
