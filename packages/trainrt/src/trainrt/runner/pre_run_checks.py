@@ -20,6 +20,8 @@ from trainrt.config import TrainConfig
 from trainrt.hotpath import cold_path
 from trainrt.runner.build import build_agent, build_env
 from trainrt.runner.checkpoint import check_action_mapping, load_checkpoint, load_fitting_weights
+from trainrt.runner.manifest import recorded_run_id
+from trainrt.runner.run_dir import new_run_id
 
 
 @cold_path
@@ -42,6 +44,12 @@ def load_resume_checkpoint(resume_dir: Path, cfg: TrainConfig, log: Callable[[st
     if saved["algo"]["num_envs"] != cfg.algo.num_envs:
         log(f"note: resuming with {cfg.algo.num_envs} envs (the run used {saved['algo']['num_envs']})")
     return checkpoint
+
+
+@cold_path
+def run_id_to_continue(checkpoint: dict[str, Any] | None, resume: str) -> str:
+    """The run id a resume continues: the checkpoint's, else the resumed directory's, else a new one."""
+    return (checkpoint or {}).get("run_id") or recorded_run_id(resume) or new_run_id()
 
 
 @cold_path
