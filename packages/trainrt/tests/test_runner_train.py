@@ -13,8 +13,7 @@ import torch
 from tiny_runs import TINY_RUN
 
 from trainrt.config import TrainConfig, apply_overrides, cpu_demo_preset
-from trainrt.runner import OffPolicyRunner, load_run_summary
-from trainrt.runner import off_policy_runner as runner_module
+from trainrt.runner import OffPolicyRunner, checkpointing, load_run_summary, summary_writer
 from trainrt.runner.checkpoint import checkpoint_path, checkpoints_newest_first, load_checkpoint
 from trainrt.runner.collector import Collector
 from trainrt.runner.manifest import load_resolved_config
@@ -481,7 +480,7 @@ def test_a_save_stopped_during_an_interrupt_still_leaves_the_interrupted_summary
         real_collect(self, num_steps)
 
     monkeypatch.setattr(Collector, "collect", collect_then_stop)
-    monkeypatch.setattr(runner_module, "save_checkpoint", _save_then_stop(second))
+    monkeypatch.setattr(checkpointing, "save_checkpoint", _save_then_stop(second))
     cfg = tiny_config(
         tmp_path / "run", "sac", "g1_walk_flat", "algo.max_iterations=3", "training.checkpoint_every=0"
     )
@@ -501,14 +500,14 @@ def test_a_save_stopped_during_an_interrupt_still_leaves_the_interrupted_summary
 
 def test_signals_while_the_interrupted_summary_is_written_are_ignored(tmp_path, monkeypatch):
     _signal_during_iteration_2(monkeypatch, signal.SIGINT)
-    real_write = runner_module.write_run_summary
+    real_write = summary_writer.write_run_summary
 
     def write_after_a_ctrl_c(path, summary):
         if summary["status"] == "interrupted":
             os.kill(os.getpid(), signal.SIGINT)
         return real_write(path, summary)
 
-    monkeypatch.setattr(runner_module, "write_run_summary", write_after_a_ctrl_c)
+    monkeypatch.setattr(summary_writer, "write_run_summary", write_after_a_ctrl_c)
     cfg = tiny_config(
         tmp_path / "run", "sac", "g1_walk_flat", "algo.max_iterations=4", "training.checkpoint_every=0"
     )
@@ -560,7 +559,7 @@ def test_an_exception_is_a_failed_run_with_the_error_text(tmp_path, monkeypatch)
 
 
 def test_a_malformed_summary_makes_the_run_fail(tmp_path, monkeypatch):
-    real_tail = runner_module.tail_throughput
+    real_tail = summary_writer.tail_throughput
 
     def wrong_tail(timings, window):
         tail = real_tail(timings, window)
@@ -570,7 +569,7 @@ def test_a_malformed_summary_makes_the_run_fail(tmp_path, monkeypatch):
             env_steps_per_sec=tail.env_steps_per_sec * 2 + 1, iteration_count=tail.iteration_count
         )
 
-    monkeypatch.setattr(runner_module, "tail_throughput", wrong_tail)
+    monkeypatch.setattr(summary_writer, "tail_throughput", wrong_tail)
     cfg = tiny_config(
         tmp_path / "run", "sac", "g1_walk_flat", "training.final_eval=false", "training.export_onnx=false"
     )

@@ -393,6 +393,18 @@ def diverged_ranks(checksums: list[list[float]]) -> list[int]:
 
 
 @cold_path
+def rank_config(cfg: Any, ranks: Any, device: str) -> tuple[str, Any]:
+    """This rank's device and config: its own device and seed (``device`` and ``cfg`` for one process)."""
+    if ranks.world_size == 1:
+        return device, cfg
+    device = ranks.device(device)
+    training = cfg.training.model_copy(update={"seed": ranks.seed(cfg.training.seed)})
+    return device, cfg.model_copy(
+        update={"sim": cfg.sim.model_copy(update={"device": device}), "training": training}
+    )
+
+
+@cold_path
 def make_ranks(device: str, *, backend: str, timeout_sec: float, check_every: int) -> Any:
     """The rank group of this process: :class:`SingleProcess` unless the launcher says ``WORLD_SIZE`` > 1."""
     launch = LaunchEnv.from_environ()
@@ -417,3 +429,34 @@ def injected_failure(rank: int, iteration: int) -> None:
         return
     if spec == f"{rank}:{iteration}":
         raise RuntimeError(f"injected failure on rank {rank} at iteration {iteration} ({INJECT_FAILURE_ENV})")
+
+
+@cold_path
+def gather_rank_figures(
+    ranks: Any, agent: Any, rank_cfg: Any, timings: list[Any], *, device: str
+) -> list[Any]:
+    """Every rank's own figures (``RankFigures``, with its weight checksum) on every rank; ``RankFailure`` if the
+    weights differ between ranks. ``rank_cfg``: this rank's config (its seed)."""
+    from trainrt.runner.summary import RankFigures, tail_throughput
+
+    tail = tail_throughput(timings, rank_cfg.training.tail_window)
+    mine = RankFigures(
+        rank=ranks.rank,
+        device=device,
+        seed=rank_cfg.training.seed,
+        num_envs=rank_cfg.algo.num_envs,
+        completed_iterations=len(timings),
+        total_env_steps=sum(t.env_steps for t in timings),
+        training_wall_time_sec=math.fsum(t.wall_time_sec for t in timings),
+        tail_env_steps_per_sec=tail.env_steps_per_sec,
+        parameter_checksum=parameter_checksum(agent),
+    )
+    per_rank = [RankFigures.model_validate(f) for f in ranks.gather(mine.model_dump())]
+    checksums = [f.parameter_checksum for f in per_rank]
+    diverged = diverged_ranks(checksums)
+    if diverged:
+        raise RankFailure(
+            f"weights diverged: rank(s) {diverged} end with checksums "
+            f"{[checksums[r] for r in diverged]}, rank 0 with {checksums[0]}"
+        )
+    return per_rank

@@ -173,3 +173,15 @@ def export_run(
         agent.actor_for_export(), env_meta["obs_dims"][group], target, metadata=metadata
     )
     return {"checkpoint": state["path"], "iteration": state["iteration"], **result}
+
+
+@cold_path
+def export_trained_policy(
+    agent: Any, env_meta: dict[str, Any], run_dir: Path, *, algo: str, task: str, iteration: int
+) -> dict[str, Any]:
+    """Export a training run's actor to ``<run_dir>/policy.onnx`` at the end of the run (``export_policy_onnx``)."""
+    group = policy_obs_group(agent)
+    metadata = export_metadata(env_meta, obs_group=group, algo=algo, task=task, iteration=iteration)
+    return export_policy_onnx(
+        agent.actor_for_export(), env_meta["obs_dims"][group], run_dir / ONNX_FILE_NAME, metadata=metadata
+    )

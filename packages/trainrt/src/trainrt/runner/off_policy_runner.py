@@ -19,7 +19,7 @@ a second Ctrl-C abandons that checkpoint, never the summary);
 any exception writes status ``failed`` with the error text and is re-raised (a write the filesystem refuses,
 disk full or a size limit, as a one-line ``WriteFailure`` naming the file and the free space). While the run
 runs, the summary says ``running`` and is rewritten at every checkpoint and at most every
-``_RUNNING_SUMMARY_EVERY_SEC`` at log time, so a run killed without warning (``kill -9``) still leaves the
+``RUNNING_SUMMARY_EVERY_SEC`` at log time, so a run killed without warning (``kill -9``) still leaves the
 truth on disk.
 
 The run owns its directory (``trainrt.runner.run_dir``): a lock while it runs, a refusal of a directory
@@ -34,19 +34,21 @@ across ranks, every iteration ends with a cold-path agreement that all ranks are
 fails all), and rank 0 alone writes the config, manifest, logs, TensorBoard, checkpoints, evaluation and
 export. Rank 0's ``run_summary.json`` sums env steps over ranks and lists each rank's own figures; rank
 ``r`` > 0 writes its summary under ``ranks/rank_<r>/``.
+
+The runner holds the run's parts and its loop; each other concern is a small object of its own module:
+
+- ``stop_signals.StopSignals``: the handlers of Ctrl-C, SIGTERM and SIGHUP, and when they stop the run;
+- ``run_dir.claim_run_dir``: the run directory's lock, and the refusal (or overwrite) of a used one;
+- ``pre_run_checks``: the checkpoint to resume and a probe of the config, before anything is written
+  (with ``preflight.check_memory_fits``);
+- ``checkpointing.RunCheckpoints``: writing checkpoints, after a stop too, and restoring one on resume;
+- ``run_log.RunLog``: console blocks and lines, TensorBoard, warnings and videos;
+- ``summary_writer.RunSummaryWriter``: ``run_summary.json`` and the closing lines that say where things are.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
-import math
-import re
-import signal
-import threading
 import time
-import traceback
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -63,84 +65,48 @@ from trainrt.runner.build import (
     env_metadata,
     resolve_device,
 )
-from trainrt.runner.checkpoint import (
-    capture_rng_states,
-    check_action_mapping,
-    check_motion_clips,
-    checkpoint_dir,
-    load_agent_weights,
-    load_checkpoint,
-    load_fitting_weights,
-    remove_stale_temp_files,
-    restore_rng_states,
-    save_checkpoint,
+from trainrt.runner.checkpointing import (
+    RunCheckpoints,
+    checkpoint_payload,
 )
 from trainrt.runner.collector import Collector
-from trainrt.runner.console import format_iteration_block
 from trainrt.runner.distributed import (
     LaunchEnv,
-    RankFailure,
-    diverged_ranks,
+    gather_rank_figures,
     injected_failure,
     make_ranks,
-    parameter_checksum,
+    rank_config,
 )
-from trainrt.runner.export import ONNX_FILE_NAME, export_metadata, export_policy_onnx, policy_obs_group
-from trainrt.runner.failures import ExpectedRunFailure, WriteFailure, write_failure_of
+from trainrt.runner.export import export_trained_policy
 from trainrt.runner.iteration_clock import IterationClock
-from trainrt.runner.manifest import (
-    CONFIG_FILE_NAME,
-    recorded_run_id,
-    write_manifest,
-    write_resolved_config,
-)
+from trainrt.runner.manifest import write_manifest, write_resolved_config
 from trainrt.runner.play import evaluate_policy
-from trainrt.runner.preflight import check_memory_fits, memory_record
-from trainrt.runner.run_dir import (
-    RunDirLock,
-    check_run_dir_usable,
-    new_run_id,
-    refuse_a_used_run_dir,
-    refuse_to_overwrite_the_resumed_run,
-)
+from trainrt.runner.pre_run_checks import load_resume_checkpoint, probe_config, run_id_to_continue
+from trainrt.runner.preflight import check_memory_fits
+from trainrt.runner.run_dir import RunDirLock, check_run_dir_usable, claim_run_dir, new_run_id
+from trainrt.runner.run_log import TENSORBOARD_DIR_NAME, ContactBufferOverflow, RunLog, warm_up_line
+from trainrt.runner.run_log import compile_note as _compile_note
 from trainrt.runner.schedule import IterationSchedule
+from trainrt.runner.stop_signals import RunInterrupted, StopSignals, raise_stop
 from trainrt.runner.summary import (
     SUMMARY_FILE_NAME,
     IterationTiming,
     RankFigures,
-    RunStatus,
     RunSummary,
-    final_env_steps_per_sec,
-    json_safe,
-    provenance,
-    tail_throughput,
-    utc_now,
-    write_run_summary,
 )
+from trainrt.runner.summary_writer import RunSummaryWriter
 
-TENSORBOARD_DIR_NAME = "tensorboard"
+__all__ = [
+    "RANKS_DIR_NAME",
+    "TENSORBOARD_DIR_NAME",
+    "ContactBufferOverflow",
+    "OffPolicyRunner",
+    "RunInterrupted",
+    "_compile_note",
+    "default_run_dir",
+]
+
 RANKS_DIR_NAME = "ranks"
-_ERROR_TEXT_LIMIT = 4000
-_RUNNING_SUMMARY_EVERY_SEC = 10.0  # log-time rewrites of the running summary, at most this often
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-
-
-class RunInterrupted(KeyboardInterrupt):
-    """The run was stopped by a signal (SIGTERM, SIGHUP) and handled like Ctrl-C.
-
-    Attributes:
-        signal_name: ``"SIGTERM"`` or ``"SIGHUP"``.
-        exit_code: 128 + the signal number (143 for SIGTERM, 129 for SIGHUP).
-    """
-
-    def __init__(self, signum: int) -> None:
-        self.signal_name = signal.Signals(signum).name
-        self.exit_code = 128 + int(signum)
-        super().__init__(self.signal_name)
-
-
-class ContactBufferOverflow(ExpectedRunFailure):
-    """A contact or constraint buffer overflowed and ``training.fail_on_overflow=true``."""
 
 
 @cold_path
@@ -182,33 +148,21 @@ class OffPolicyRunner:
             timeout_sec=distributed.timeout_sec,
             check_every=distributed.check_every,
         )
-        if cfg.training.run_dir is not None:
-            self.run_dir = Path(cfg.training.run_dir)
-        elif resume is not None:
-            self.run_dir = Path(resume)
-        else:
-            self.run_dir = default_run_dir(cfg)
-        self.run_dir = Path(self.ranks.shared_object(str(self.run_dir)))  # rank 0's default run directory
+        run_dir = cfg.training.run_dir if cfg.training.run_dir is not None else resume
+        run_dir = Path(run_dir) if run_dir is not None else default_run_dir(cfg)
+        self.run_dir = Path(self.ranks.shared_object(str(run_dir)))  # rank 0's default run directory
         check_run_dir_usable(self.run_dir)
         self.summary_path = self.run_dir / SUMMARY_FILE_NAME
-        self.device = resolve_device(cfg)
         # What this rank builds from: its own device and seed (the config itself for one process).
-        self.rank_cfg = cfg
+        self.device, self.rank_cfg = rank_config(cfg, self.ranks, resolve_device(cfg))
         if self.ranks.world_size > 1:
-            self.device = self.ranks.device(self.device)
-            self.rank_cfg = cfg.model_copy(
-                update={
-                    "sim": cfg.sim.model_copy(update={"device": self.device}),
-                    "training": cfg.training.model_copy(update={"seed": self.ranks.seed(cfg.training.seed)}),
-                }
-            )
             self.manifest["distributed"] = self.ranks.facts()
             if not self.ranks.is_main:
                 self.summary_path = (
                     self.run_dir / RANKS_DIR_NAME / f"rank_{self.ranks.rank}" / SUMMARY_FILE_NAME
                 )
                 self.log = lambda line: None  # rank 0 speaks for the run
-        self.per_rank: list[RankFigures] = []
+        # The run's parts (built in set-up and warm-up) and what it measured.
         self.env: Any = None
         self.agent: Any = None
         self.replay: Any = None
@@ -216,79 +170,42 @@ class OffPolicyRunner:
         self.schedule: IterationSchedule | None = None
         self.env_meta: dict[str, Any] = {}
         self.timings: list[IterationTiming] = []
+        self.per_rank: list[RankFigures] = []
         self.resumed_from_iteration: int | None = None
-        self._exact_resume = False  # the checkpoint resumed holds the whole run state (training.save_replay)
         self.warmup_time_sec = 0.0
         self.warmup_env_steps = 0
-        self.last_checkpoint: Path | None = None
-        self.last_checkpoint_iteration = -1
-        self.episode_statistics: dict[str, float] = {}
         self.final_eval: dict[str, float] | None = None
         self.onnx_path: str | None = None
-        self.started_at = utc_now()
-        self._writer: Any = None
-        self.warnings: list[str] = []
-        self.stop_signal: str | None = None
-        self._stop_at_boundary = False  # inside the iteration loop: signals wait for the iteration's end
-        self._stop_request: int | None = None
-        self._summary_on_stop = False  # the interrupted summary is being written
-        self._stopped_inside_iteration = False  # a second Ctrl-C raised inside the iteration loop
-        self._then_ctrl_c = (
-            False  # a Ctrl-C stopped the run while a SIGTERM or SIGHUP waited for an iteration end
-        )
         self.time_limit_reached = False  # the run ended at training.time_limit_sec
-        self._overflow_reported: dict[str, int] = {}
-        self._learning_reported: set[str] = set()
-        self._running_summary_at = 0.0
-        self._provenance: dict[str, Any] | None = None
+        # Its concerns, each an object of its own module.
+        self.signals = StopSignals()
+        self.checkpoints = RunCheckpoints(self.run_dir, log=self.log)
+        self.run_log = RunLog(
+            cfg,
+            log=self.log,
+            is_main=self.ranks.is_main,
+            run_env_steps_per_iteration=self.run_env_steps_per_iteration,
+        )
+        self.summary_writer = RunSummaryWriter(self, self.summary_path)
         self._lock: RunDirLock | None = None
         # The run's clock (warm-up time, training.time_limit_sec) starts with the checks of its input below.
         self._setup_started = time.perf_counter()
         # A resume that cannot work is a usage error: raised here, before the run (and its summary) starts.
-        self._resume_checkpoint = self._load_resume_checkpoint(Path(resume)) if resume is not None else None
+        self._resume_checkpoint = (
+            load_resume_checkpoint(Path(resume), cfg, self.log) if resume is not None else None
+        )
         # So is a config that needs more memory than the device has free (estimated, nothing allocated yet).
-        self._memory_estimate = check_memory_fits(self.rank_cfg)
+        self.memory_estimate = check_memory_fits(self.rank_cfg)
         # So is input the env or agent cannot be built from (a motion file, an observation group, other networks).
         self._probe_config(self._resume_checkpoint)
-        self.run_id = self._run_id_to_continue(resume) if resume is not None else new_run_id()
+        self.run_id = (
+            run_id_to_continue(self._resume_checkpoint, resume) if resume is not None else new_run_id()
+        )
         # So is a run directory that is in use or holds another run: refused before anything is written.
         if self.ranks.is_main:
-            self._claim_run_dir(resume)
-
-    @cold_path
-    def _run_id_to_continue(self, resume: str) -> str:
-        """The run id a resume continues: the checkpoint's, else the resumed directory's, else a new one."""
-        checkpoint = self._resume_checkpoint or {}
-        return checkpoint.get("run_id") or recorded_run_id(resume) or new_run_id()
-
-    @cold_path
-    def _claim_run_dir(self, resume: str | None) -> None:
-        """Lock the run directory; refuse (or, with ``training.overwrite``, clear) one that holds another run."""
-        resumes_here = resume is not None and _same_path(Path(resume), self.run_dir)
-        overwrite = self.cfg.training.overwrite
-        if resume is not None and overwrite:  # the resumed run, a parent of it or a folder inside it
-            refuse_to_overwrite_the_resumed_run(self.run_dir, resume)
-        self._lock = RunDirLock(self.run_dir, self.run_id, log=self.log)
-        try:
-            if not resumes_here:
-                refuse_a_used_run_dir(self.run_dir, overwrite=overwrite, log=self.log)
-            # What a write killed midway (kill -9) left: checkpoints are written only under this lock; an
-            # export or eval beside the run may be writing into the run directory, so young files there stay.
-            remove_stale_temp_files(checkpoint_dir(self.run_dir), min_age_sec=0.0, log=self.log)
-            remove_stale_temp_files(self.run_dir, log=self.log)
-        except BaseException:
-            self._release_run_dir()
-            raise
-
-    @cold_path
-    def _release_run_dir(self) -> None:
-        if self._lock is not None:
-            self._lock.release()
-            self._lock = None
-
-    def _elapsed_sec(self) -> float:
-        """Seconds since this process began the run's set-up."""
-        return time.perf_counter() - self._setup_started
+            self._lock = claim_run_dir(
+                self.run_dir, self.run_id, resume=resume, overwrite=cfg.training.overwrite, log=self.log
+            )
 
     @property
     def completed_iterations(self) -> int:
@@ -310,162 +227,145 @@ class OffPolicyRunner:
     @cold_path
     def run(self) -> RunSummary:
         """Set up, warm up, train, finish; always leaves a validated ``run_summary.json`` behind."""
-        previous_handlers = self._install_signal_handlers()
+        self.signals.install()
         try:
             try:
                 self._set_up()
                 self._warm_up()
                 self._train()
                 self._finish()
-            except KeyboardInterrupt as exc:
-                stop = self._first_stop(exc)
-                self.stop_signal = stop.signal_name if isinstance(stop, RunInterrupted) else "SIGINT"
-                error = self._save_on_interrupt(stop)
-                self._summary_on_stop = True  # signals are ignored while the summary is written
-                try:
-                    self._write_summary("interrupted", error)
-                finally:
-                    self._summary_on_stop = False
+            except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM or SIGHUP: save what completed, then stop
+                stop = self.signals.first_stop(exc)
+                error = self.checkpoints.save_on_interrupt(
+                    stop,
+                    self.signals,
+                    self.completed_iterations,
+                    built=self.agent is not None,
+                    save=self._save_checkpoint_if_new,
+                )
+                with self.signals.ignored():  # signals are ignored while the summary is written
+                    self.summary_writer.write("interrupted", error)
                 if stop is exc:
                     raise
                 raise stop from exc
             except BaseException as exc:
-                raised = self._record_failure(exc)
+                raised = self.summary_writer.write_failed(exc)
                 if raised is exc:
                     raise
                 raise raised from exc
             finally:
-                self._close_writer()
-            summary = self._write_summary("completed", None)
+                self.run_log.close()
+            summary = self.summary_writer.write("completed", None)
         finally:
-            self._restore_signal_handlers(previous_handlers)
+            self.signals.restore()
             self._release_run_dir()
         self.ranks.close()
         return summary
 
     @cold_path
-    def _install_signal_handlers(self) -> dict[int, Any]:
-        """SIGTERM, SIGHUP and Ctrl-C stop the run in the main thread, with a checkpoint and a summary.
-
-        Outside the iteration loop (set-up, warm-up, the final eval) a signal raises at once: SIGTERM and
-        SIGHUP as ``RunInterrupted``, Ctrl-C as ``KeyboardInterrupt``. Inside the loop it is a request the
-        loop honours at the end of the iteration in progress (`_stop_if_requested`; with several ranks, the
-        iteration whose boundary agreement first carries a request), so the exception never
-        lands inside a graph replay, a two-stream schedule, a checkpoint write or a lock held by a library
-        thread, where unwinding could crash or hang the process before it saves. A second Ctrl-C raises at
-        once (for an iteration that does not end, or a save it abandons); a second SIGTERM or SIGHUP is ignored
-        so the save can finish. While the ``interrupted`` summary is written, every signal is ignored.
-        """
-        if threading.current_thread() is not threading.main_thread():
-            return {}
-        raised = []
-
-        def stop(signum: int, frame: Any) -> None:
-            if self._summary_on_stop:  # the interrupted summary is being written: a small file, let it finish
-                return
-            if signum == signal.SIGINT:
-                if self._stop_at_boundary and self._stop_request is None:
-                    self._stop_request = signum
-                    return
-                if self._stop_at_boundary:  # a second stop inside the loop leaves an iteration half done
-                    self._stopped_inside_iteration = True
-                raise KeyboardInterrupt
-            if raised:  # a second signal while saving: let the save finish
-                return
-            raised.append(signum)
-            if self._stop_at_boundary:
-                self._stop_request = signum
-                return
-            raise RunInterrupted(signum)
-
-        return {sig: signal.signal(sig, stop) for sig in (*_STOP_SIGNALS, signal.SIGINT)}
-
-    def _first_stop(self, exc: KeyboardInterrupt) -> KeyboardInterrupt:
-        """The stop that came first: a Ctrl-C that lands while a SIGTERM or SIGHUP waits for the iteration's end
-        stops the run at once, but the run stops for that signal (its name in the summary, its exit code)."""
-        pending = self._stop_request
-        if isinstance(exc, RunInterrupted) or pending is None or pending == signal.SIGINT:
-            return exc
-        self._then_ctrl_c = True
-        return RunInterrupted(pending)
+    def _train(self) -> None:
+        """Iterations from the first not yet completed to ``algo.max_iterations`` (or the time limit)."""
+        assert self.collector is not None
+        clock = IterationClock(self.device)
+        self.run_log.start_session(self.resumed_from_iteration)
+        first = self.completed_iterations + 1
+        with self.signals.at_iteration_ends():
+            self._iterate(first, clock)
+        if self.ranks.world_size > 1:  # every rank's own figures, and the check that their weights agree
+            self.per_rank = gather_rank_figures(
+                self.ranks, self.agent, self.rank_cfg, self.timings, device=str(self.env.device)
+            )
+        raise_stop(self.signals.request)  # one that came after the last iteration's agreement
 
     @cold_path
-    def _save_on_interrupt(self, stop: KeyboardInterrupt) -> str:
-        """Save the last completed iteration after a stop; the summary's error text (it names an abandoned save).
+    def _iterate(self, first: int, clock: IterationClock) -> None:
+        """Iterations ``first`` to ``algo.max_iterations``; a stop signal is honoured after each one."""
+        cfg = self.cfg
+        agent, schedule, ranks = self.agent, self.schedule, self.ranks
+        assert schedule is not None
+        for iteration in range(first, cfg.algo.max_iterations + 1):
+            clock.start()
+            local_error: Exception | None = None
+            try:
+                schedule.run(clock)  # steps_per_iteration collector steps, updates_per_iteration updates
+                collect_sec, learn_sec, elapsed_sec = clock.synchronize_split()
+                injected_failure(ranks.rank, iteration)
+            except Exception as exc:  # every rank hears of it at the boundary below, then all stop
+                local_error = exc
+            limit = cfg.training.time_limit_sec
+            time_up = limit is not None and self._elapsed_sec() >= limit
+            # Every rank learns of any rank's error, stop request or time limit here; all stop alike.
+            boundary = ranks.end_iteration(iteration, local_error, self.signals.request, time_up)
+            ranks.check_agreement(agent, iteration)
+            is_last = iteration == cfg.algo.max_iterations or boundary.time_up
+            if iteration % cfg.training.log_every == 0 or is_last or iteration == first:
+                self.run_log.iteration_block(iteration, collect_sec, learn_sec, elapsed_sec, self.timings)
+                if self.summary_writer.running_due():
+                    self.summary_writer.write_running()
+            record = schedule.records[-1]  # which policy acted, which rows the learner saw
+            stamp = {
+                "acting_policy_version": record.acting_policy_version,
+                "learner_view_steps": record.learner_view_steps,
+            }
+            self.timings.append(self._iteration_timing(clock, iteration, stamp))
+            if (cfg.training.checkpoint_every and iteration % cfg.training.checkpoint_every == 0) or is_last:
+                self._save_checkpoint()  # reads self.timings (the summary it writes includes this iteration)
+                # The checkpoint's own write time belongs to this iteration too: re-time it now.
+                self.timings[-1] = self._iteration_timing(clock, iteration, stamp)
+            self._after_iteration(iteration)
+            raise_stop(boundary.stop_signal)
+            if boundary.time_up:
+                self.time_limit_reached = iteration < cfg.algo.max_iterations
+                if self.time_limit_reached:
+                    self.log(
+                        f"training.time_limit_sec={cfg.training.time_limit_sec:g} reached after iteration "
+                        f"{iteration} of {cfg.algo.max_iterations}: finishing the run here"
+                    )
+                break
 
-        A second Ctrl-C during the save stops it at once: it surfaces as ``KeyboardInterrupt``, or as the
-        ``RuntimeError`` of an interrupted ``torch.save`` (the atomic write leaves no torn file). A save that
-        fails is abandoned too: the run stops with its interrupted summary either way.
-        """
-        error = f"interrupted by {self.stop_signal}" + (", then Ctrl-C" if self._then_ctrl_c else "")
-        iteration = self.completed_iterations
-        if self._stopped_inside_iteration:
-            # The agent, the replay and the generators hold part of the next iteration: saved as iteration
-            # `iteration`, a resume would not continue that iteration's state.
-            newest = self.last_checkpoint_iteration
-            which = f"a Ctrl-C after the {self.stop_signal}" if self._then_ctrl_c else "a second Ctrl-C"
-            note = (
-                f"{which} stopped iteration {iteration + 1} half done, so no checkpoint was saved "
-                f"(the newest is {f'iteration {newest}' if newest > 0 else 'none'})"
-            )
-            self.log(f"\ninterrupted ({self.stop_signal}): {note}")
-            return f"{error}; {note}"[-_ERROR_TEXT_LIMIT:]
-        nothing_new = self.agent is None or self.completed_iterations in (0, self.last_checkpoint_iteration)
-        if nothing_new:  # stopped in set-up or warm-up, or right after a checkpoint
-            self.log(
-                f"\ninterrupted ({self.stop_signal}): no iteration completed since the start or the last "
-                "checkpoint, so there is no checkpoint to save"
-            )
-            return error
-        self.log(f"\ninterrupted ({self.stop_signal}): saving a checkpoint of the last completed iteration")
-        try:
-            self._save_checkpoint_if_new()
-        except (Exception, KeyboardInterrupt) as err:
-            why = (
-                "a second Ctrl-C stopped its write"
-                if _raised_by_ctrl_c(err, stop)
-                else "".join(traceback.format_exception_only(type(err), err)).strip()
-            )
-            error += f"; the checkpoint of iteration {iteration} was abandoned ({why})"
-            self.log(f"checkpoint of iteration {iteration} abandoned ({why}); writing the summary")
-        return error[-_ERROR_TEXT_LIMIT:]
+    @cold_path
+    def _after_iteration(self, iteration: int) -> None:
+        """Outside every iteration's time: the compact console line of an iteration without a block, videos."""
+        self.run_log.between_iterations(iteration, self.timings)
 
-    def _stop_if_requested(self, signum: int | None) -> None:
-        """Raise the stop that ``signum`` (the ranks' agreed stop request, a signal number) asks for."""
-        if signum is None:
-            return
-        raise KeyboardInterrupt if signum == signal.SIGINT else RunInterrupted(signum)
+    def _iteration_timing(
+        self, clock: IterationClock, iteration: int, stamp: dict[str, Any]
+    ) -> IterationTiming:
+        """Iteration ``iteration``'s timing as of now, with its policy ``stamp`` and the seconds since set-up."""
+        finished = clock.finish(iteration, self.env_steps_per_iteration)
+        return finished.model_copy(update={**stamp, "elapsed_sec": self._elapsed_sec()})
 
-    @staticmethod
-    def _restore_signal_handlers(previous: dict[int, Any]) -> None:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    def _elapsed_sec(self) -> float:
+        """Seconds since this process began the run's set-up."""
+        return time.perf_counter() - self._setup_started
+
+    # --- before the loop -----------------------------------------------------------------------------------
+
+    @cold_path
+    def _probe_config(self, checkpoint: dict[str, Any] | None) -> None:
+        """Build this config's env and agent on the CPU before anything is written (``probe_config``)."""
+        probe_config(self.cfg, checkpoint)
+
+    @cold_path
+    def _release_run_dir(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     @cold_path
     def _set_up(self) -> None:
         """Run directory, resolved config, env, agent, replay; restore the checkpoint on resume."""
-        cfg = self.cfg
-        checkpoint = self._resume_checkpoint
+        cfg, ranks = self.cfg, self.ranks
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        if self.ranks.is_main:
+        if ranks.is_main:
             write_resolved_config(self.run_dir, cfg)
             write_manifest(self.run_dir, device=self.device, run_id=self.run_id, **self.manifest)
-        self.log(f"run directory: {self.run_dir.resolve()}")
-        self.log(
-            f"training {cfg.algo.name} on {cfg.task.name} with {cfg.sim.backend} ({self.device}), "
-            f"{cfg.algo.num_envs} envs, {cfg.algo.max_iterations} iterations of "
-            f"{cfg.algo.steps_per_iteration} steps + {cfg.algo.params.updates_per_iteration} updates"
-        )
-        if self.ranks.world_size > 1:
-            self.log(
-                f"data-parallel over {self.ranks.world_size} ranks ({self.ranks.backend}): "
-                f"{cfg.algo.num_envs} envs per rank, {self.run_env_steps_per_iteration} env steps per iteration"
-            )
+        self.run_log.announce_run(self.run_dir, self.device, ranks)
         rank_cfg = self.rank_cfg
         torch.manual_seed(rank_cfg.training.seed)
         self.env = build_env(rank_cfg)
         self.log(self.env.summary())
-        if self.ranks.is_main:
+        if ranks.is_main:
             env_tables = self.run_dir / "env.txt"
             env_tables.write_text(str(self.env) + "\n")
             self.log(f"full manager tables written to {env_tables}")
@@ -483,172 +383,29 @@ class OffPolicyRunner:
             f"replay: {self.replay.num_envs} envs x {self.replay.capacity_per_env} steps per env, "
             f"{self.replay.memory_bytes() / 2**30:,.2f} GiB on {self.replay.device}"
         )
-        self.ranks.attach_agent(self.agent)  # rank 0's initial weights everywhere; gradients averaged
+        ranks.attach_agent(self.agent)  # rank 0's initial weights everywhere; gradients averaged
         if cfg.training.save_replay:
             size_mib = self.replay.memory_bytes() / 2**20
             self.log(f"training.save_replay=true: every checkpoint holds the replay ({size_mib:,.1f} MiB)")
-        if checkpoint is not None:
-            check_motion_clips(
-                checkpoint, self.env, consequence="training goes on with the clip as it is now"
+        if self._resume_checkpoint is not None:
+            resumed = self.checkpoints.restore(
+                self._resume_checkpoint, env=self.env, agent=self.agent, replay=self.replay
             )
-            load_agent_weights(self.agent, checkpoint)
-            if torch.device(checkpoint["device"]).type == self.env.device.type:
-                restore_rng_states(self._generators(), checkpoint["rng"])
-            else:  # generator states do not transfer between device types
-                self.log(
-                    f"note: the checkpoint comes from a {checkpoint['device']} run; generators start fresh"
-                )
-            self.timings = [IterationTiming.model_validate(t) for t in checkpoint["timings"]]
-            self.resumed_from_iteration = int(checkpoint["iteration"])
-            self.last_checkpoint = Path(checkpoint["path"])
-            self.last_checkpoint_iteration = self.resumed_from_iteration
-            self.log(f"resumed from {checkpoint['path']} at iteration {self.resumed_from_iteration}")
-            self._restore_replay(checkpoint.get("replay"))
-            self._exact_resume = self._can_continue_exactly(checkpoint)
-        if self.ranks.is_main:
-            self._write_summary("running", None)
-
-    @cold_path
-    def _restore_replay(self, state: dict[str, Any] | None) -> None:
-        """Load the checkpoint's replay state (return statistics; rings if saved) and say what refills."""
-        if state is None:
-            self.log(
-                "note: the checkpoint has no replay state; return statistics restart and the replay refills"
-            )
-            return
-        for note in self.replay.load_state_dict(state):
-            self.log(f"note: {note}")
-        if "rings" in state:
-            self.log(f"replay restored from the checkpoint ({self.replay.num_rows()} rows per env)")
-        else:
-            self.log(
-                "replay statistics restored; the replay itself refills during warm-up "
-                "(training.save_replay=true saves it in checkpoints)"
-            )
-
-    @cold_path
-    def _can_continue_exactly(self, checkpoint: dict[str, Any]) -> bool:
-        """Whether the checkpoint holds the whole run state (``training.save_replay``) and it fits this run.
-
-        Then warm-up takes no steps of its own and ends by putting the env, the collector, the replay, the
-        learner and every generator back as the checkpoint left them: the run continues as if never stopped.
-        """
-        replay = checkpoint.get("replay") or {}
-        if "rings" not in replay or "env_state" not in checkpoint or "collector" not in checkpoint:
-            return False
-        if torch.device(checkpoint["device"]).type != self.env.device.type:
-            self.log(
-                "note: the checkpoint comes from another device type; the run continues from a fresh env"
-            )
-            return False
-        if self.replay.num_rows() == 0:  # the rings did not fit (the note above says why)
-            return False
-        try:
-            self.env.load_state_dict(checkpoint["env_state"])  # also the check that it fits
-        except ValueError as err:
-            self.log(f"note: {err}; the run continues from a fresh env")
-            return False
-        return True
-
-    @cold_path
-    def _continue_exactly(self) -> None:
-        """Put the checkpoint's run state back in place (after warm-up's captures and first updates)."""
-        checkpoint = self._resume_checkpoint
-        assert checkpoint is not None and self.collector is not None
-        load_agent_weights(self.agent, checkpoint)
-        self.replay.load_state_dict(checkpoint["replay"])
-        self.env.load_state_dict(checkpoint["env_state"])
-        self.collector.load_state_dict(checkpoint["collector"])
-        restore_rng_states(self._generators(), checkpoint["rng"])
-        self.log(
-            f"continuing exactly where iteration {checkpoint['iteration']} ended: env, collector, replay, "
-            "learner and generators as the checkpoint saved them"
-        )
-
-    @cold_path
-    def _load_resume_checkpoint(self, resume_dir: Path) -> dict[str, Any]:
-        """Load the last usable checkpoint of ``resume_dir``; ``ValueError`` unless it can continue this config."""
-        if not resume_dir.is_dir():
-            raise FileNotFoundError(f"training.resume={resume_dir}: no such run directory")
-        checkpoint = load_checkpoint(resume_dir, map_location="cpu", log=self.log)
-        saved = checkpoint["config"]
-        for key, now in (("algo", self.cfg.algo.name), ("task", self.cfg.task.name)):
-            before = saved.get(key, {}).get("name")
-            if before != now:
-                raise ValueError(
-                    f"cannot resume {resume_dir}: it trained {key} {before!r}, this run is {now!r}"
-                )
-        iteration = int(checkpoint["iteration"])
-        if iteration >= self.cfg.algo.max_iterations:
-            raise ValueError(
-                f"cannot resume {resume_dir}: its checkpoint is at iteration {iteration} and "
-                f"algo.max_iterations={self.cfg.algo.max_iterations}; raise algo.max_iterations to train further"
-            )
-        if saved["algo"]["num_envs"] != self.cfg.algo.num_envs:
-            self.log(
-                f"note: resuming with {self.cfg.algo.num_envs} envs (the run used {saved['algo']['num_envs']})"
-            )
-        return checkpoint
-
-    @cold_path
-    def _probe_config(self, checkpoint: dict[str, Any] | None) -> None:
-        """Build this config's env (one row, CPU MuJoCo) and agent (CPU), before anything is written.
-
-        ``ValueError`` or ``FileNotFoundError`` (usage errors) for input they cannot be built from, naming the
-        setting to change, and for a ``checkpoint`` to resume whose actions or networks differ from them.
-        The parts are dropped and change no generator training uses: they have their own, the agent initializes
-        its networks under a forked global generator, and ``_set_up`` seeds torch's global generator afterwards.
-        """
-        sim = self.cfg.sim.model_copy(update={"backend": "mujoco", "device": "cpu"})
-        cfg = self.cfg.model_copy(update={"sim": sim})
-        motion_file = cfg.task.motion_file
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):  # the real env says what it builds
-                probe = build_env(cfg, num_envs=1)
-        except (ValueError, FileNotFoundError) as err:
-            if motion_file is not None:
-                raise _usage_error(
-                    err, "task.motion_file", f"change task.motion_file, now {motion_file}"
-                ) from err
-            raise _usage_error(err, "task.", "check the task.* settings") from err
-        try:
-            # Every term once after a reset and once after a step: a term returning the wrong shape or dtype,
-            # or NaN, is named here rather than failing deep in the env or the learner after the run directory
-            # is written.
-            probe.reset()
-            probe.check_term_outputs()
-            probe.step(torch.zeros(1, probe.num_actions, device=probe.device))
-            probe.check_term_outputs()
-        except ValueError as err:
-            raise _usage_error(err, "task.", "fix the term, or its task.* settings") from err
-        try:
-            try:
-                agent = build_agent(cfg, probe.obs_dims, probe.num_actions, "cpu")
-            except (ValueError, FileNotFoundError) as err:
-                named = [k for k in type(cfg.algo.params).model_fields if re.search(rf"\b{k}\b", str(err))]
-                if named:
-                    key = f"algo.params.{named[0]}"
-                    raise _usage_error(err, key, f"change {key}") from err
-                raise _usage_error(err, "algo.params", "check the algo.params settings") from err
-            if checkpoint is not None:
-                # The actions must mean the same joint targets (a task's bounds can change between versions,
-                # adr/0014), and the checkpoint's weights must fit this config's networks.
-                check_action_mapping(checkpoint, probe)
-                load_fitting_weights(checkpoint, agent, cfg, dict(probe.obs_dims))
-        finally:
-            probe.close()
+            self.timings, self.resumed_from_iteration = resumed.timings, resumed.iteration
+        if ranks.is_main:
+            self.summary_writer.write("running", None)
 
     @cold_path
     def _warm_up(self) -> None:
         """Everything before iteration 1: reset, replay prefill, graph captures, first update."""
         cfg, params = self.cfg, self.cfg.algo.params
-        env, agent = self.env, self.agent
+        env, agent, replay = self.env, self.agent, self.replay
         steps_before = int(env.common_step_counter.cpu())
         obs = env.reset()
         self.collector = Collector(
             env,
             agent,
-            self.replay,
+            replay,
             obs,
             steps_per_replay=cfg.training.collector_steps_per_replay,
             use_graph=cfg.training.cuda_graph,
@@ -656,15 +413,16 @@ class OffPolicyRunner:
         )
         resumed = self.resumed_from_iteration is not None
         # An exact resume restored the replay's rows: warm-up steps nothing it would have to undo.
-        self.collector.prefill(0 if self._exact_resume else params.learning_starts, use_policy=resumed)
+        exact = self.checkpoints.resumes_exactly
+        self.collector.prefill(0 if exact else params.learning_starts, use_policy=resumed)
         self.collector.capture()
-        self.replay.freeze_view()
+        replay.freeze_view()
         updates = params.updates_per_iteration
         agent.set_lr_horizon(cfg.algo.max_iterations * updates)
         if cfg.training.compile_learner and cfg.training.cuda_graph and agent.device.type == "cuda":
-            self.replay.compile_sample()  # compiles in the learner's warm-up, before its capture
+            replay.compile_sample()  # compiles in the learner's warm-up, before its capture
         agent.capture_update(
-            lambda generator: self.replay.sample(params.batch_size, generator, from_view=True),
+            lambda generator: replay.sample(params.batch_size, generator, from_view=True),
             enabled=cfg.training.cuda_graph,
             updates_per_replay=updates,
             compile=cfg.training.compile_learner,
@@ -674,221 +432,31 @@ class OffPolicyRunner:
         self.schedule = IterationSchedule(
             self.collector,
             agent,
-            self.replay,
+            replay,
             steps_per_iteration=cfg.algo.steps_per_iteration,
             updates_per_iteration=updates,
             overlap=cfg.training.overlap,
         )
-        if cfg.training.tensorboard and self.ranks.is_main:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self._writer = SummaryWriter(log_dir=str(self.run_dir / TENSORBOARD_DIR_NAME))
+        self.run_log.start(
+            self.run_dir,
+            env=env,
+            agent=agent,
+            replay=replay,
+            collector=self.collector,
+            video_cfg=self.rank_cfg,
+        )
         IterationClock(self.device).synchronize()
         self.warmup_env_steps = (int(env.common_step_counter.cpu()) - steps_before) * env.num_envs
         self.warmup_time_sec = self._elapsed_sec()
         self.collector.episode_summary()  # warm-up episodes do not count towards iteration 1's statistics
         env.episode_stats()
-        if self._exact_resume:
-            self._continue_exactly()
-        collector_graph = self.collector.diagnostics()
-        learner_graph = agent.update_diagnostics()
-        schedule = self.schedule.diagnostics()
-        overlap = (
-            "overlapped (learner one iteration behind the data)"
-            if schedule["overlap_enabled"]
-            else f"sequential ({schedule['overlap_fallback_reason']})"
-        )
+        if exact:  # the checkpoint's run state back in place, after the captures and first updates
+            self.checkpoints.continue_exactly(env=env, agent=agent, replay=replay, collector=self.collector)
         self.log(
-            f"warm-up done in {self.warmup_time_sec:.1f}s ({self.warmup_env_steps} env steps, outside the "
-            f"throughput window); collector: {_graph_status(collector_graph)}; "
-            f"learner: {_graph_status(learner_graph)}"
-            + _compile_note(learner_graph)
-            + (
-                ""
-                if collector_graph.get("step_math_compiled")
-                else f"; step math eager ({collector_graph.get('step_math_fallback_reason')})"
-            )
-            + f"; schedule: {overlap}"
+            warm_up_line(self.warmup_time_sec, self.warmup_env_steps, self.collector, agent, self.schedule)
         )
 
-    @cold_path
-    def _train(self) -> None:
-        """Iterations from the first not yet completed to ``algo.max_iterations``."""
-        assert self.collector is not None
-        clock = IterationClock(self.device)
-        session_started = time.perf_counter()
-        first = self.completed_iterations + 1
-        self._stop_at_boundary = True
-        try:
-            self._iterate(first, clock, session_started)
-        finally:
-            self._stop_at_boundary = False
-        if self.ranks.world_size > 1:
-            self._gather_rank_figures()
-        self._stop_if_requested(self._stop_request)  # one that came after the last iteration's agreement
-
-    @cold_path
-    def _iterate(self, first: int, clock: IterationClock, session_started: float) -> None:
-        """Iterations ``first`` to ``algo.max_iterations``; a stop signal is honoured after each one."""
-        cfg = self.cfg
-        agent, schedule, ranks = self.agent, self.schedule, self.ranks
-        assert schedule is not None
-        for iteration in range(first, cfg.algo.max_iterations + 1):
-            clock.start()
-            local_error: Exception | None = None
-            try:
-                schedule.run(clock)
-                collect_sec, learn_sec, elapsed_sec = clock.synchronize_split()
-                injected_failure(ranks.rank, iteration)
-            except Exception as exc:  # every rank hears of it at the boundary below, then all stop
-                local_error = exc
-            limit = cfg.training.time_limit_sec
-            time_up = limit is not None and self._elapsed_sec() >= limit
-            # Every rank learns of any rank's error, stop request or time limit here; all stop alike.
-            boundary = ranks.end_iteration(iteration, local_error, self._stop_request, time_up)
-            ranks.check_agreement(agent, iteration)
-            is_last = iteration == cfg.algo.max_iterations or boundary.time_up
-            if iteration % cfg.training.log_every == 0 or is_last or iteration == first:
-                self._log_iteration(iteration, collect_sec, learn_sec, elapsed_sec, session_started)
-            record = schedule.records[-1]  # which policy acted, which rows the learner saw
-            stamp = {
-                "acting_policy_version": record.acting_policy_version,
-                "learner_view_steps": record.learner_view_steps,
-            }
-            self.timings.append(self._iteration_timing(clock, iteration, stamp))
-            if (cfg.training.checkpoint_every and iteration % cfg.training.checkpoint_every == 0) or is_last:
-                self._save_checkpoint()  # reads self.timings (the summary it writes includes this iteration)
-                # The checkpoint's own write time belongs to this iteration too: re-time it now.
-                self.timings[-1] = self._iteration_timing(clock, iteration, stamp)
-            self._after_iteration(iteration)
-            self._stop_if_requested(boundary.stop_signal)
-            if boundary.time_up:
-                self.time_limit_reached = iteration < cfg.algo.max_iterations
-                if self.time_limit_reached:
-                    self.log(
-                        f"training.time_limit_sec={cfg.training.time_limit_sec:g} reached after iteration "
-                        f"{iteration} of {cfg.algo.max_iterations}: finishing the run here"
-                    )
-                break
-
-    def _iteration_timing(
-        self, clock: IterationClock, iteration: int, stamp: dict[str, Any]
-    ) -> IterationTiming:
-        """Iteration ``iteration``'s timing as of now, with its policy ``stamp`` and the seconds since set-up."""
-        finished = clock.finish(iteration, self.env_steps_per_iteration)
-        return finished.model_copy(update={**stamp, "elapsed_sec": self._elapsed_sec()})
-
-    @cold_path
-    def _gather_rank_figures(self) -> None:
-        """Every rank's own figures (and weight checksum) on every rank; ``RankFailure`` if weights differ."""
-        tail = tail_throughput(self.timings, self.cfg.training.tail_window)
-        mine = RankFigures(
-            rank=self.ranks.rank,
-            device=str(self.env.device),
-            seed=self.rank_cfg.training.seed,
-            num_envs=self.cfg.algo.num_envs,
-            completed_iterations=len(self.timings),
-            total_env_steps=sum(t.env_steps for t in self.timings),
-            training_wall_time_sec=math.fsum(t.wall_time_sec for t in self.timings),
-            tail_env_steps_per_sec=tail.env_steps_per_sec,
-            parameter_checksum=parameter_checksum(self.agent),
-        )
-        self.per_rank = [RankFigures.model_validate(f) for f in self.ranks.gather(mine.model_dump())]
-        checksums = [f.parameter_checksum for f in self.per_rank]
-        diverged = diverged_ranks(checksums)
-        if diverged:
-            raise RankFailure(
-                f"weights diverged: rank(s) {diverged} end with checksums "
-                f"{[checksums[r] for r in diverged]}, rank 0 with {checksums[0]}"
-            )
-
-    @cold_path
-    def _log_iteration(
-        self, iteration: int, collect_sec: float, learn_sec: float, elapsed_sec: float, session_started: float
-    ) -> None:
-        """Console block and TensorBoard scalars of one iteration (reads device values: cold path)."""
-        cfg = self.cfg
-        self._check_overflow(iteration)
-        self._check_learning(iteration)
-        losses = _scalars(self.agent.losses())
-        episode = {**self.collector.episode_summary(), **self.env.episode_stats()}
-        self.episode_statistics.update(episode)
-        rate = self.run_env_steps_per_iteration / elapsed_sec if elapsed_sec > 0 else 0.0
-        done_this_session = iteration - (self.resumed_from_iteration or 0)
-        session_sec = time.perf_counter() - session_started
-        eta = session_sec / max(done_this_session, 1) * (cfg.algo.max_iterations - iteration)
-        shown = {
-            k: v for k, v in episode.items() if k.startswith(("Train/", "Episode/length", "Episode/rew_"))
-        }
-        self.log(
-            format_iteration_block(
-                title=f"{cfg.algo.name} {cfg.task.name}",
-                iteration=iteration,
-                max_iterations=cfg.algo.max_iterations,
-                env_steps_per_sec=rate,
-                collect_time_sec=collect_sec,
-                learn_time_sec=learn_sec,
-                wall_time_sec=elapsed_sec,
-                total_env_steps=self.run_env_steps_per_iteration * iteration,
-                elapsed_sec=sum(t.wall_time_sec for t in self.timings) + elapsed_sec,
-                eta_sec=eta,
-                losses=losses,
-                episode=shown,
-            )
-        )
-        if self._writer is not None:
-            step = iteration
-            for name, value in losses.items():
-                self._writer.add_scalar(f"Loss/{name}", value, step)
-            self._writer.add_scalar("Perf/env_steps_per_sec", rate, step)
-            self._writer.add_scalar("Perf/collect_time_sec", collect_sec, step)
-            self._writer.add_scalar("Perf/learn_time_sec", learn_sec, step)
-            self._writer.add_scalar("Perf/iteration_time_sec", elapsed_sec, step)
-            for name, value in episode.items():
-                tag = name if "/" in name else f"Episode/{name}"
-                self._writer.add_scalar(tag, value, step)
-        if time.perf_counter() - self._running_summary_at >= _RUNNING_SUMMARY_EVERY_SEC:
-            self._write_running_summary()
-
-    @cold_path
-    def _check_overflow(self, iteration: int) -> None:
-        """Report contact/constraint buffer overflows new since the last check (reads device counters)."""
-        diag = _quiet_backend_diagnostics(self.env.backend)
-        grown = {k: v for k, v in diag.overflow.items() if v > self._overflow_reported.get(k, 0)}
-        if not grown:
-            return
-        self._overflow_reported.update(grown)
-        num_envs = max(diag.num_envs, 1)
-        advice = []
-        if grown.get("contacts", 0) or any("contact" in k for k in grown):
-            wanted = max(2 * diag.nconmax, math.ceil(1.5 * diag.contacts / num_envs))
-            advice.append(f"sim.nconmax={wanted} (now {diag.nconmax})")
-        if grown.get("constraints", 0) or any("constraint" in k or "efc" in k for k in grown):
-            wanted = max(2 * diag.njmax, math.ceil(1.5 * diag.max_constraints))
-            advice.append(f"sim.njmax={wanted} (now {diag.njmax})")
-        worlds = ", ".join(f"{k}: {v} of {diag.num_envs} worlds" for k, v in grown.items())
-        message = (
-            f"iteration {iteration}: {diag.backend} buffer overflow ({worlds}) "
-            f"(contacts or constraint rows beyond the buffer are dropped, so physics is wrong there); "
-            f"raise {' and '.join(advice) or 'sim.nconmax / sim.njmax'}"
-        )
-        if message not in self.warnings:
-            self.warnings.append(message)
-        if self.cfg.training.fail_on_overflow:
-            raise ContactBufferOverflow(message + " (training.fail_on_overflow=true)")
-        self.log(f"warning: {message}")
-
-    @cold_path
-    def _check_learning(self, iteration: int) -> None:
-        """Report each kind of the agent's `learning_warnings` the first time it appears."""
-        found = self.agent.learning_warnings(self.replay.view_return_statistics())
-        for kind, text in found.items():
-            if kind in self._learning_reported:
-                continue
-            self._learning_reported.add(kind)
-            message = f"iteration {iteration}: {text}"
-            self.warnings.append(message)
-            self.log(f"warning: {message}")
+    # --- after the loop ------------------------------------------------------------------------------------
 
     @cold_path
     def _finish(self) -> None:
@@ -903,19 +471,13 @@ class OffPolicyRunner:
             self.final_eval = evaluate_policy(self.env, self.agent, cfg.training.play_steps)
             self.log("final evaluation: " + ", ".join(f"{k} {v:.4g}" for k, v in self.final_eval.items()))
         if cfg.training.export_onnx:
-            group = policy_obs_group(self.agent)
-            metadata = export_metadata(
+            result = export_trained_policy(
+                self.agent,
                 self.env_meta,
-                obs_group=group,
+                self.run_dir,
                 algo=cfg.algo.name,
                 task=cfg.task.name,
                 iteration=self.completed_iterations,
-            )
-            result = export_policy_onnx(
-                self.agent.actor_for_export(),
-                self.env_meta["obs_dims"][group],
-                self.run_dir / ONNX_FILE_NAME,
-                metadata=metadata,
             )
             self.onnx_path = result["path"]
             checked = f"checked with onnxruntime (max diff {result['max_abs_diff']:.2g})"
@@ -923,342 +485,29 @@ class OffPolicyRunner:
                 f"exported {self.onnx_path}: " + (checked if result["onnxruntime_checked"] else "unchecked")
             )
 
-    # --- between iterations: the compact console line and videos (outside every iteration's time) ----------
-
-    @cold_path
-    def _after_iteration(self, iteration: int) -> None:
-        """The compact console line of an iteration without a full block, and the ``video_every`` video.
-
-        Runs after the iteration's timing is appended, so its time is in no iteration (and never in
-        ``tail_env_steps_per_sec``); a video's own time is printed and written as ``Perf/video_time_sec``.
-        """
-        from trainrt.runner.console import format_iteration_line
-
-        training = self.cfg.training
-        if not hasattr(self, "_session_first_iteration"):
-            self._session_first_iteration = iteration
-            self.video_time_sec = 0.0
-        block_shown = (
-            iteration % training.log_every == 0
-            or iteration == self.cfg.algo.max_iterations
-            or iteration == self._session_first_iteration
-        )
-        if not block_shown and self.ranks.is_main:
-            timing = self.timings[-1]
-            recent = self.timings[-20:]
-            mean_wall = math.fsum(t.wall_time_sec for t in recent) / len(recent)
-            length, ret = _running_episode_means(self.collector)
-            self.log(
-                format_iteration_line(
-                    iteration=iteration,
-                    max_iterations=self.cfg.algo.max_iterations,
-                    env_steps_per_sec=self.run_env_steps_per_iteration / max(timing.wall_time_sec, 1e-9),
-                    wall_time_sec=timing.wall_time_sec,
-                    episode_length=length,
-                    episode_return=ret,
-                    eta_sec=mean_wall * (self.cfg.algo.max_iterations - iteration),
-                )
-            )
-        if training.video_every and iteration % training.video_every == 0 and self.ranks.is_main:
-            self._record_training_video(iteration)
-
-    @cold_path
-    def _record_training_video(self, iteration: int) -> None:
-        """A ``training.video_seconds`` video of the current deterministic policy on a separate one-env env."""
-        from trainrt.viz.record import VideoOptions, record_policy_video
-        from trainrt.viz.video import write_tensorboard_gif
-
-        started = time.perf_counter()
-        if getattr(self, "_video_env", None) is None:
-            self._video_env = build_env(self.rank_cfg, num_envs=1)
-        path = self.run_dir / "videos" / f"iter_{iteration:06d}.mp4"
-        options = VideoOptions(
-            seconds=self.cfg.training.video_seconds, renderer=self.cfg.training.video_renderer
-        )
-        result = record_policy_video(self._video_env, self.agent, path, options, keep_preview=24)
-        if self._writer is not None and result.preview:
-            write_tensorboard_gif(self._writer, "Video/policy", result.preview, fps=8.0, step=iteration)
-        spent = time.perf_counter() - started
-        self.video_time_sec += spent
-        if self._writer is not None:
-            self._writer.add_scalar("Perf/video_time_sec", spent, iteration)
-        self.log(
-            f"video: {path} ({result.frames} frames, {result.renderer} renderer) in {spent:.1f}s, "
-            "outside the throughput window"
-        )
-
     # --- checkpoints ---------------------------------------------------------------------------------------
-
-    def _generators(self) -> dict[str, torch.Generator]:
-        """The run's generators outside the agent (the agent's own are in its state dict)."""
-        return {"env": self.env.rng}
 
     @cold_path
     def _save_checkpoint(self) -> None:
-        """Atomically write the checkpoint of the completed iterations (rank 0 only: weights are identical)."""
+        """Write the checkpoint of the completed iterations (rank 0 only: weights are identical) and the summary."""
         if not self.ranks.is_main:
             return
-        iteration = self.completed_iterations
-        payload = {
-            "agent": self.agent.state_dict(),
-            "rng": capture_rng_states(self._generators()),
-            "timings": [t.model_dump() for t in self.timings],
-            "config": self.cfg.model_dump(mode="json"),
-            "env_meta": self.env_meta,
-            "device": str(self.env.device),
-            "run_id": self.run_id,
-            "replay": self.replay.state_dict(include_rings=self.cfg.training.save_replay),
-        }
-        if self.cfg.training.save_replay and self.collector is not None:
-            # With the replay, the rest of the run state: a resume continues exactly (_continue_exactly).
-            payload["env_state"] = self.env.state_dict()
-            payload["collector"] = self.collector.state_dict()
-        self.last_checkpoint = save_checkpoint(self.run_dir, iteration, payload)
-        self.last_checkpoint_iteration = iteration
-        self._write_running_summary()
+        payload = checkpoint_payload(
+            self.cfg,
+            env=self.env,
+            agent=self.agent,
+            replay=self.replay,
+            collector=self.collector,
+            timings=self.timings,
+            env_meta=self.env_meta,
+            run_id=self.run_id,
+        )
+        self.checkpoints.save(self.completed_iterations, payload)
+        self.summary_writer.write_running()
 
     @cold_path
     def _save_checkpoint_if_new(self) -> None:
         """Save unless the last checkpoint already holds the completed iterations (or nothing was built)."""
-        if (
-            self.agent is None
-            or self.env is None
-            or self.completed_iterations == self.last_checkpoint_iteration
-        ):
-            return
-        if self.completed_iterations == 0:
+        if self.agent is None or self.env is None or self.checkpoints.holds(self.completed_iterations):
             return
         self._save_checkpoint()
-
-    # --- summary -------------------------------------------------------------------------------------------
-
-    @cold_path
-    def _write_summary(self, status: RunStatus, error: str | None) -> RunSummary:
-        """Write ``run_summary.json``; a summary that fails validation is replaced by a failed one and raised."""
-        try:
-            summary = self._summary_fields(status, error)
-            written = write_run_summary(self.summary_path, summary)
-        except WriteFailure:  # the filesystem refused it: a fallback summary would meet the same refusal
-            raise
-        except Exception as exc:  # a malformed summary is a failed run
-            problem = f"run summary failed validation: {exc}"[-_ERROR_TEXT_LIMIT:]
-            fallback = self._summary_fields("failed", problem, measurement=False)
-            write_run_summary(self.summary_path, fallback)
-            raise RuntimeError(problem) from exc
-        if status != "running":
-            self._announce_outputs(written)
-        return written
-
-    @cold_path
-    def _record_failure(self, exc: BaseException) -> BaseException:
-        """Write the ``failed`` summary of ``exc``; what to raise: ``exc``, or the one-line ``WriteFailure`` of a
-        write the filesystem refused (saying so when the summary was refused too)."""
-        failure = write_failure_of(exc, self.run_dir)
-        error = str(failure) if failure is not None else _error_text(exc)
-        try:
-            self._write_summary("failed", error[-_ERROR_TEXT_LIMIT:])
-        except WriteFailure as refused:
-            if failure is None:
-                self.log(f"the failed summary was not written: {refused}")
-                return exc
-            failure = WriteFailure(failure.path, failure.errno, "the failed summary was not written either")
-        return failure if failure is not None else exc
-
-    @cold_path
-    def _write_running_summary(self) -> None:
-        """Rewrite the summary with status ``running`` (after a checkpoint, or every few seconds at log time)."""
-        self._running_summary_at = time.perf_counter()
-        self._write_summary("running", None)
-
-    @cold_path
-    def _summary_fields(
-        self, status: RunStatus, error: str | None, *, measurement: bool = True
-    ) -> dict[str, Any]:
-        """The summary as a dict (``measurement=False``: without timings, for the fallback failed summary)."""
-        cfg = self.cfg
-        timings = self._run_timings() if measurement else []
-        tail = tail_throughput(timings, cfg.training.tail_window)
-        diagnostics = self._diagnostics() if measurement else ({}, {}, {})
-        if status == "running":
-            self._provenance = self._provenance or provenance(
-                self.env.device if self.env is not None else self.device
-            )
-            origin = self._provenance
-        else:
-            origin = provenance(self.env.device if self.env is not None else self.device)
-        return {
-            "status": status,
-            "error": error,
-            "signal": self.stop_signal if status == "interrupted" else None,
-            "warnings": list(self.warnings),
-            "run_id": self.run_id,
-            "algo": cfg.algo.name,
-            "task": cfg.task.name,
-            "sim_backend": cfg.sim.backend,
-            "device": str(self.env.device) if self.env is not None else self.device,
-            "num_envs": cfg.algo.num_envs,
-            "world_size": self.ranks.world_size,
-            "rank": self.ranks.rank,
-            "steps_per_iteration": cfg.algo.steps_per_iteration,
-            "updates_per_iteration": cfg.algo.params.updates_per_iteration,
-            "max_iterations": cfg.algo.max_iterations,
-            "time_limit_reached": self.time_limit_reached,
-            "resumed_from_iteration": self.resumed_from_iteration,
-            "tail_env_steps_per_sec": tail.env_steps_per_sec,
-            "tail_iteration_count": tail.iteration_count,
-            "tail_window": cfg.training.tail_window,
-            "final_env_steps_per_sec": final_env_steps_per_sec(timings),
-            "completed_iterations": len(timings),
-            "total_env_steps": sum(t.env_steps for t in timings),
-            "training_wall_time_sec": math.fsum(t.wall_time_sec for t in timings),
-            "warmup_time_sec": self.warmup_time_sec,
-            "warmup_env_steps": self.warmup_env_steps * self.ranks.world_size,
-            "iterations": [t.model_dump() for t in timings],
-            "per_rank": [f.model_dump() for f in self.per_rank] if measurement else [],
-            "effective_steps_per_replay": cfg.training.collector_steps_per_replay,
-            "collector_graph": diagnostics[0],
-            "learner_graph": diagnostics[1],
-            "backend_diagnostics": diagnostics[2],
-            "episode_statistics": _finite(self.episode_statistics) if measurement else {},
-            "memory": memory_record(self._memory_estimate, self.env.device if self.env is not None else None),
-            "final_eval": _finite(self.final_eval) if (measurement and self.final_eval) else None,
-            "onnx_path": self.onnx_path,
-            "checkpoint_path": str(self.last_checkpoint) if self.last_checkpoint is not None else None,
-            "run_dir": str(self.run_dir.resolve()),
-            "config_path": str((self.run_dir / CONFIG_FILE_NAME).resolve()),
-            "started_at": self.started_at,
-            "finished_at": None if status == "running" else utc_now(),
-            "updated_at": utc_now(),
-            **origin,
-        }
-
-    def _run_timings(self) -> list[IterationTiming]:
-        """This rank's timings with env steps summed over ranks (each rank steps the same number)."""
-        if self.ranks.world_size == 1:
-            return self.timings
-        return [t.model_copy(update={"env_steps": t.env_steps * self.ranks.world_size}) for t in self.timings]
-
-    @cold_path
-    def _diagnostics(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-        """(collector graph, learner graph, backend) diagnostics as JSON-safe dicts ({} for unbuilt parts)."""
-        collector = json_safe(self.collector.diagnostics()) if self.collector is not None else {}
-        learner = json_safe(self.agent.update_diagnostics()) if self.agent is not None else {}
-        if self.schedule is not None:
-            learner |= json_safe(self.schedule.diagnostics())
-        if self.replay is not None and learner:
-            learner |= json_safe(self.replay.sample_diagnostics())
-        backend = json_safe(_quiet_backend_diagnostics(self.env.backend)) if self.env is not None else {}
-        if hasattr(backend, "items") is False:
-            backend = {"value": backend}
-        return collector, learner, backend
-
-    @cold_path
-    def _announce_outputs(self, summary: RunSummary) -> None:
-        """Say where the run directory, summary and checkpoints are."""
-        run_dir = self.run_dir.resolve()
-        lines = [
-            f"run {summary.status}: {summary.completed_iterations} iterations, "
-            f"tail {summary.tail_env_steps_per_sec:,.0f} env steps/s over the last "
-            f"{summary.tail_iteration_count} iterations",
-            f"  run directory: {run_dir}",
-            f"  summary:       {self.summary_path.resolve()}",
-            f"  checkpoints:   {self.last_checkpoint.resolve() if self.last_checkpoint else '(none written)'}",
-        ]
-        if self.onnx_path:
-            lines.append(f"  onnx policy:   {Path(self.onnx_path).resolve()}")
-        if self._writer is not None or (run_dir / TENSORBOARD_DIR_NAME).is_dir():
-            lines.append(f"  tensorboard:   tensorboard --logdir {run_dir / TENSORBOARD_DIR_NAME}")
-        self.log("\n".join(lines))
-
-    @cold_path
-    def _close_writer(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-
-
-@cold_path
-def _quiet_backend_diagnostics(backend: Any) -> Any:
-    """The backend's diagnostics without its own overflow warning (the runner reports overflows itself)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r".*buffer overflow", category=RuntimeWarning)
-        return backend.diagnostics()
-
-
-def _raised_by_ctrl_c(err: BaseException | None, stop: BaseException) -> bool:
-    """Whether ``err`` is a Ctrl-C after ``stop``, or was raised while handling one (torch.save wraps it)."""
-    seen: set[int] = set()
-    while err is not None and err is not stop and id(err) not in seen:
-        if isinstance(err, KeyboardInterrupt):
-            return True
-        seen.add(id(err))
-        err = err.__cause__ or err.__context__
-    return False
-
-
-def _error_text(exc: BaseException) -> str:
-    """``Type: message`` of a failed run's exception, as the summary's ``error`` records it."""
-    return "".join(traceback.format_exception_only(type(exc), exc)).strip()
-
-
-def _usage_error(err: ValueError | FileNotFoundError, key: str, hint: str) -> ValueError | FileNotFoundError:
-    """``err`` as a usage error of its kind, with ``(hint)`` added unless its message names ``key``."""
-    message = str(err)
-    if key not in message:
-        message += f" ({hint})"
-    return FileNotFoundError(message) if isinstance(err, FileNotFoundError) else ValueError(message)
-
-
-def _same_path(a: Path, b: Path) -> bool:
-    """Whether two paths name the same directory (also through symlinks or relative spellings)."""
-    try:
-        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
-    except OSError:
-        return False
-
-
-@cold_path
-def _compile_note(learner: dict[str, Any]) -> str:
-    """The warm-up line's note on the learner's compiled parts: none when all compiled, else which did not."""
-    reason = learner.get("compile_fallback_reason")
-    if not learner.get("compile_enabled"):
-        return f" [uncompiled: {reason}]"
-    return f" [parts uncompiled: {reason}]" if reason else ""
-
-
-def _graph_status(facts: dict[str, Any]) -> str:
-    """``graph`` or ``eager (<reason>)`` from a diagnostics dict."""
-    enabled = facts.get("graph_enabled", facts.get("update_graph_enabled", False))
-    if enabled:
-        return "CUDA graph"
-    reason = (
-        facts.get("eager_fallback_reason")
-        or facts.get("update_fallback_reason")
-        or facts.get("disabled_by")
-        or "unknown reason"
-    )
-    return f"eager ({reason})"
-
-
-@cold_path
-def _scalars(tensors: dict[str, torch.Tensor]) -> dict[str, float]:
-    """Read device scalars with one transfer (cold path)."""
-    if not tensors:
-        return {}
-    values = torch.stack([t.detach().float().reshape(()) for t in tensors.values()]).cpu().tolist()
-    return dict(zip(tensors, values))
-
-
-@cold_path
-def _running_episode_means(collector: Any) -> tuple[float | None, float | None]:
-    """Mean length and return of the episodes finished since the last full block (None before any)."""
-    sums = [getattr(collector, f"_finished_{k}", None) for k in ("length_sum", "return_sum", "count")]
-    if any(s is None for s in sums):
-        return None, None
-    length, ret, count = (float(v) for v in torch.stack([s.double() for s in sums]).cpu())
-    return (length / count, ret / count) if count > 0 else (None, None)
-
-
-def _finite(values: dict[str, float] | None) -> dict[str, float]:
-    """Drop non-finite entries (JSON has no NaN; a non-finite statistic is not a statistic)."""
-    return {k: float(v) for k, v in (values or {}).items() if math.isfinite(float(v))}

@@ -425,3 +425,38 @@ def refuse_to_overwrite_the_resumed_run(run_dir: str | os.PathLike, resume: str 
         f"training.overwrite=true would delete {run_dir}, {relation}; nothing was deleted: drop "
         "training.overwrite, or give a training.run_dir outside the resumed run to resume into"
     )
+
+
+@cold_path
+def claim_run_dir(
+    run_dir: Path, run_id: str, *, resume: str | None, overwrite: bool, log=print
+) -> RunDirLock:
+    """Lock ``run_dir`` for run ``run_id``; refuse (or, with ``overwrite``, clear) one that holds another run.
+
+    A run resuming ``run_dir`` itself keeps its files. What a write killed midway (``kill -9``) left is removed.
+    """
+    from trainrt.runner.checkpoint import checkpoint_dir, remove_stale_temp_files
+
+    resumes_here = resume is not None and same_path(Path(resume), run_dir)
+    if resume is not None and overwrite:  # the resumed run, a parent of it or a folder inside it
+        refuse_to_overwrite_the_resumed_run(run_dir, resume)
+    lock = RunDirLock(run_dir, run_id, log=log)
+    try:
+        if not resumes_here:
+            refuse_a_used_run_dir(run_dir, overwrite=overwrite, log=log)
+        # Checkpoints are written only under this lock; an export or eval beside the run may be writing into
+        # the run directory, so young files there stay.
+        remove_stale_temp_files(checkpoint_dir(run_dir), min_age_sec=0.0, log=log)
+        remove_stale_temp_files(run_dir, log=log)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
+def same_path(a: Path, b: Path) -> bool:
+    """Whether two paths name the same directory (also through symlinks or relative spellings)."""
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False

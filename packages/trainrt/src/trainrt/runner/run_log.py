@@ -1,0 +1,348 @@
+"""What a training run says while it runs: console blocks and lines, TensorBoard scalars, warnings, videos.
+
+All of it is cold-path work between iterations: it reads device values (losses, episode statistics, overflow
+counters) once per block. A full block every ``training.log_every`` iterations (and at the first and last),
+a compact line for every other one, a ``training.video_every`` video outside every iteration's time. A
+contact or constraint buffer overflow is reported naming ``sim.nconmax`` / ``sim.njmax`` with a suggested
+value and listed in ``warnings`` (``training.fail_on_overflow=true`` raises ``ContactBufferOverflow``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainrt.config import TrainConfig
+from trainrt.hotpath import cold_path
+from trainrt.runner.build import build_env
+from trainrt.runner.console import format_iteration_block
+from trainrt.runner.failures import ExpectedRunFailure
+from trainrt.runner.summary import IterationTiming
+
+TENSORBOARD_DIR_NAME = "tensorboard"
+
+
+class ContactBufferOverflow(ExpectedRunFailure):
+    """A contact or constraint buffer overflowed and ``training.fail_on_overflow=true``."""
+
+
+class RunLog:
+    """The console and TensorBoard of one run (rank 0 speaks; other ranks pass a silent ``log``).
+
+    Attributes:
+        warnings: every warning the run reported (overflows, learning warnings), for the summary.
+        episode_statistics: the latest episode statistics of a full block, for the summary.
+        writer: the TensorBoard writer while it is open (``None`` otherwise).
+    """
+
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        *,
+        log: Callable[[str], None],
+        is_main: bool,
+        run_env_steps_per_iteration: int,
+    ) -> None:
+        self.cfg = cfg
+        self.log = log
+        self.is_main = is_main
+        self.run_env_steps_per_iteration = run_env_steps_per_iteration
+        self.warnings: list[str] = []
+        self.episode_statistics: dict[str, float] = {}
+        self.writer: Any = None
+        self._parts: dict[str, Any] = {}
+        self._overflow_reported: dict[str, int] = {}
+        self._learning_reported: set[str] = set()
+        self._session_started = 0.0
+        self._session_first_iteration: int | None = None
+        self._resumed_from = 0
+        self._video_env: Any = None
+        self.video_time_sec = 0.0
+
+    @cold_path
+    def start(
+        self, run_dir: Path, *, env: Any, agent: Any, replay: Any, collector: Any, video_cfg: TrainConfig
+    ) -> None:
+        """What the run logs from (built in warm-up); open TensorBoard (``training.tensorboard``, rank 0)."""
+        self._parts = {
+            "env": env,
+            "agent": agent,
+            "replay": replay,
+            "collector": collector,
+            "video_cfg": video_cfg,
+        }
+        self._run_dir = run_dir
+        if self.cfg.training.tensorboard and self.is_main:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(log_dir=str(run_dir / TENSORBOARD_DIR_NAME))
+
+    def announce_run(self, run_dir: Path, device: str, ranks: Any) -> None:
+        """The set-up's first lines: where the run writes, what it trains, and over how many ranks."""
+        cfg = self.cfg
+        self.log(f"run directory: {run_dir.resolve()}")
+        self.log(
+            f"training {cfg.algo.name} on {cfg.task.name} with {cfg.sim.backend} ({device}), "
+            f"{cfg.algo.num_envs} envs, {cfg.algo.max_iterations} iterations of "
+            f"{cfg.algo.steps_per_iteration} steps + {cfg.algo.params.updates_per_iteration} updates"
+        )
+        if ranks.world_size > 1:
+            self.log(
+                f"data-parallel over {ranks.world_size} ranks ({ranks.backend}): "
+                f"{cfg.algo.num_envs} envs per rank, {self.run_env_steps_per_iteration} env steps per iteration"
+            )
+
+    def start_session(self, resumed_from: int | None) -> None:
+        """This process's iterations start now (after ``resumed_from`` iterations of a resumed run)."""
+        self._session_started = time.perf_counter()
+        self._resumed_from = resumed_from or 0
+
+    @cold_path
+    def close(self) -> None:
+        """Close the TensorBoard writer (idempotent)."""
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+    # --- a full block --------------------------------------------------------------------------------------
+
+    @cold_path
+    def iteration_block(
+        self,
+        iteration: int,
+        collect_sec: float,
+        learn_sec: float,
+        elapsed_sec: float,
+        timings: list[IterationTiming],
+    ) -> None:
+        """Console block and TensorBoard scalars of one iteration (reads device values: cold path)."""
+        cfg = self.cfg
+        env, agent, collector = self._parts["env"], self._parts["agent"], self._parts["collector"]
+        self._check_overflow(iteration)
+        self._check_learning(iteration)
+        losses = _scalars(agent.losses())
+        episode = {**collector.episode_summary(), **env.episode_stats()}
+        self.episode_statistics.update(episode)
+        rate = self.run_env_steps_per_iteration / elapsed_sec if elapsed_sec > 0 else 0.0
+        done_this_session = iteration - self._resumed_from
+        session_sec = time.perf_counter() - self._session_started
+        eta = session_sec / max(done_this_session, 1) * (cfg.algo.max_iterations - iteration)
+        shown = {
+            k: v for k, v in episode.items() if k.startswith(("Train/", "Episode/length", "Episode/rew_"))
+        }
+        self.log(
+            format_iteration_block(
+                title=f"{cfg.algo.name} {cfg.task.name}",
+                iteration=iteration,
+                max_iterations=cfg.algo.max_iterations,
+                env_steps_per_sec=rate,
+                collect_time_sec=collect_sec,
+                learn_time_sec=learn_sec,
+                wall_time_sec=elapsed_sec,
+                total_env_steps=self.run_env_steps_per_iteration * iteration,
+                elapsed_sec=sum(t.wall_time_sec for t in timings) + elapsed_sec,
+                eta_sec=eta,
+                losses=losses,
+                episode=shown,
+            )
+        )
+        if self.writer is not None:
+            step = iteration
+            for name, value in losses.items():
+                self.writer.add_scalar(f"Loss/{name}", value, step)
+            self.writer.add_scalar("Perf/env_steps_per_sec", rate, step)
+            self.writer.add_scalar("Perf/collect_time_sec", collect_sec, step)
+            self.writer.add_scalar("Perf/learn_time_sec", learn_sec, step)
+            self.writer.add_scalar("Perf/iteration_time_sec", elapsed_sec, step)
+            for name, value in episode.items():
+                tag = name if "/" in name else f"Episode/{name}"
+                self.writer.add_scalar(tag, value, step)
+
+    @cold_path
+    def _check_overflow(self, iteration: int) -> None:
+        """Report contact/constraint buffer overflows new since the last check (reads device counters)."""
+        diag = quiet_backend_diagnostics(self._parts["env"].backend)
+        grown = {k: v for k, v in diag.overflow.items() if v > self._overflow_reported.get(k, 0)}
+        if not grown:
+            return
+        self._overflow_reported.update(grown)
+        num_envs = max(diag.num_envs, 1)
+        advice = []
+        if grown.get("contacts", 0) or any("contact" in k for k in grown):
+            wanted = max(2 * diag.nconmax, math.ceil(1.5 * diag.contacts / num_envs))
+            advice.append(f"sim.nconmax={wanted} (now {diag.nconmax})")
+        if grown.get("constraints", 0) or any("constraint" in k or "efc" in k for k in grown):
+            wanted = max(2 * diag.njmax, math.ceil(1.5 * diag.max_constraints))
+            advice.append(f"sim.njmax={wanted} (now {diag.njmax})")
+        worlds = ", ".join(f"{k}: {v} of {diag.num_envs} worlds" for k, v in grown.items())
+        message = (
+            f"iteration {iteration}: {diag.backend} buffer overflow ({worlds}) "
+            f"(contacts or constraint rows beyond the buffer are dropped, so physics is wrong there); "
+            f"raise {' and '.join(advice) or 'sim.nconmax / sim.njmax'}"
+        )
+        if message not in self.warnings:
+            self.warnings.append(message)
+        if self.cfg.training.fail_on_overflow:
+            raise ContactBufferOverflow(message + " (training.fail_on_overflow=true)")
+        self.log(f"warning: {message}")
+
+    @cold_path
+    def _check_learning(self, iteration: int) -> None:
+        """Report each kind of the agent's `learning_warnings` the first time it appears."""
+        found = self._parts["agent"].learning_warnings(self._parts["replay"].view_return_statistics())
+        for kind, text in found.items():
+            if kind in self._learning_reported:
+                continue
+            self._learning_reported.add(kind)
+            message = f"iteration {iteration}: {text}"
+            self.warnings.append(message)
+            self.log(f"warning: {message}")
+
+    # --- between iterations: the compact console line and videos (outside every iteration's time) ----------
+
+    @cold_path
+    def between_iterations(self, iteration: int, timings: list[IterationTiming]) -> None:
+        """The compact console line of an iteration without a full block, and the ``video_every`` video.
+
+        Runs after the iteration's timing is appended, so its time is in no iteration (and never in
+        ``tail_env_steps_per_sec``); a video's own time is printed and written as ``Perf/video_time_sec``.
+        """
+        from trainrt.runner.console import format_iteration_line
+
+        training = self.cfg.training
+        if self._session_first_iteration is None:
+            self._session_first_iteration = iteration
+        block_shown = (
+            iteration % training.log_every == 0
+            or iteration == self.cfg.algo.max_iterations
+            or iteration == self._session_first_iteration
+        )
+        if not block_shown and self.is_main:
+            timing = timings[-1]
+            recent = timings[-20:]
+            mean_wall = math.fsum(t.wall_time_sec for t in recent) / len(recent)
+            length, ret = _running_episode_means(self._parts["collector"])
+            self.log(
+                format_iteration_line(
+                    iteration=iteration,
+                    max_iterations=self.cfg.algo.max_iterations,
+                    env_steps_per_sec=self.run_env_steps_per_iteration / max(timing.wall_time_sec, 1e-9),
+                    wall_time_sec=timing.wall_time_sec,
+                    episode_length=length,
+                    episode_return=ret,
+                    eta_sec=mean_wall * (self.cfg.algo.max_iterations - iteration),
+                )
+            )
+        if training.video_every and iteration % training.video_every == 0 and self.is_main:
+            self._record_training_video(iteration)
+
+    @cold_path
+    def _record_training_video(self, iteration: int) -> None:
+        """A ``training.video_seconds`` video of the current deterministic policy on a separate one-env env."""
+        from trainrt.viz.record import VideoOptions, record_policy_video
+        from trainrt.viz.video import write_tensorboard_gif
+
+        started = time.perf_counter()
+        if self._video_env is None:
+            self._video_env = build_env(self._parts["video_cfg"], num_envs=1)
+        path = self._run_dir / "videos" / f"iter_{iteration:06d}.mp4"
+        options = VideoOptions(
+            seconds=self.cfg.training.video_seconds, renderer=self.cfg.training.video_renderer
+        )
+        result = record_policy_video(self._video_env, self._parts["agent"], path, options, keep_preview=24)
+        if self.writer is not None and result.preview:
+            write_tensorboard_gif(self.writer, "Video/policy", result.preview, fps=8.0, step=iteration)
+        spent = time.perf_counter() - started
+        self.video_time_sec += spent
+        if self.writer is not None:
+            self.writer.add_scalar("Perf/video_time_sec", spent, iteration)
+        self.log(
+            f"video: {path} ({result.frames} frames, {result.renderer} renderer) in {spent:.1f}s, "
+            "outside the throughput window"
+        )
+
+
+# --- the warm-up line --------------------------------------------------------------------------------------------
+
+
+@cold_path
+def warm_up_line(
+    warmup_time_sec: float, warmup_env_steps: int, collector: Any, agent: Any, schedule: Any
+) -> str:
+    """The console line that ends warm-up: its time, and how the collector, learner and schedule run."""
+    collector_graph = collector.diagnostics()
+    learner_graph = agent.update_diagnostics()
+    schedule = schedule.diagnostics()
+    overlap = (
+        "overlapped (learner one iteration behind the data)"
+        if schedule["overlap_enabled"]
+        else f"sequential ({schedule['overlap_fallback_reason']})"
+    )
+    return (
+        f"warm-up done in {warmup_time_sec:.1f}s ({warmup_env_steps} env steps, outside the "
+        f"throughput window); collector: {_graph_status(collector_graph)}; "
+        f"learner: {_graph_status(learner_graph)}"
+        + compile_note(learner_graph)
+        + (
+            ""
+            if collector_graph.get("step_math_compiled")
+            else f"; step math eager ({collector_graph.get('step_math_fallback_reason')})"
+        )
+        + f"; schedule: {overlap}"
+    )
+
+
+@cold_path
+def compile_note(learner: dict[str, Any]) -> str:
+    """The warm-up line's note on the learner's compiled parts: none when all compiled, else which did not."""
+    reason = learner.get("compile_fallback_reason")
+    if not learner.get("compile_enabled"):
+        return f" [uncompiled: {reason}]"
+    return f" [parts uncompiled: {reason}]" if reason else ""
+
+
+def _graph_status(facts: dict[str, Any]) -> str:
+    """``graph`` or ``eager (<reason>)`` from a diagnostics dict."""
+    enabled = facts.get("graph_enabled", facts.get("update_graph_enabled", False))
+    if enabled:
+        return "CUDA graph"
+    reason = (
+        facts.get("eager_fallback_reason")
+        or facts.get("update_fallback_reason")
+        or facts.get("disabled_by")
+        or "unknown reason"
+    )
+    return f"eager ({reason})"
+
+
+@cold_path
+def quiet_backend_diagnostics(backend: Any) -> Any:
+    """The backend's diagnostics without its own overflow warning (the runner reports overflows itself)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*buffer overflow", category=RuntimeWarning)
+        return backend.diagnostics()
+
+
+@cold_path
+def _scalars(tensors: dict[str, torch.Tensor]) -> dict[str, float]:
+    """Read device scalars with one transfer (cold path)."""
+    if not tensors:
+        return {}
+    values = torch.stack([t.detach().float().reshape(()) for t in tensors.values()]).cpu().tolist()
+    return dict(zip(tensors, values))
+
+
+@cold_path
+def _running_episode_means(collector: Any) -> tuple[float | None, float | None]:
+    """Mean length and return of the episodes finished since the last full block (None before any)."""
+    sums = [getattr(collector, f"_finished_{k}", None) for k in ("length_sum", "return_sum", "count")]
+    if any(s is None for s in sums):
+        return None, None
+    length, ret, count = (float(v) for v in torch.stack([s.double() for s in sums]).cpu())
+    return (length / count, ret / count) if count > 0 else (None, None)
