@@ -33,6 +33,19 @@ def write_resolved_config(run_dir: str | os.PathLike, cfg: TrainConfig) -> Path:
 
 
 @cold_path
+def runs_inside(folder: str | os.PathLike) -> list[str]:
+    """Names of the run directories (holding ``config.json``) directly inside ``folder``, oldest first by
+    modification time; links (``runs/latest``) are left out."""
+    try:
+        entries = [
+            e for e in Path(folder).iterdir() if not e.is_symlink() and (e / CONFIG_FILE_NAME).is_file()
+        ]
+    except OSError:
+        return []
+    return [e.name for e in sorted(entries, key=lambda e: (e.stat().st_mtime, e.name))]
+
+
+@cold_path
 def load_resolved_config(run_dir: str | os.PathLike, *, motion_file: str | None = None) -> TrainConfig:
     """Read and validate ``<run_dir>/config.json`` (an older run's renamed keys read as their new names);
     ``ValueError`` naming the file when it is not valid JSON or not a valid config.
@@ -41,6 +54,11 @@ def load_resolved_config(run_dir: str | os.PathLike, *, motion_file: str | None 
     another place (a moved file, a run copied from another machine)."""
     path = Path(run_dir) / CONFIG_FILE_NAME
     if not path.is_file():
+        runs = runs_inside(run_dir)
+        if runs:
+            shown = ", ".join(str(Path(run_dir) / name) for name in runs[-6:])
+            more = f" (the newest {min(6, len(runs))} of {len(runs)})" if len(runs) > 6 else ""
+            raise FileNotFoundError(f"{run_dir} is a folder of runs, not a run: name one of {shown}{more}")
         raise FileNotFoundError(f"{path} not found: is {run_dir} a trainrt run directory?")
     text = path.read_text()
     try:

@@ -49,6 +49,7 @@ The runner holds the run's parts and its loop; each other concern is a small obj
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -83,7 +84,13 @@ from trainrt.runner.manifest import write_manifest, write_resolved_config
 from trainrt.runner.play import evaluate_policy
 from trainrt.runner.pre_run_checks import load_resume_checkpoint, probe_config, run_id_to_continue
 from trainrt.runner.preflight import check_memory_fits
-from trainrt.runner.run_dir import RunDirLock, check_run_dir_usable, claim_run_dir, new_run_id
+from trainrt.runner.run_dir import (
+    RunDirLock,
+    check_run_dir_usable,
+    claim_run_dir,
+    new_run_id,
+    point_latest_at,
+)
 from trainrt.runner.run_log import TENSORBOARD_DIR_NAME, ContactBufferOverflow, RunLog, warm_up_line
 from trainrt.runner.run_log import compile_note as _compile_note
 from trainrt.runner.schedule import IterationSchedule
@@ -111,9 +118,10 @@ RANKS_DIR_NAME = "ranks"
 
 @cold_path
 def default_run_dir(cfg: TrainConfig) -> Path:
-    """``runs/<algo>_<task>_<sim>_<UTC timestamp>`` under the current directory."""
+    """``runs/<algo>_<task>_<sim>_<UTC timestamp>_<4 hex digits>`` under the current directory: the digits
+    tell apart runs started in the same second."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    return Path("runs") / f"{cfg.algo.name}_{cfg.task.name}_{cfg.sim.backend}_{stamp}"
+    return Path("runs") / f"{cfg.algo.name}_{cfg.task.name}_{cfg.sim.backend}_{stamp}_{uuid.uuid4().hex[:4]}"
 
 
 class OffPolicyRunner:
@@ -149,6 +157,7 @@ class OffPolicyRunner:
             check_every=distributed.check_every,
         )
         run_dir = cfg.training.run_dir if cfg.training.run_dir is not None else resume
+        self._default_named = run_dir is None  # a new run under runs/: runs/latest points at it
         run_dir = Path(run_dir) if run_dir is not None else default_run_dir(cfg)
         self.run_dir = Path(self.ranks.shared_object(str(run_dir)))  # rank 0's default run directory
         check_run_dir_usable(self.run_dir)
@@ -206,6 +215,8 @@ class OffPolicyRunner:
             self._lock = claim_run_dir(
                 self.run_dir, self.run_id, resume=resume, overwrite=cfg.training.overwrite, log=self.log
             )
+            if self._default_named:
+                point_latest_at(self.run_dir, log=self.log)
 
     @property
     def completed_iterations(self) -> int:

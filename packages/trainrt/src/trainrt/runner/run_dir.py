@@ -454,6 +454,28 @@ def claim_run_dir(
     return lock
 
 
+LATEST_LINK_NAME = "latest"
+"""The link beside default-named runs (``runs/latest``) that points at the newest one."""
+
+
+@cold_path
+def point_latest_at(run_dir: Path, log=print) -> None:
+    """Point ``<run_dir's parent>/latest`` at ``run_dir`` (a relative symlink, replaced atomically). Only a link
+    is ever replaced: a file or folder of that name is kept and said; a failure is said, never raised."""
+    link = run_dir.parent / LATEST_LINK_NAME
+    if link.exists() and not link.is_symlink():
+        log(f"note: {link} is not a link trainrt made; it stays, and does not point at this run")
+        return
+    staging = run_dir.parent / f".{LATEST_LINK_NAME}-{os.getpid()}"
+    try:
+        if staging.is_symlink():
+            staging.unlink()
+        os.symlink(run_dir.name, staging)
+        os.replace(staging, link)
+    except OSError as err:
+        log(f"note: could not point {link} at {run_dir.name}: {err}")
+
+
 def same_path(a: Path, b: Path) -> bool:
     """Whether two paths name the same directory (also through symlinks or relative spellings)."""
     try:
