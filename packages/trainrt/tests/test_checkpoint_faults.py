@@ -119,8 +119,20 @@ def test_a_checkpoint_named_on_the_command_line_must_belong_to_the_run(tmp_path)
         f"checkpoint {foreign} belongs to run theirs, not to run mine of {run_dir}: "
         f"give its own run directory, {other}, instead"
     )
-    with pytest.raises(FileNotFoundError, match="no checkpoint for iteration 9"):
+    with pytest.raises(FileNotFoundError) as missing:
         load_run_checkpoint(run_dir, "9")
+    assert str(missing.value) == (
+        f"no checkpoint for iteration 9 in {run_dir}: {checkpoint_path(run_dir, 9)} does not exist; "
+        "the run has checkpoints for iterations 1"
+    )
+    for iteration in range(2, 14):
+        save_checkpoint(run_dir, iteration, {"run_id": "mine", "agent": {}})
+    with pytest.raises(
+        FileNotFoundError, match=r"iterations 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 \(the newest 10 of 13\)$"
+    ):
+        load_run_checkpoint(run_dir, "99")
+    with pytest.raises(FileNotFoundError, match=r"the run has no checkpoints$"):
+        load_run_checkpoint(tmp_path / "empty", "3")
 
 
 # --- a checkpoint file never runs code ----------------------------------------------------------------------

@@ -295,12 +295,29 @@ def resolve_run_checkpoint(run_dir: str | os.PathLike, checkpoint: str | os.Path
     if text.isdigit():
         path = checkpoint_path(run_dir, int(text))
         if not (path.exists() or path.is_symlink()):
-            raise FileNotFoundError(f"no checkpoint for iteration {text} in {run_dir}: {path} does not exist")
+            raise FileNotFoundError(
+                f"no checkpoint for iteration {text} in {run_dir}: {path} does not exist; "
+                f"{_iterations_text(run_dir)}"
+            )
         return path
     path = Path(text)
     if not (path.exists() or path.is_symlink()):
         raise FileNotFoundError(f"checkpoint {path} not found (give a file or an iteration number)")
     return path
+
+
+def _iterations_text(run_dir: str | os.PathLike) -> str:
+    """``the run has checkpoints for iterations 2, 4, 6`` (the newest ten at most), or that it has none."""
+    try:
+        entries = checkpoints_newest_first(run_dir)
+    except CheckpointError:
+        return "its checkpoint folder cannot be listed"
+    iterations = [int(_CHECKPOINT_NAME.match(e.name).group(1)) for e in entries]
+    if not iterations:
+        return "the run has no checkpoints"
+    shown = ", ".join(str(i) for i in sorted(iterations[:10]))
+    more = f" (the newest 10 of {len(iterations)})" if len(iterations) > 10 else ""
+    return f"the run has checkpoints for iterations {shown}{more}"
 
 
 @cold_path
