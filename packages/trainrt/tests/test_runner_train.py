@@ -13,7 +13,7 @@ import torch
 from tiny_runs import TINY_RUN
 
 from trainrt.config import TrainConfig, apply_overrides, cpu_demo_preset
-from trainrt.runner import OffPolicyRunner, checkpointing, load_run_summary, summary_writer
+from trainrt.runner import OffPolicyRunner, checkpointing, load_run_summary, stop_signals, summary_writer
 from trainrt.runner.checkpoint import checkpoint_path, checkpoints_newest_first, load_checkpoint
 from trainrt.runner.collector import Collector
 from trainrt.runner.manifest import load_resolved_config
@@ -404,7 +404,21 @@ def test_a_signal_inside_an_iteration_stops_the_run_at_that_iterations_end(
     assert {s: signal.getsignal(s) for s in before} == before  # the run's handlers are gone again
 
 
+def test_one_ctrl_c_delivered_twice_counts_once(tmp_path, monkeypatch):
+    """A launcher forwarding SIGINT to its process group (``uv run``) delivers one keypress twice."""
+    _signal_during_iteration_2(monkeypatch, signal.SIGINT, signal.SIGINT)
+    cfg = tiny_config(
+        tmp_path / "run", "sac", "g1_walk_flat", "algo.max_iterations=4", "training.checkpoint_every=0"
+    )
+    with pytest.raises(KeyboardInterrupt):
+        OffPolicyRunner(cfg, log=lambda line: None).run()
+    summary = load_run_summary(tmp_path / "run")
+    assert summary.status == "interrupted" and summary.completed_iterations == 2  # iteration 2 ended
+    assert load_checkpoint(tmp_path / "run")["iteration"] == 2
+
+
 def test_a_second_ctrl_c_stops_at_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(stop_signals, "SAME_CTRL_C_SEC", 0.0)  # a person's second press, not a duplicate
     _signal_during_iteration_2(monkeypatch, signal.SIGINT, signal.SIGINT)
     cfg = tiny_config(
         tmp_path / "run", "sac", "g1_walk_flat", "algo.max_iterations=4", "training.checkpoint_every=0"

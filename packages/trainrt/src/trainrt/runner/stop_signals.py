@@ -8,6 +8,10 @@ replay, a two-stream schedule, a checkpoint write or a lock held by a library th
 crash or hang the process before it saves. A second Ctrl-C raises at once (for an iteration that does not
 end, or a save it abandons); a second SIGTERM or SIGHUP is ignored so the save can finish. While the
 ``interrupted`` summary is written (``StopSignals.ignored``), every signal is ignored.
+
+A Ctrl-C that comes again within ``SAME_CTRL_C_SEC`` is the same Ctrl-C delivered twice, not a second one: a
+launcher that forwards SIGINT to its process group (``uv run``, under ``timeout -s INT`` or a terminal) makes
+one keypress arrive twice, and counting it twice would abandon the checkpoint it asked for.
 """
 
 from __future__ import annotations
@@ -15,12 +19,16 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 from trainrt.hotpath import cold_path
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+SAME_CTRL_C_SEC = 0.5
+"""Ctrl-Cs closer together than this are one delivered twice (a person's second press comes later)."""
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -62,6 +70,7 @@ class StopSignals:
         self._at_boundary = False  # inside the iteration loop: signals wait for the iteration's end
         self._ignored = False  # the interrupted summary is being written
         self._raised: list[int] = []  # SIGTERM or SIGHUP already raised or requested
+        self._last_ctrl_c: float | None = None  # time.monotonic() of the last Ctrl-C counted
         self._previous: dict[int, Any] = {}
 
     @cold_path
@@ -82,6 +91,10 @@ class StopSignals:
         if self._ignored:  # the interrupted summary is being written: a small file, let it finish
             return
         if signum == signal.SIGINT:
+            now = time.monotonic()
+            if self._last_ctrl_c is not None and now - self._last_ctrl_c < SAME_CTRL_C_SEC:
+                return  # the same Ctrl-C delivered twice (see the module docstring)
+            self._last_ctrl_c = now
             if self._at_boundary and self.request is None:
                 self.request = signum
                 return
