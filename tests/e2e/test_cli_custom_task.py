@@ -83,7 +83,7 @@ def test_a_task_from_a_users_module_trains_evaluates_plays_and_exports(task_modu
 
     out = trainrt("play", str(run_dir), "--num-envs", "2", "--steps", "5")
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "mean_return" in out.stdout
+    assert "mean return" in out.stdout and "mean episode length" in out.stdout
 
     onnx_path = tmp_path / "policy.onnx"
     out = trainrt("export", str(run_dir), "--output", str(onnx_path))

@@ -309,7 +309,7 @@ def test_play_and_export_fall_back_past_a_damaged_newest_checkpoint(finished_run
     run_dir = _copy(finished_run, tmp_path / "run")
     newest = checkpoint_path(run_dir, 2)
     newest.write_bytes(b"")
-    out = trainrt("play", str(run_dir), "--num-envs", "2", "--steps", "2")
+    out = trainrt("play", str(run_dir), "--num-envs", "2", "--steps", "2", "--json")
     assert out.returncode == 0, out.stderr[-3000:]
     assert f"{newest} is empty (0 bytes)" in out.stderr and "falling back to" in out.stderr
     assert json.loads(out.stdout[out.stdout.index("{") :])["iteration"] == 1
@@ -324,14 +324,14 @@ def test_play_takes_only_checkpoints_of_the_run_that_owns_the_directory(finished
     foreign["run_id"] = "another_run"
     foreign["iteration"] = 7
     torch.save(foreign, checkpoint_path(run_dir, 7))
-    out = trainrt("play", str(run_dir), "--num-envs", "2", "--steps", "2")
+    out = trainrt("play", str(run_dir), "--num-envs", "2", "--steps", "2", "--json")
     assert out.returncode == 0, out.stderr[-3000:]
     assert "belongs to run another_run" in out.stderr
     assert json.loads(out.stdout[out.stdout.index("{") :])["iteration"] == 2
 
 
 def test_play_and_export_take_an_iteration_number_as_checkpoint(finished_run, tmp_path):
-    out = trainrt("play", str(finished_run), "--checkpoint", "1", "--num-envs", "2", "--steps", "2")
+    out = trainrt("play", str(finished_run), "--checkpoint", "1", "--num-envs", "2", "--steps", "2", "--json")
     assert out.returncode == 0, out.stderr[-3000:]
     assert json.loads(out.stdout[out.stdout.index("{") :])["iteration"] == 1
     out = trainrt("export", str(finished_run), "--checkpoint", "1", "--output", str(tmp_path / "p.onnx"))
@@ -420,7 +420,9 @@ def _policy_command(command: str, run_dir: Path, tmp: Path, *extra: str) -> list
     """``play``, ``eval`` or ``export`` of ``run_dir`` as a tiny CLI call."""
     if command == "export":
         return ["export", str(run_dir), "--output", str(tmp / "policy.onnx"), *extra]
-    rollout = ["--num-envs", "2", "--steps", "2"] + (["--commands", "stand"] if command == "eval" else [])
+    rollout = ["--num-envs", "2", "--steps", "2"] + (
+        ["--commands", "stand"] if command == "eval" else ["--json"]
+    )
     return [command, str(run_dir), *rollout, *extra]
 
 

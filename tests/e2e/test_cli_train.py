@@ -61,7 +61,7 @@ def test_resume_continues_from_the_last_checkpoint(finished_run, tmp_path):
 def test_play_and_export_use_the_checkpoint(finished_run, tmp_path):
     out = trainrt("play", str(finished_run), "--num-envs", "2", "--steps", "5")
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "mean_return" in out.stdout
+    assert "mean return" in out.stdout and "mean episode length" in out.stdout
     onnx_path = tmp_path / "policy.onnx"
     out = trainrt("export", str(finished_run), "--output", str(onnx_path))
     assert out.returncode == 0, out.stderr[-3000:]

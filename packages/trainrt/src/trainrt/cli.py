@@ -364,6 +364,7 @@ def play(
         int, typer.Option(min=0, help="also save this many evenly spaced frames as PNG beside the video")
     ] = 0,
     motion_file: MotionFileOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
 ) -> None:
     """Evaluate a run's last checkpoint with a deterministic rollout; prints mean return and episode length.
 
@@ -401,7 +402,25 @@ def play(
             checkpoint=checkpoint,
             motion_file=_motion_file(motion_file),
         )
-    typer.echo(json.dumps(result, indent=2))
+    typer.echo(json.dumps(result, indent=2) if as_json else format_play_result(result))
+
+
+def format_play_result(result: dict) -> str:
+    """``play``'s result as a few readable lines (``--json`` prints the dict itself)."""
+    steps = f"{result['num_steps']} steps" + (
+        f" (of {result['requested_steps']} asked)"
+        if result.get("requested_steps") != result["num_steps"]
+        else ""
+    )
+    return "\n".join(
+        [
+            f"play: iteration {result['iteration']} ({result['checkpoint']}) on {result['sim']}, "
+            f"{result['num_envs']} envs x {steps}, deterministic",
+            f"  mean return          {result['mean_return']:.3f}",
+            f"  mean episode length  {result['mean_episode_length']:.1f} steps",
+            f"  terminated           {100 * result['terminated_fraction']:.1f}% of envs",
+        ]
+    )
 
 
 @app.command()
