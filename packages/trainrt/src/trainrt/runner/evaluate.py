@@ -222,9 +222,12 @@ def evaluate_task(
     spec = task_spec(cfg.task.name).evaluation_spec()
     chosen = spec.select(scenarios)
     metrics = {**spec.metrics, "action_saturation": action_saturation}
+    names = ", ".join(scenario.name for scenario in chosen)
+    log(f"eval: {cfg.task.name} on {cfg.sim.backend}, {num_envs} envs for each of {len(chosen)}: {names}")
     env = build_env(spec.config(cfg), num_envs=num_envs * len(chosen))
     agent = _load_agent(cfg, env, state) if policy is None else policy(env)
     horizon = steps if steps is not None else spec.horizon(env, dict(options or {}))
+    log(f"eval: one rollout of {horizon} control steps ({horizon * env.step_dt:.1f} s simulated)")
     setup = spec.setup
     rows = _rollout(
         env,
@@ -238,8 +241,6 @@ def evaluate_task(
     results: dict[str, Any] = {}
     for scenario, row in zip(chosen, rows):
         results[scenario.name] = {**scenario.facts, **row}
-        if spec.report is not None:
-            log(spec.report(scenario.name, results[scenario.name]))
     if spec.result is None:
         return {"scenarios": results}
     return spec.result(env, horizon, results)

@@ -43,7 +43,6 @@ class EvaluationSpec:
         setup: ``(env, scenarios, rows_per_scenario)`` after the reset, before the first step (None: nothing).
         result: ``(env, horizon_steps, rows) -> dict``, the JSON body from each scenario's row
             (facts then metrics) by name (None: ``{"scenarios": rows}``).
-        report: ``(name, row) -> str``, a progress line per scenario (None: no line).
     """
 
     config: Callable[[Any], Any]
@@ -54,7 +53,6 @@ class EvaluationSpec:
     scenario_option: str | None = None
     setup: Callable[[Any, Sequence[EvalScenario], int], None] | None = None
     result: Callable[[Any, int, dict[str, dict[str, Any]]], dict[str, Any]] | None = None
-    report: Callable[[str, dict[str, Any]], str] | None = None
 
     def select(self, names: Sequence[str] | None) -> tuple[EvalScenario, ...]:
         """The scenarios named by ``names`` in that order (None: all); ValueError naming the valid ones."""

@@ -111,7 +111,4 @@ def walk_evaluation() -> EvaluationSpec:
         scenario_option="commands",
         setup=_assign_scenario_commands,
         result=lambda env, horizon, rows: {"horizon_s": horizon * env.step_dt, "commands": rows},
-        report=lambda name, row: (
-            f"  {name}: fell {row['failed_fraction']:.3f}, lin vel error {row['lin_vel_error_xy']:.3f} m/s"
-        ),
     )
