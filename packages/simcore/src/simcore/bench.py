@@ -18,7 +18,7 @@ import torch
 
 from simcore._src.backend import SimBackend
 from simcore._src.config import DEFAULT_RANDOMIZED_FIELDS, SimConfig
-from simcore._src.factory import make_backend
+from simcore._src.factory import make_backend, set_backend_log_level
 from simcore._src.graph import CapturedWork
 from simcore._src.model import load_model
 from simcore._src.timing import wall_seconds
@@ -154,10 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--njmax", type=int, default=None)
     parser.add_argument("--steps", type=int, default=64, help="control steps timed per row")
     args = parser.parse_args(argv)
-    import warp
-
     # Warp's banner and module-load lines would otherwise interleave with the JSON on stdout
-    warp.config.log_level = warp.LOG_WARNING
+    set_backend_log_level("mjwarp", "warning")
     rows = physics_benchmark(
         [int(x) for x in args.num_envs.split(",")],
         [int(x) for x in args.ks.split(",")],
