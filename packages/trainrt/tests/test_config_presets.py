@@ -15,6 +15,7 @@ def test_every_algo_task_pair_has_a_preset():
         ("flashsac", "g1_motion_tracking"),
         ("sac", "t1_walk_flat"),
         ("flashsac", "t1_walk_flat"),
+        ("sac", "g1_walk_rough"),
     }
     for (algo, task), factory in PRESETS.items():
         cfg = factory()
@@ -52,7 +53,7 @@ def test_canonical_sac_walk_preset_values():
     canonical = {("sac", "g1_walk_flat"), ("flashsac", "g1_motion_tracking")}
     assert preset("flashsac", "g1_motion_tracking").sim.solver_iterations == 5
     others = [factory() for pair, factory in PRESETS.items() if pair not in canonical]
-    assert len(others) == 4 and all(other.sim.solver_iterations is None for other in others)
+    assert len(others) == 5 and all(other.sim.solver_iterations is None for other in others)
 
 
 def test_canonical_flashsac_tracking_preset_values():

@@ -48,9 +48,10 @@ def _set_root_state(
 
 
 def test_registry_lists_both_tasks_and_rejects_unknown_names():
-    assert set(TASKS) == {"g1_walk_flat", "g1_motion_tracking", "t1_walk_flat"}
+    assert set(TASKS) == {"g1_walk_flat", "g1_walk_rough", "g1_motion_tracking", "t1_walk_flat"}
     with pytest.raises(
-        ValueError, match=r"unknown task 'nope'; valid: g1_motion_tracking, g1_walk_flat, t1_walk_flat"
+        ValueError,
+        match=r"unknown task 'nope'; valid: g1_motion_tracking, g1_walk_flat, g1_walk_rough, t1_walk_flat",
     ):
         make_task_cfg("nope")
 

@@ -82,6 +82,9 @@ HOT_ENTRY_POINTS: Mapping[str, str | frozenset[str]] = {
             "TerrainCurriculum.mean_level",
         }
     ),
+    # terrain terms (height scans, the curriculum's level update) and the spawn on each env's tile
+    "terrain/mdp.py": EVERY_FUNCTION,
+    "terrain/scene.py": frozenset({"TerrainScene.place"}),
 }
 """trainrt's hot entry points: module path (relative to the package) -> function names or ``EVERY_FUNCTION``.
 

@@ -259,7 +259,7 @@ def check_actuated_joints(model: mujoco.MjModel, expected: Sequence[str], robot:
     )
 
 
-def _add_floor(spec: mujoco.MjSpec, floor_friction: float) -> None:
+def _add_floor(spec: mujoco.MjSpec, floor_friction: float, floor_height: float = 0.0) -> None:
     """Add a ground plane named ``floor`` and route contacts through geom collision bits.
 
     Explicit contact pairs against the floor are removed: foot friction then comes from the foot geoms
@@ -273,6 +273,7 @@ def _add_floor(spec: mujoco.MjSpec, floor_friction: float) -> None:
         floor.name = FLOOR_NAME
         floor.type = mujoco.mjtGeom.mjGEOM_PLANE
         floor.size = [0.0, 0.0, 0.05]
+        floor.pos = [0.0, 0.0, floor_height]
     for geom in spec.geoms:
         if geom.name == FLOOR_NAME:
             geom.contype, geom.conaffinity = 1, 1
@@ -381,6 +382,7 @@ def load_model(
     pd_from_armature: bool = False,
     add_floor: bool = True,
     floor_friction: float = 0.4,
+    floor_height: float = 0.0,
     self_collision: bool = False,
     self_collision_pairs: Sequence[tuple[str, str]] = (),
     heightfields: Sequence[Heightfield] = (),
@@ -398,6 +400,8 @@ def load_model(
         pd_from_armature: derive PD gains from joint armature (see ``pd_gains_from_armature``).
         add_floor: add a ground plane named ``floor`` (replacing explicit floor contact pairs).
         floor_friction: sliding friction of the floor, the lower bound of every floor contact.
+        floor_height: height of the added floor, meters (below a terrain's lowest point, the floor catches
+            what leaves the terrain without filling its pits).
         self_collision: keep robot-robot collisions (off by default: fewer contacts).
         self_collision_pairs: with ``self_collision`` off, enable only these robot-robot contacts: pairs of body
             name patterns (regular expressions, full match); the collision geoms of bodies matching the first
@@ -435,8 +439,10 @@ def load_model(
     fitted = _strip_visuals(spec, collision_meshes) if headless else {}
     for field in heightfields:
         add_heightfield(spec, field, friction=floor_friction)
+    if not math.isfinite(floor_height):
+        raise ValueError(f"floor_height must be a finite number, got {floor_height!r}")
     if add_floor:
-        _add_floor(spec, floor_friction)
+        _add_floor(spec, floor_friction, floor_height)
     _mark_terrain(spec)
     if not self_collision:
         _disable_self_collision(spec)

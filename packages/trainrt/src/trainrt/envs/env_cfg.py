@@ -17,6 +17,7 @@ from trainrt.managers import (
     RewardTermCfg,
     TerminationTermCfg,
 )
+from trainrt.terrain.cfg import TerrainGridCfg
 
 
 @dataclass
@@ -25,6 +26,10 @@ class SceneCfg:
 
     ``foot_bodies`` not already in ``bodies`` are appended to the read plan, so terms find them with
     ``env.robot.body_ids(env.cfg.scene.foot_bodies)``.
+
+    ``terrain`` (a ``trainrt.terrain.TerrainGridCfg``, default None: the model's own ground) makes the env draw
+    that grid of terrain tiles from its run seed, load it into the model as a heightfield (``model_factory``
+    then takes ``heightfields=``) and start every env on its tile (``trainrt.terrain.scene``).
     """
 
     model_factory: Callable[[], mujoco.MjModel]
@@ -36,10 +41,15 @@ class SceneCfg:
     njmax: int | None = None
     init_root_height: float | None = None
     default_joint_pos: dict[str, float] = field(default_factory=dict)
+    terrain: TerrainGridCfg | None = None
 
     def __post_init__(self) -> None:
         if not callable(self.model_factory):
             raise ValueError(f"SceneCfg.model_factory must be callable, got {self.model_factory!r}")
+        if self.terrain is not None and not isinstance(self.terrain, TerrainGridCfg):
+            raise ValueError(
+                f"SceneCfg.terrain must be a trainrt.terrain.TerrainGridCfg or None, got {self.terrain!r}"
+            )
         for name in ("bodies", "sensors", "contact_bodies", "foot_bodies"):
             value = getattr(self, name)
             if isinstance(value, str):

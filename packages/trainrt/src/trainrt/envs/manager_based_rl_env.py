@@ -56,6 +56,7 @@ from trainrt.managers import (
     RewardManager,
     TerminationManager,
 )
+from trainrt.terrain.scene import TerrainScene
 
 # Channels every reset writes, and optional ones taken when the backend serves them (zeroed by default).
 REQUIRED_RESET_CHANNELS = ("qpos", "qvel")
@@ -149,7 +150,8 @@ class ManagerBasedRlEnv:
         self.seed = int(seed)
         self.num_envs = int(num_envs)
         scene = cfg.scene
-        model = scene.model_factory()
+        self.terrain = None if scene.terrain is None else TerrainScene(scene.terrain, self.seed)
+        """The generated terrain and each env's tile (``trainrt.terrain.scene``); None without ``scene.terrain``."""
         sim_config = simcore.SimConfig(
             num_envs=self.num_envs,
             decimation=cfg.decimation,
@@ -157,7 +159,10 @@ class ManagerBasedRlEnv:
             nconmax=scene.nconmax,
             njmax=scene.njmax,
         )
-        self.backend = simcore.make_backend(sim, model, sim_config)
+        if self.terrain is None:
+            self.backend = simcore.make_backend(sim, scene.model_factory(), sim_config)
+        else:
+            self.backend = self.terrain.make_backend(sim, scene.model_factory, sim_config)
         self.device = torch.device(self.backend.device)
         self.rng = torch.Generator(device=self.device)
         """The env's only random generator (on ``device``), seeded with ``seed``."""
@@ -198,6 +203,8 @@ class ManagerBasedRlEnv:
             if c in self.reset_payload
         ]
         self._ctrl_payload = self.reset_payload.get("ctrl")
+        if self.terrain is not None:
+            self.terrain.attach(self)
 
         self.event_manager = EventManager(cfg.events, self) if cfg.events else NullEventManager(self)
         self.command_manager = (
@@ -456,8 +463,11 @@ class ManagerBasedRlEnv:
         self.episode_length_buf.masked_fill_(env_mask, 0)
 
     def _fill_default_payload(self) -> None:
-        """Safe defaults for all rows before reset events run: default pose, zero velocity, zero-action ctrl."""
+        """Safe defaults for all rows before reset events run: default pose (on each env's terrain tile), zero
+        velocity, zero-action ctrl."""
         self.reset_payload["qpos"].copy_(self._default_qpos)
+        if self.terrain is not None:  # each env starts on its terrain tile
+            self.terrain.place(self.reset_payload["qpos"])
         for tensor in self._zeroed_channels:
             tensor.zero_()
         if self._ctrl_payload is not None:

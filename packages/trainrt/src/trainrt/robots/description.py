@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from trainrt.envs import SceneCfg
 
 FETCH_COMMAND = "uv run python -m trainrt.robots fetch"
+
+FLOOR_BELOW_TERRAIN_M = 1.0
+"""With terrain heightfields, the floor lies this far under their lowest point: it catches a robot that leaves
+the terrain and never fills its pits."""
 """The command that fetches every robot's assets (``make setup`` runs it)."""
 
 
@@ -157,12 +161,22 @@ class RobotDescription:
         return simcore.fetch_wheel(self.wheel, self.members, self.asset_root())
 
     @cold_path
-    def model(self, self_collision: bool = False) -> mujoco.MjModel:
+    def model(
+        self, self_collision: bool = False, heightfields: tuple[simcore.Heightfield, ...] = ()
+    ) -> mujoco.MjModel:
         """A new headless model with a floor and PD position servos on every joint, with the
-        ``self_collision_pairs`` contacts when ``self_collision`` (a fresh model per call: callers change it)."""
+        ``self_collision_pairs`` contacts when ``self_collision`` (a fresh model per call: callers change it).
+        With ``heightfields`` they are the ground, and the floor lies ``FLOOR_BELOW_TERRAIN_M`` under their
+        lowest point (a floor at height 0 would fill the terrain's pits)."""
         pairs = self.self_collision_pairs if self_collision else ()
+        floor = min((f.pos[2] + float(f.heights.min()) for f in heightfields), default=FLOOR_BELOW_TERRAIN_M)
         model = simcore.load_model(
-            self.mjcf_path(), headless=True, pd=self.pd_gains(), self_collision_pairs=pairs
+            self.mjcf_path(),
+            headless=True,
+            pd=self.pd_gains(),
+            self_collision_pairs=pairs,
+            heightfields=tuple(heightfields),
+            floor_height=floor - FLOOR_BELOW_TERRAIN_M,
         )
         self._check_joint_names(model)
         return model
@@ -191,9 +205,10 @@ class RobotDescription:
         )
 
     @cold_path
-    def scene_model(self) -> mujoco.MjModel:
-        """The model the robot's tasks simulate: ``model(self_collision=True)`` (a ``SceneCfg.model_factory``)."""
-        return self.model(self_collision=True)
+    def scene_model(self, heightfields: tuple[simcore.Heightfield, ...] = ()) -> mujoco.MjModel:
+        """The model the robot's tasks simulate: ``model(self_collision=True)`` (a ``SceneCfg.model_factory``;
+        a scene with terrain passes its ``heightfields``)."""
+        return self.model(self_collision=True, heightfields=heightfields)
 
     @cold_path
     def pd_gains(self) -> simcore.PdGains:

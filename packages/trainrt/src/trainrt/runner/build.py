@@ -66,8 +66,8 @@ def _with_options(
 ) -> Callable[[], mujoco.MjModel]:
     """A model factory that builds ``factory``'s model and sets the given ``opt`` fields on it."""
 
-    def build() -> mujoco.MjModel:
-        model = factory()
+    def build(**kwargs: Any) -> mujoco.MjModel:
+        model = factory(**kwargs)  # e.g. a terrain scene's heightfields=
         for name, value in options.items():
             setattr(model.opt, name, value)
         return model

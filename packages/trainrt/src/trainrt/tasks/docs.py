@@ -114,6 +114,22 @@ def _term_table(
     return _table(["term", *([extra[0]] if extra else []), "implementation", "params"], rows)
 
 
+def _terrain_lines(env: Any) -> list[str]:
+    """The terrain grid of an env with ``scene.terrain`` (none without)."""
+    terrain = getattr(env, "terrain", None)
+    if terrain is None:
+        return []
+    grid = terrain.cfg
+    types = ", ".join(
+        f"`{name}` ({type(cfg).__name__}, {sum(t == name for t in terrain.column_types)} columns)"
+        for name, cfg in grid.types.items()
+    )
+    return [
+        f"- terrain: {grid.num_rows} levels x {grid.num_cols} columns of {format_value(terrain.tile_size)} m "
+        f"tiles, first levels 0 to {grid.max_init_level}, drawn from the run seed; types: {types}"
+    ]
+
+
 def task_section(name: str, factory: Any, env: Any, spec: Any = None) -> list[str]:
     """The Markdown section of one task, from its config, a built env (observation dimensions) and its
     registration (``TaskSpec``: presets and evaluation)."""
@@ -133,6 +149,7 @@ def task_section(name: str, factory: Any, env: Any, spec: Any = None) -> list[st
         f"- read-plan bodies: {', '.join(f'`{b}`' for b in scene.plan_bodies) or '-'}",
         f"- contact bodies: {', '.join(f'`{b}`' for b in scene.contact_bodies) or '-'}",
         f"- actions: {env.num_actions}",
+        *_terrain_lines(env),
         "",
     ]
 

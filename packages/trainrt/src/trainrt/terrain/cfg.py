@@ -167,7 +167,11 @@ class TerrainGridCfg:
         vertical_scale: heights are rounded to multiples of this, meters.
         border_width: flat border around the grid, meters (>= 0).
         types: terrain name -> type cfg; proportions >= 0 with a positive sum.
-        seed: seed of the ``torch.Generator`` every random draw uses: one seed, one terrain.
+        seed: seed of the ``torch.Generator`` every random draw uses: one seed, one terrain. None (default):
+            an env draws its terrain with its run seed (``ManagerBasedRlEnv.seed``); ``generate_terrain``
+            alone with 0.
+        max_init_level: an env's first level is uniform in ``[0, max_init_level]`` (``TerrainCurriculum``);
+            at most ``num_rows - 1``.
     """
 
     size: float = 8.0
@@ -177,8 +181,9 @@ class TerrainGridCfg:
     vertical_scale: float = 0.005
     border_width: float = 10.0
     types: dict[str, SubTerrainCfg] = field(default_factory=_default_types)
-    seed: int = 0
+    seed: int | None = None
     difficulty_jitter: bool = True
+    max_init_level: int = 0
 
     @property
     def tile_cells(self) -> int:
@@ -210,8 +215,14 @@ class TerrainGridCfg:
                 f"TerrainGridCfg.size must span at least 4 cells of horizontal_scale, got size={self.size} "
                 f"with horizontal_scale={self.horizontal_scale}"
             )
-        if not isinstance(self.seed, int):
-            raise ValueError(f"TerrainGridCfg.seed must be an int, got {self.seed!r}")
+        if self.seed is not None and (not isinstance(self.seed, int) or isinstance(self.seed, bool)):
+            raise ValueError(f"TerrainGridCfg.seed must be an int or None (the run seed), got {self.seed!r}")
+        level = self.max_init_level
+        if not (isinstance(level, int) and not isinstance(level, bool) and 0 <= level < self.num_rows):
+            raise ValueError(
+                f"TerrainGridCfg.max_init_level must be an int in [0, num_rows - 1] = [0, {self.num_rows - 1}], "
+                f"got {level!r}"
+            )
         if not self.types:
             raise ValueError("TerrainGridCfg.types must name at least one terrain type")
         for name, cfg in self.types.items():

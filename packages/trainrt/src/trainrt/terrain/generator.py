@@ -10,7 +10,7 @@ centre. The field is centred on the world origin at height 0.
 Tile functions are small pure functions ``fn(cfg, difficulty, cells, horizontal_scale, generator)`` returning
 ``(cells, cells)`` float32 heights in meters, registered by their cfg's ``kind`` in ``TERRAIN_FUNCTIONS``. The
 generator rounds their heights to ``vertical_scale``. Every random draw comes from one ``torch.Generator``
-seeded with ``cfg.seed``, in a fixed order (rows, then columns), so a seed gives one terrain.
+seeded with ``cfg.seed`` (0 when None), in a fixed order (rows, then columns), so a seed gives one terrain.
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ def generate_terrain(
     cfg: TerrainGridCfg, name: str = "terrain", friction: float | None = None
 ) -> GeneratedTerrain:
     """Draw every tile of ``cfg`` into one heightfield; see the module docstring for the layout."""
-    gen = torch.Generator().manual_seed(cfg.seed)
+    gen = torch.Generator().manual_seed(0 if cfg.seed is None else cfg.seed)
     tile, border, hs = cfg.tile_cells, cfg.border_cells, cfg.horizontal_scale
     nrow, ncol = cfg.shape
     heights = torch.zeros(nrow, ncol, dtype=torch.float32)
