@@ -134,7 +134,9 @@ class RunLog:
         session_sec = time.perf_counter() - self._session_started
         eta = session_sec / max(done_this_session, 1) * (cfg.algo.max_iterations - iteration)
         shown = {
-            k: v for k, v in episode.items() if k.startswith(("Train/", "Episode/length", "Episode/rew_"))
+            k: v
+            for k, v in episode.items()
+            if k.startswith(("Train/", "Episode/length", "Episode/rew_")) or _shown_curriculum(k)
         }
         self.log(
             format_iteration_block(
@@ -346,3 +348,9 @@ def _running_episode_means(collector: Any) -> tuple[float | None, float | None]:
         return None, None
     length, ret, count = (float(v) for v in torch.stack([s.double() for s in sums]).cpu())
     return (length / count, ret / count) if count > 0 else (None, None)
+
+
+def _shown_curriculum(key: str) -> bool:
+    """Whether the console block shows a ``Curriculum/...`` statistic: every one but the per-level shares
+    (``.../level_<i>``, in TensorBoard and ``run_summary.json``; the block shows their mean level)."""
+    return key.startswith("Curriculum/") and not key.rsplit("/", 1)[-1].startswith("level_")

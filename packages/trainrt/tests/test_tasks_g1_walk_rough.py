@@ -1,0 +1,107 @@
+"""``g1_walk_rough``: the G1 walk on the terrain grid builds and steps on CPU MuJoCo, its evaluation puts each
+terrain type's rows on their tiles at the middle level and reports falls per type, and a tiny training run
+logs the curriculum's levels into ``run_summary.json``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from g1_assets import require_g1_assets
+from test_runner_train import tiny_config
+
+from trainrt.envs import ManagerBasedRlEnv
+from trainrt.runner import OffPolicyRunner
+from trainrt.runner.evaluate import evaluate_task
+from trainrt.tasks import make_task_cfg, task_spec
+from trainrt.tasks.velocity.rough_env_cfg import ROUGH_TERRAIN
+from trainrt.tasks.velocity.rough_evaluation import ROUGH_EVAL_COMMANDS
+
+TYPES = tuple(ROUGH_TERRAIN.types)
+
+
+@pytest.fixture(autouse=True)
+def _g1_assets():
+    require_g1_assets()
+
+
+def test_the_rough_walk_builds_and_steps_with_height_scans_and_a_curriculum():
+    cfg = make_task_cfg("g1_walk_rough")
+    flat = make_task_cfg("g1_walk_flat")
+    assert flat.scene.terrain is None and cfg.scene.terrain == ROUGH_TERRAIN
+    env = ManagerBasedRlEnv(cfg, sim="mujoco", num_envs=2, device="cpu", seed=0)
+    scan = 17 * 11  # a 1.6 m x 1.0 m grid, 0.1 m apart
+    flat_env_dims = {"policy": 98, "critic": 106}
+    assert env.obs_dims == {group: dim + scan for group, dim in flat_env_dims.items()}
+    env.reset()
+    levels = env.terrain.curriculum.levels
+    assert ((levels >= 0) & (levels <= ROUGH_TERRAIN.max_init_level)).all()
+    start = env.robot.root_pos_w.clone()
+    for _ in range(3):
+        result = env.step(torch.zeros(env.num_envs, env.num_actions))
+    assert not result.terminated.any() and result.valid.all()
+    assert ((env.robot.root_pos_w[:, :2] - start[:, :2]).norm(dim=1) < 0.2).all()  # standing on its tile
+    env.check_term_outputs()
+    stats = env.episode_stats()
+    assert stats["Curriculum/terrain_levels/mean_level"] == pytest.approx(levels.float().mean().item())
+
+
+class _Zeros:
+    def __init__(self, env):
+        self.num_actions = env.num_actions
+
+    def act(self, obs, deterministic=True):
+        return torch.zeros(next(iter(obs.values())).shape[0], self.num_actions)
+
+
+def test_the_evaluation_runs_every_terrain_type_at_its_middle_level(tmp_path):
+    spec = task_spec("g1_walk_rough").evaluation_spec()
+    names = [s.name for s in spec.scenarios]
+    assert names == [f"{t}/{c}" for t in TYPES for c in ROUGH_EVAL_COMMANDS]
+    assert spec.horizon is not None and "horizon_s" in spec.options
+    cfg = tiny_config(tmp_path / "run", "sac", "g1_walk_rough")
+    result = evaluate_task(cfg, {}, num_envs=2, steps=3, policy=_Zeros, log=lambda line: None)
+    assert set(result["terrain"]) == set(TYPES)
+    assert all(r["level"] == ROUGH_TERRAIN.num_rows // 2 for r in result["terrain"].values())
+    assert all(0.0 <= r["failed_fraction"] <= 1.0 for r in result["terrain"].values())
+    assert list(result["commands"]) == names
+    first = result["commands"][names[0]]
+    assert first["terrain"] == TYPES[0] and first["command"]["lin_vel_x"] == 0.5 and first["num_envs"] == 2
+    assert result["flat_lin_vel_error_xy"] == pytest.approx(
+        sum(result["commands"][f"flat/{c}"]["lin_vel_error_xy"] for c in ROUGH_EVAL_COMMANDS) / 2
+    )
+
+
+def test_the_evaluation_setup_puts_each_block_on_its_type_at_the_middle_level(tmp_path):
+    spec = task_spec("g1_walk_rough").evaluation_spec()
+    cfg = spec.config(tiny_config(tmp_path / "run", "sac", "g1_walk_rough"))
+    from trainrt.runner.build import build_env
+
+    chosen = spec.select([f"{t}/forward_1.0" for t in ("stairs_up", "slope_down")])
+    env = build_env(cfg, num_envs=2 * len(chosen))
+    env.reset()
+    spec.setup(env, chosen, 2)
+    terrain = env.terrain
+    assert terrain.curriculum.levels.tolist() == [5, 5, 5, 5]
+    types = [terrain.column_types[c] for c in terrain.curriculum.columns.tolist()]
+    assert types == ["stairs_up", "stairs_up", "slope_down", "slope_down"]
+    assert terrain.curriculum.columns[0] != terrain.curriculum.columns[1]  # a block spreads over its columns
+    origins = terrain.curriculum.origins()
+    assert ((env.robot.root_pos_w[:, :2] - origins[:, :2]).abs() <= 0.5 + 1e-5).all()
+    torch.testing.assert_close(env.command_manager.command("twist")[:, 0], torch.ones(4))
+
+
+def test_a_tiny_rough_run_logs_the_terrain_levels_in_its_summary(tmp_path):
+    run_dir = tmp_path / "rough"
+    lines: list[str] = []
+    summary = OffPolicyRunner(tiny_config(run_dir, "sac", "g1_walk_rough"), log=lines.append).run()
+    assert summary.status == "completed"
+    stats = json.loads((run_dir / "run_summary.json").read_text())["episode_statistics"]
+    shares = [stats[f"Curriculum/terrain_levels/level_{i}"] for i in range(ROUGH_TERRAIN.num_rows)]
+    assert sum(shares) == pytest.approx(1.0)
+    mean = sum(i * share for i, share in enumerate(shares))
+    assert stats["Curriculum/terrain_levels/mean_level"] == pytest.approx(mean)
+    assert all(share == 0.0 for share in shares[ROUGH_TERRAIN.max_init_level + 1 :])
+    assert any("Curriculum/terrain_levels/mean_level" in line for line in lines)  # the console block
+    assert not any("Curriculum/terrain_levels/level_0" in line for line in lines)
