@@ -15,7 +15,7 @@ from trainrt.envs import ManagerBasedRlEnv
 from trainrt.runner import OffPolicyRunner
 from trainrt.runner.evaluate import evaluate_task
 from trainrt.tasks import make_task_cfg, task_spec
-from trainrt.tasks.velocity.rough_env_cfg import ROUGH_TERRAIN
+from trainrt.tasks.velocity.rough_env_cfg import ROUGH_NCONMAX, ROUGH_TERRAIN
 from trainrt.tasks.velocity.rough_evaluation import ROUGH_EVAL_COMMANDS
 
 TYPES = tuple(ROUGH_TERRAIN.types)
@@ -31,6 +31,7 @@ def test_the_rough_walk_builds_and_steps_with_height_scans_and_a_curriculum():
     flat = make_task_cfg("g1_walk_flat")
     assert flat.scene.terrain is None and cfg.scene.terrain == ROUGH_TERRAIN
     env = ManagerBasedRlEnv(cfg, sim="mujoco", num_envs=2, device="cpu", seed=0)
+    assert env.backend.nconmax == ROUGH_NCONMAX and flat.scene.nconmax is None  # rough ground touches more
     scan = 17 * 11  # a 1.6 m x 1.0 m grid, 0.1 m apart
     flat_env_dims = {"policy": 98, "critic": 106}
     assert env.obs_dims == {group: dim + scan for group, dim in flat_env_dims.items()}

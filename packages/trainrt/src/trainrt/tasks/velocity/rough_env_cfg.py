@@ -11,6 +11,7 @@ What changes from the flat walk, after Isaac Lab's rough velocity tasks and mjla
   mjlab's +-0.1 m noise.
 - ``terrain_levels`` curriculum: an env moves up a level when it walked over half a tile, down when it walked
   less than half its command's distance (``trainrt.terrain.mdp.TerrainLevels``).
+- ``scene.nconmax``: ``ROUGH_NCONMAX`` contacts per world (rough ground touches more than a plane).
 - Heights over the ground instead of world heights: the ``base_height_l2`` reward's target and the
   ``base_too_low`` termination read the root's height over the ground under it
   (``RootHeightAboveTerrain``); an env that walks to the grid's edge ends as a time-out
@@ -40,6 +41,12 @@ type, a 10 m flat border), the run seed, first levels in [0, 5]."""
 HEIGHT_SCAN_PARAMS = {"size": (1.6, 1.0), "resolution": 0.1, "offset": 0.5, "clip": (-1.0, 1.0)}
 """The height scan around the root (Isaac Lab's G1 rough scanner's grid; its offset and clip)."""
 
+ROUGH_NCONMAX = 96
+"""Contacts per world on the terrain (the G1 model's default is 48): a G1 flailing under random actions on the
+top level of every type overflowed 48 and 64 in some worlds on CPU MuJoCo and never 96 (14 worlds, 300
+steps). MuJoCo Warp pools the contacts of all worlds, so a rare world above it borrows from the others;
+``sim.nconmax`` overrides it and overflow is reported as on flat ground."""
+
 BASE_TOO_LOW_M = 0.3
 """The flat walk's ``base_too_low`` height, here over the ground under the root."""
 
@@ -52,6 +59,7 @@ def rough_velocity_env_cfg(
     ``velocity_env_cfg`` (gait period, extra bodies, action scale multiple)."""
     cfg = velocity_env_cfg(robot, **flat)
     cfg.scene.terrain = terrain
+    cfg.scene.nconmax = ROUGH_NCONMAX
     cfg.observations["policy"].terms["height_scan"] = ObsTermCfg(
         HeightScan, params=dict(HEIGHT_SCAN_PARAMS), noise=UniformNoiseCfg(-0.1, 0.1)
     )
