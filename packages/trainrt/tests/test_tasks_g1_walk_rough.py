@@ -13,7 +13,7 @@ from test_runner_train import tiny_config
 
 from trainrt.envs import ManagerBasedRlEnv
 from trainrt.runner import OffPolicyRunner
-from trainrt.runner.evaluate import evaluate_task
+from trainrt.runner.evaluate import evaluate_task, format_eval_table
 from trainrt.tasks import make_task_cfg, task_spec
 from trainrt.tasks.velocity.rough_env_cfg import ROUGH_NCONMAX, ROUGH_TERRAIN
 from trainrt.tasks.velocity.rough_evaluation import ROUGH_EVAL_COMMANDS
@@ -72,6 +72,10 @@ def test_the_evaluation_runs_every_terrain_type_at_its_middle_level(tmp_path):
     assert result["flat_lin_vel_error_xy"] == pytest.approx(
         sum(result["commands"][f"flat/{c}"]["lin_vel_error_xy"] for c in ROUGH_EVAL_COMMANDS) / 2
     )
+    shown = {"algo": "sac", "task": "g1_walk_rough", "iteration": 1, "sim": "mujoco", "trained_sim": "mujoco"}
+    table = format_eval_table({**result, **shown})
+    assert f"per terrain type (flat ground: lin vel err {result['flat_lin_vel_error_xy']:.3f} m/s)" in table
+    assert all(f"| {name} " in table for name in TYPES)
 
 
 def test_the_evaluation_setup_puts_each_block_on_its_type_at_the_middle_level(tmp_path):
