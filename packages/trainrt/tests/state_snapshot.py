@@ -46,8 +46,8 @@ def without_constraints(env_cfg: Any) -> Any:
     """
     factory = env_cfg.scene.model_factory
 
-    def model() -> mujoco.MjModel:
-        built = copy.deepcopy(factory())  # the factory may cache its model
+    def model(**kwargs) -> mujoco.MjModel:
+        built = copy.deepcopy(factory(**kwargs))  # the factory may cache its model (kwargs: a terrain's)
         built.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONSTRAINT)
         return built
 

@@ -64,6 +64,9 @@ def test_the_evaluation_runs_every_terrain_type_at_its_middle_level(tmp_path):
     cfg = tiny_config(tmp_path / "run", "sac", "g1_walk_rough")
     result = evaluate_task(cfg, {}, num_envs=2, steps=3, policy=_Zeros, log=lambda line: None)
     assert set(result["terrain"]) == set(TYPES)
+    assert (
+        result["grid"]["seed"] == cfg.training.seed and result["grid"]["num_levels"] == ROUGH_TERRAIN.num_rows
+    )
     assert all(r["level"] == ROUGH_TERRAIN.num_rows // 2 for r in result["terrain"].values())
     assert all(0.0 <= r["failed_fraction"] <= 1.0 for r in result["terrain"].values())
     assert list(result["commands"]) == names

@@ -1,8 +1,11 @@
 """Terrain: tile types as cfgs, a generator that draws a grid of them into one heightfield, and a curriculum.
 
 ``TerrainGridCfg`` -> ``generate_terrain`` -> ``GeneratedTerrain`` (heights, tile origins, ``simcore.Heightfield``)
--> ``TerrainCurriculum`` (per-env level and column). A new type: a cfg dataclass with a ``kind``, a tile
-function and an entry in ``TERRAIN_FUNCTIONS`` (docs/extending.md, "A new terrain type").
+-> ``TerrainCurriculum`` (per-env level and column). In an env (``SceneCfg.terrain``): ``scene.TerrainScene``
+(the grid from the run seed, in the model, every env on its tile) and the terms of ``terrain.mdp``
+(``TerrainLevels``, ``HeightScan``, ``RootHeightAboveTerrain``, ``terrain_out_of_bounds``). A new type: a cfg
+dataclass with a ``kind``, a tile function and an entry in ``TERRAIN_FUNCTIONS`` (docs/extending.md, "A new
+terrain type").
 """
 
 from trainrt.terrain.cfg import (

@@ -77,6 +77,7 @@ def _result(env: Any, horizon: int, rows: dict[str, dict[str, Any]]) -> dict[str
     flat = by_type.get("flat", [])
     return {
         "horizon_s": horizon * env.step_dt,
+        "grid": env.terrain.describe(),
         "terrain": terrain,
         "flat_lin_vel_error_xy": sum(r["lin_vel_error_xy"] for r in flat) / len(flat) if flat else None,
         "commands": rows,
