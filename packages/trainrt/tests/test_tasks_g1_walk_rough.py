@@ -113,3 +113,12 @@ def test_a_tiny_rough_run_logs_the_terrain_levels_in_its_summary(tmp_path):
     assert all(share == 0.0 for share in shares[ROUGH_TERRAIN.max_init_level + 1 :])
     assert any("Curriculum/terrain_levels/mean_level" in line for line in lines)  # the console block
     assert not any("Curriculum/terrain_levels/level_0" in line for line in lines)
+
+
+def test_the_physics_benchmark_steps_the_rough_walk_on_its_terrain(tmp_path):
+    from trainrt.runner.bench import physics_backend
+
+    backend = physics_backend(tiny_config(tmp_path / "run", "sac", "g1_walk_rough"))
+    assert backend.mj_model.nhfield == 1 and backend.nconmax == ROUGH_NCONMAX
+    backend.step()
+    assert torch.isfinite(backend.qpos).all()

@@ -25,6 +25,7 @@ from trainrt.config import TrainConfig
 from trainrt.hotpath import cold_path
 from trainrt.runner.build import build_agent, build_env, build_replay, make_env_cfg, resolve_device
 from trainrt.runner.collector import Collector
+from trainrt.terrain.scene import TerrainScene
 
 DIAGNOSTIC_LABEL = (
     "DIAGNOSTIC (attributes time; the acceptance number is tail_env_steps_per_sec of a training run)"
@@ -39,10 +40,12 @@ def physics_backend(
     require: tuple[simcore.Capability, ...] = (),
     **config_changes: Any,
 ) -> simcore.SimBackend:
-    """The bare backend of ``cfg``'s task scene (``sim`` and ``num_envs`` of ``cfg``): the scene's model, or
-    ``model`` in its place, with the scene's decimation and contact buffer sizes; PD targets at the scene's
+    """The bare backend of ``cfg``'s task scene (``sim`` and ``num_envs`` of ``cfg``): the scene's model (with
+    its terrain, every world at the grid's centre), or ``model`` in its place, with the scene's decimation and contact buffer sizes; PD targets at the scene's
     default pose. ``config_changes`` replace ``simcore.SimConfig`` fields (``benchmarks/physics_variants.py``)."""
     env_cfg = make_env_cfg(cfg)
+    if model is None and env_cfg.scene.terrain is not None:  # the task's terrain, drawn from the run seed
+        model = TerrainScene(env_cfg.scene.terrain, cfg.training.seed).model(env_cfg.scene.model_factory)
     model = env_cfg.scene.model_factory() if model is None else model
     config = simcore.SimConfig(
         num_envs=cfg.algo.num_envs,
