@@ -311,3 +311,22 @@ def test_bad_terrain_input_is_named_at_build(box_path):
     flat = dataclasses.replace(cfg, scene=dataclasses.replace(cfg.scene, terrain=None))
     with pytest.raises(ValueError, match=r"TerrainLevels needs a terrain: set SceneCfg\.terrain"):
         ManagerBasedRlEnv(flat, sim="mujoco", num_envs=2, device="cpu")
+
+
+MESH_XML = BOX_XML.replace(
+    "<worldbody>",
+    '<asset><mesh name="slope" file="terrain_slope.obj"/></asset><worldbody><geom name="slope" type="mesh" mesh="slope"/>',
+)
+
+
+def test_a_missing_terrain_mesh_file_is_named_when_the_env_is_built(tmp_path):
+    path = tmp_path / "mesh.xml"
+    path.write_text(MESH_XML)
+    cfg = _cfg(path, scan=False, curriculum=False)
+    scene = SceneCfg(
+        model_factory=lambda: simcore.load_model(path, collision_meshes=True),
+        bodies=("base",),
+        init_root_height=INIT_HEIGHT,
+    )
+    with pytest.raises(ValueError, match=r"Error opening file 'terrain_slope\.obj'.*its file must exist"):
+        ManagerBasedRlEnv(dataclasses.replace(cfg, scene=scene), sim="mujoco", num_envs=2, device="cpu")
