@@ -4,6 +4,7 @@ logs the curriculum's levels into ``run_summary.json``."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -122,3 +123,32 @@ def test_the_physics_benchmark_steps_the_rough_walk_on_its_terrain(tmp_path):
     assert backend.mj_model.nhfield == 1 and backend.nconmax == ROUGH_NCONMAX
     backend.step()
     assert torch.isfinite(backend.qpos).all()
+
+
+def _rough_with_levels_out_of_range():
+    cfg = make_task_cfg("g1_walk_rough")
+    cfg.scene.terrain = dataclasses.replace(cfg.scene.terrain, max_init_level=ROUGH_TERRAIN.num_rows)
+    return cfg
+
+
+def test_a_terrain_that_cannot_be_built_is_refused_before_the_run_directory_exists(tmp_path):
+    from trainrt.config import TaskSection
+    from trainrt.tasks.registry import register_task, unregister_task
+
+    register_task(
+        "rough_bad_levels",
+        env_cfg=_rough_with_levels_out_of_range,
+        presets={"sac": "trainrt.tasks.g1_walk_rough.presets:sac_g1_walk_rough"},
+        evaluation="trainrt.tasks.velocity.rough_evaluation:rough_walk_evaluation",
+    )
+    try:
+        run_dir = tmp_path / "run"
+        cfg = tiny_config(run_dir, "sac", "g1_walk_rough")
+        cfg = cfg.model_copy(update={"task": TaskSection(name="rough_bad_levels")})
+        with pytest.raises(
+            ValueError, match=r"max_init_level must be an int in \[0, num_rows - 1\] = \[0, 9\]"
+        ):
+            OffPolicyRunner(cfg, log=lambda line: None).run()
+        assert not run_dir.exists()
+    finally:
+        unregister_task("rough_bad_levels")
