@@ -146,6 +146,26 @@ def test_world_body_geoms_are_terrain(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------- capabilities
+def test_the_floor_can_lie_under_a_terrain_with_pits(tmp_path):
+    pit = np.zeros((11, 11))
+    pit[3:8, 3:8] = -0.4
+    model = _load(
+        tmp_path, BODIES_XML, heightfields=[simcore.Heightfield(pit, (1.0, 1.0))], floor_height=-1.4
+    )
+    floor = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "floor")
+    assert model.geom_pos[floor, 2] == pytest.approx(-1.4)
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    # straight down at the pit's centre the rays meet the pit's floor (-0.4), not the plane at 0
+    geomid = np.zeros(1, dtype=np.int32)
+    distance = mujoco.mj_ray(
+        model, data, np.array([0.0, 0.0, 1.0]), np.array([0.0, 0.0, -1.0]), None, 1, -1, geomid
+    )
+    assert distance == pytest.approx(1.4, abs=1e-6) and geomid[0] != floor
+    with pytest.raises(ValueError, match="floor_height must be a finite number"):
+        _load(tmp_path, BODIES_XML, floor_height=float("nan"))
+
+
 def test_both_backends_declare_terrain_and_rays():
     from simcore._src.mjwarp_backend import MjwarpBackend
 
