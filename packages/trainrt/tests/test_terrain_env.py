@@ -330,3 +330,15 @@ def test_a_missing_terrain_mesh_file_is_named_when_the_env_is_built(tmp_path):
     )
     with pytest.raises(ValueError, match=r"Error opening file 'terrain_slope\.obj'.*its file must exist"):
         ManagerBasedRlEnv(dataclasses.replace(cfg, scene=scene), sim="mujoco", num_envs=2, device="cpu")
+
+
+def test_the_levels_are_env_state_a_checkpoint_carries(box_path):
+    env = _env(box_path, num_envs=4)
+    env.reset()
+    env.terrain.assign_tiles(torch.tensor([2, 0, 1, 2]), torch.tensor([1, 1, 0, 2]))
+    state = env.state_dict()
+    assert torch.equal(state["terrain.curriculum.levels"], torch.tensor([2, 0, 1, 2]))
+    other = _env(box_path, num_envs=4)
+    other.load_state_dict(state)
+    assert torch.equal(other.terrain.curriculum.levels, env.terrain.curriculum.levels)
+    assert torch.equal(other.terrain.curriculum.columns, env.terrain.curriculum.columns)

@@ -254,6 +254,8 @@ class ManagerBasedRlEnv:
         self._after_reset_math = CompiledOnFirstCall(self._after_reset)
 
         self.event_manager.apply_startup()
+        # The curriculum terms on no rows: their reported state exists from the start (env state a resume loads)
+        self.curriculum_manager.compute(torch.zeros_like(self._done))
 
     @cold_path
     def _supported_reset_channels(self) -> list[str]:
