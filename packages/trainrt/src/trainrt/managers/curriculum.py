@@ -3,7 +3,8 @@
 A curriculum function has the signature ``func(env, env_mask, **params)`` (``env_mask``: the ``(num_envs,)``
 bool rows about to reset, possibly none) and returns ``None``, a scalar tensor, or a dict of scalar tensors
 describing its state. Returned values are copied into device buffers and published as ``Curriculum/<name>``
-(or ``Curriculum/<name>/<key>``) by :meth:`publish_state`.
+(or ``Curriculum/<name>/<key>``) by :meth:`publish_state`. The env runs every term once at construction on no
+rows, so the buffers exist (and a checkpoint's env state loads) before the first reset.
 """
 
 from __future__ import annotations
