@@ -23,11 +23,11 @@ if TYPE_CHECKING:
     from trainrt.envs import SceneCfg
 
 FETCH_COMMAND = "uv run python -m trainrt.robots fetch"
+"""The command that fetches every robot's assets (``make setup`` runs it)."""
 
 FLOOR_BELOW_TERRAIN_M = 1.0
 """With terrain heightfields, the floor lies this far under their lowest point: it catches a robot that leaves
 the terrain and never fills its pits."""
-"""The command that fetches every robot's assets (``make setup`` runs it)."""
 
 
 @dataclass(frozen=True)

@@ -41,8 +41,9 @@ def physics_backend(
     **config_changes: Any,
 ) -> simcore.SimBackend:
     """The bare backend of ``cfg``'s task scene (``sim`` and ``num_envs`` of ``cfg``): the scene's model (with
-    its terrain, every world at the grid's centre), or ``model`` in its place, with the scene's decimation and contact buffer sizes; PD targets at the scene's
-    default pose. ``config_changes`` replace ``simcore.SimConfig`` fields (``benchmarks/physics_variants.py``)."""
+    its terrain, every world at the grid's centre), or ``model`` in its place, with the scene's decimation and
+    contact buffer sizes; PD targets at the scene's default pose. ``config_changes`` replace
+    ``simcore.SimConfig`` fields (``benchmarks/physics_variants.py``)."""
     env_cfg = make_env_cfg(cfg)
     if model is None and env_cfg.scene.terrain is not None:  # the task's terrain, drawn from the run seed
         model = TerrainScene(env_cfg.scene.terrain, cfg.training.seed).model(env_cfg.scene.model_factory)
