@@ -15,7 +15,7 @@ import simcore
 from simcore._src.capability import Capability, declared_capabilities
 from simcore._src.mujoco_backend import MujocoBackend
 from trainrt.envs import ManagerBasedRlEnv, SceneCfg
-from trainrt.managers import CurriculumTermCfg, EventTermCfg, ObsGroupCfg, ObsTermCfg
+from trainrt.managers import CurriculumTermCfg, EventTermCfg, ObsGroupCfg, ObsTermCfg, TerminationTermCfg
 from trainrt.mdp import ResetRootStateUniform
 from trainrt.terrain import (
     FlatCfg,
@@ -24,7 +24,7 @@ from trainrt.terrain import (
     TerrainGridCfg,
     generate_terrain,
 )
-from trainrt.terrain.mdp import HeightScan, RootHeightAboveTerrain, TerrainLevels
+from trainrt.terrain.mdp import HeightScan, RootHeightAboveTerrain, TerrainLevels, terrain_out_of_bounds
 
 BOX_XML = """
 <mujoco model="terrain_toy">
@@ -311,6 +311,10 @@ def test_bad_terrain_input_is_named_at_build(box_path):
     flat = dataclasses.replace(cfg, scene=dataclasses.replace(cfg.scene, terrain=None))
     with pytest.raises(ValueError, match=r"TerrainLevels needs a terrain: set SceneCfg\.terrain"):
         ManagerBasedRlEnv(flat, sim="mujoco", num_envs=2, device="cpu")
+    edge = {"edge": TerminationTermCfg(terrain_out_of_bounds, time_out=True)}
+    flat = dataclasses.replace(flat, curriculum={}, terminations=edge)
+    with pytest.raises(ValueError, match=r"terrain_out_of_bounds needs a terrain"):
+        ManagerBasedRlEnv(flat, sim="mujoco", num_envs=2, device="cpu").check_term_outputs()
 
 
 MESH_XML = BOX_XML.replace(
@@ -342,3 +346,12 @@ def test_the_levels_are_env_state_a_checkpoint_carries(box_path):
     other.load_state_dict(state)
     assert torch.equal(other.terrain.curriculum.levels, env.terrain.curriculum.levels)
     assert torch.equal(other.terrain.curriculum.columns, env.terrain.curriculum.columns)
+
+
+def test_an_env_at_the_grid_edge_is_out_of_bounds(box_path):
+    env = _env(box_path, num_envs=2)
+    env.reset()
+    hx, hy = env.terrain.half_extent  # 3 tiles of 2 m and a 0.5 m border: 3.5 m
+    assert (hx, hy) == pytest.approx((3.5, 3.5))
+    _put_root(env, torch.tensor([[hx - 0.5, 0.0], [0.3, -(hy - 1.2)]]), z=1.0)
+    assert terrain_out_of_bounds(env).tolist() == [True, False]  # within 1 m of the edge; 1.2 m from it

@@ -237,6 +237,10 @@ class TerrainLevels(ManagerTermBase):
 def terrain_out_of_bounds(env: ManagerBasedRlEnv, margin: float = 1.0) -> torch.Tensor:
     """``(num_envs,)`` True where the root is within ``margin`` meters of the terrain's edge (or beyond): an
     env that walked off the grid ends (a time-out, not a failure, in the rough walk). Needs ``SceneCfg.terrain``."""
+    if env.terrain is None:
+        raise ValueError(
+            "termination terrain_out_of_bounds needs a terrain: set SceneCfg.terrain (a TerrainGridCfg)"
+        )
     hx, hy = env.terrain.half_extent
     pos = env.robot.root_pos_w
     return torch.logical_or(pos[:, 0].abs() > hx - margin, pos[:, 1].abs() > hy - margin)
