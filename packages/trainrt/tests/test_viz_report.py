@@ -252,3 +252,12 @@ def test_tracking_evaluations_draw_each_clip_second(run_dir):
     assert [p.get_height() for p in whole.patches] == [0.07, 0.03, 0.2, 1.5]
     assert running.get_title().endswith("whole clip: completed 0.50, fell 0.50")
     plt.close(figure)
+
+
+def test_a_resumed_runs_repeated_log_point_keeps_the_newest_value(tmp_path):
+    from trainrt.viz.report import read_scalars
+
+    _write_scalars(tmp_path, {"Loss/critic_loss": [1.0, 1.0, 1.0]}, steps=[1, 2, 3])
+    _write_scalars(tmp_path, {"Loss/critic_loss": [2.0, 2.0]}, steps=[3, 4])  # resumed from iteration 2
+    assert len(list((tmp_path / "tensorboard").iterdir())) == 2
+    assert read_scalars(tmp_path)["Loss/critic_loss"] == [(1, 1.0), (2, 1.0), (3, 2.0), (4, 2.0)]

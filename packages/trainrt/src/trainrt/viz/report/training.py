@@ -62,7 +62,7 @@ def rewards_figure(plt: Any, run: RunInputs) -> Any:
     axes[1].tick_params(axis="y", labelsize=6)
     for axis, term in zip(axes[2:], terms):
         trace(axis, term, color="tab:green" if term.y[-1] >= 0 else "tab:red")
-        style(axis, term.label, xlabel)
+        style(axis, term.label, "iteration")
     return figure
 
 
