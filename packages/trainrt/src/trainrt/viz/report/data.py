@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from trainrt.hotpath import cold_path
+from trainrt.runner.run_log import TENSORBOARD_DIR_NAME
+from trainrt.runner.summary import SUMMARY_FILE_NAME
 
-TENSORBOARD_DIR_NAME = "tensorboard"
-SUMMARY_FILE_NAME = "run_summary.json"
 EVAL_FILES_COMPARED = 3
 """The newest evaluations of a run drawn side by side in ``eval.png``."""
 
@@ -67,13 +67,20 @@ class RunInputs:
 
 def smooth(values: list[float], window: int | None = None) -> list[float]:
     """Trailing mean over ``window`` points (default: a twentieth of the points, at least 1; the first
-    points average what exists so far). Non-finite values are skipped within a window."""
+    points average what exists so far). Non-finite values are skipped within a window (NaN when a window
+    holds none)."""
     if window is None:
         window = max(1, len(values) // 20)
+    finite = [v if math.isfinite(v) else 0.0 for v in values]
+    sums, counts = [0.0], [0]  # prefix sums: linear in the points whatever the window
+    for v, f in zip(values, finite):
+        sums.append(sums[-1] + f)
+        counts.append(counts[-1] + math.isfinite(v))
     out = []
-    for i in range(len(values)):
-        part = [v for v in values[max(0, i - window + 1) : i + 1] if math.isfinite(v)]
-        out.append(math.fsum(part) / len(part) if part else math.nan)
+    for i in range(1, len(values) + 1):
+        start = max(0, i - window)
+        count = counts[i] - counts[start]
+        out.append((sums[i] - sums[start]) / count if count else math.nan)
     return out
 
 
