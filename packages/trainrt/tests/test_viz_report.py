@@ -261,3 +261,22 @@ def test_a_resumed_runs_repeated_log_point_keeps_the_newest_value(tmp_path):
     _write_scalars(tmp_path, {"Loss/critic_loss": [2.0, 2.0]}, steps=[3, 4])  # resumed from iteration 2
     assert len(list((tmp_path / "tensorboard").iterdir())) == 2
     assert read_scalars(tmp_path)["Loss/critic_loss"] == [(1, 1.0), (2, 1.0), (3, 2.0), (4, 2.0)]
+
+
+def test_another_tasks_scenarios_are_a_bar_per_scenario_and_metric(run_dir):
+    rows = {
+        name: {"failed_fraction": fell, "completed_fraction": 1 - fell, "mean_episode_length": 50.0, "steps": 50,
+               "horizon_steps": 50, "num_envs": 4, "graph_enabled": False, "reach_error": err,
+               "per_second": {"t_s": [0.0]}}
+        for name, fell, err in (("near", 0.0, 0.01), ("far", 0.5, 0.2))
+    }  # fmt: skip
+    result = {"algo": "sac", "task": "arm_reach", "sim": "mujoco", "iteration": 3, "scenarios": rows}
+    (run_dir / "eval").mkdir()
+    (run_dir / "eval" / "eval_3.json").write_text(json.dumps(result))
+    plt = pyplot()
+    figure = eval_figure(plt, read_run(run_dir))
+    fell, reach = figure.axes  # bookkeeping keys and per-second results get no panel
+    assert (fell.get_title(), reach.get_title()) == ("fell (fraction of envs)", "reach_error")
+    assert [p.get_height() for p in reach.patches] == [0.01, 0.2]
+    assert [t.get_text() for t in reach.get_xticklabels()] == ["near", "far"]
+    plt.close(figure)

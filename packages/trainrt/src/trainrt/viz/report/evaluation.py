@@ -157,5 +157,5 @@ def _scenarios(plt: Any, newest: tuple[str, dict[str, Any]], heading: str) -> An
     figure, axes = grid(plt, len(values), f"{heading}, {label}")
     for axis, (key, per_scenario) in zip(axes, values.items()):
         _grouped_bars(axis, names, [(label, per_scenario)])
-        style(axis, metric_label(key))
+        style(axis, "fell (fraction of envs)" if key == "failed_fraction" else metric_label(key))
     return figure
