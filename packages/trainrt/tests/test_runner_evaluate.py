@@ -103,10 +103,19 @@ def test_tracking_rollout_runs_to_the_clips_end_and_counts_completion():
     env = build_env(tracking_eval_config(cfg), num_envs=2)
     motion = env.command_manager.get_term("motion")
     metrics = {"joint_pos_error": lambda env: tracking.joint_pos_error(env, command_name="motion")}
-    (row,) = _rollout(env, _DefaultPoseAgent(env.num_actions), motion.num_frames + 5, metrics)
+    horizon = motion.num_frames + 5
+    (row,) = _rollout(env, _DefaultPoseAgent(env.num_actions), horizon, metrics, per_second=True)
     assert row["completed_fraction"] == 1.0 and row["failed_fraction"] == 0.0
     assert row["mean_episode_length"] == motion.num_frames
     assert row["joint_pos_error"] > 0.0
+    # per second: the rows run (after the step) through the clip's frames but its last, then none do
+    seconds = row["per_second"]
+    bin_steps = round(1.0 / env.step_dt)
+    lengths = [min(bin_steps, horizon - b * bin_steps) for b in range(len(seconds["t_s"]))]
+    assert len(lengths) == -(-horizon // bin_steps)
+    running_steps = sum(f * n for f, n in zip(seconds["running_fraction"], lengths))
+    assert running_steps == pytest.approx(motion.num_frames - 1)
+    assert seconds["running_fraction"][0] == 1.0 and all(e > 0.0 for e in seconds["joint_pos_error"][:-1])
 
 
 def test_a_checkpoint_trained_with_other_action_scales_is_refused():
@@ -249,3 +258,25 @@ def test_a_rollout_records_its_horizon_beside_the_steps_it_took():
     env = build_env(cfg, num_envs=2)
     (row,) = _rollout(env, _FixedActionAgent(torch.zeros(env.num_actions)), 3, {})
     assert row["steps"] == 3 and row["horizon_steps"] == 3
+
+
+def test_a_per_second_rollout_averages_each_second_per_group():
+    from trainrt.runner.evaluate import _rollout
+
+    cfg = walk_eval_config(cpu_demo_preset("sac", "g1_walk_flat", "mujoco"), (0.0, 0.0, 0.0))
+    env = build_env(cfg, num_envs=4)
+    per_second_steps = round(1.0 / env.step_dt)
+    row_values = torch.tensor([1.0, 1.0, 3.0, 5.0], dtype=torch.float64)
+    metrics = {"value": lambda env: row_values}
+    steps = per_second_steps + 3  # a whole second, then 3 steps of the next
+    first, second = _rollout(
+        env, _DefaultPoseAgent(env.num_actions), steps, metrics, groups=2, per_second=True
+    )
+    assert first["per_second"]["t_s"] == pytest.approx([0.0, per_second_steps * env.step_dt])
+    assert first["per_second"]["value"] == [1.0, 1.0]  # both of its rows hold 1.0 at every step
+    assert second["per_second"]["value"] == [4.0, 4.0]  # (3 + 5) / 2
+    # standing in the default pose for a second and a bit: every row runs through every step
+    assert first["failed_fraction"] == second["failed_fraction"] == 0.0
+    assert first["per_second"]["running_fraction"] == second["per_second"]["running_fraction"] == [1.0, 1.0]
+    (plain,) = _rollout(env, _DefaultPoseAgent(env.num_actions), 3, metrics)
+    assert "per_second" not in plain

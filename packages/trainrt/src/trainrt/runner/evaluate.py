@@ -12,7 +12,10 @@ Every evaluation reports ``failed_fraction``, ``completed_fraction``, ``mean_epi
 tanh range (``|a| >= ACTION_SATURATION_LEVEL``), where the action map pins targets at their bounds and the
 policy's gradient vanishes.
 
-On CUDA the rollout step is replayed as one CUDA graph (``simcore.CapturedWork``, eager elsewhere).
+An evaluation whose spec sets ``per_second`` (tracking's) also records, per scenario, each metric and the
+fraction of rows still running over every second of the rollout (the row's ``per_second``, which ``trainrt
+report`` draws). On CUDA the rollout step is replayed as one CUDA graph (``simcore.CapturedWork``, eager
+elsewhere).
 Results go to the console as a table and to ``<run_dir>/eval/eval_<iteration>.json`` (or ``out``).
 
 ``onnx=`` (``trainrt eval --onnx PATH``) evaluates an exported ONNX policy instead of a checkpoint: the same env,
@@ -59,7 +62,15 @@ class _RolloutStep:
     record it as a CUDA graph; on CPU (or when capture is refused) the same callable runs eagerly.
     """
 
-    def __init__(self, env: Any, agent: Any, metrics: dict[str, Callable[[Any], torch.Tensor]]) -> None:
+    def __init__(
+        self,
+        env: Any,
+        agent: Any,
+        metrics: dict[str, Callable[[Any], torch.Tensor]],
+        *,
+        bins: int = 0,
+        bin_steps: int = 1,
+    ) -> None:
         n, device = env.num_envs, torch.device(env.device)
         self.env, self.agent, self.metrics = env, agent, metrics
         self.obs = env.reset()
@@ -70,6 +81,10 @@ class _RolloutStep:
         self.sums = {name: torch.zeros(n, dtype=torch.float64, device=device) for name in metrics}
         self.samples = torch.zeros(n, dtype=torch.float64, device=device)
         self.steps_taken = torch.zeros((), dtype=torch.long, device=device)
+        # per-second results (bins > 0): each metric's sum and the running rows per bin of bin_steps steps
+        self.bins, self.bin_steps = bins, bin_steps
+        self.bin_sums = torch.zeros((len(metrics), max(bins, 1), n), dtype=torch.float64, device=device)
+        self.bin_samples = torch.zeros((max(bins, 1), n), dtype=torch.float64, device=device)
 
     @torch.no_grad()
     def step(self) -> None:
@@ -83,9 +98,15 @@ class _RolloutStep:
         self.completed.logical_or_(running & result.truncated & ~bad)
         running.logical_and_(~(result.terminated | result.truncated))
         weight = running.double()
-        for name, metric in self.metrics.items():
-            self.sums[name].add_(metric(self.env).double() * weight)
+        values = [metric(self.env).double() * weight for metric in self.metrics.values()]
+        for name, value in zip(self.metrics, values):
+            self.sums[name].add_(value)
         self.samples.add_(weight)
+        if self.bins:  # the bin of this step, as a device index: no host sync, the same graph every step
+            at = ((self.steps_taken - 1) // self.bin_steps).clamp_(max=self.bins - 1).reshape(1)
+            self.bin_samples.index_add_(0, at, weight.unsqueeze(0))
+            if values:
+                self.bin_sums.index_add_(1, at, torch.stack(values).unsqueeze(1))
 
 
 @cold_path
@@ -99,6 +120,7 @@ def _rollout(
     groups: int = 1,
     before_first_step: Callable[[Any], None] | None = None,
     use_graph: bool = True,
+    per_second: bool = False,
 ) -> list[dict[str, Any]]:
     """Each row's first episode (cut at ``num_steps``) with deterministic actions; metrics averaged per group.
 
@@ -111,14 +133,17 @@ def _rollout(
     (rows that ended in a time-out), ``mean_episode_length`` (control steps), ``steps`` (taken: the rollout stops
     early once every row has ended), ``horizon_steps`` (``num_steps``), ``num_envs`` (rows
     of the group), ``graph_enabled`` (whether the steps replayed a CUDA graph) and each metric's mean over
-    the steps where its row was still running after the step.
+    the steps where its row was still running after the step. ``per_second``: also ``per_second``, the same
+    over each second of simulated time (see ``_per_second``).
     """
     import simcore
 
     n = env.num_envs
     if groups < 1 or n % groups:
         raise ValueError(f"num_envs={n} does not split into {groups} equal groups")
-    rollout = _RolloutStep(env, agent, metrics)
+    bin_steps = max(1, round(1.0 / env.step_dt))
+    bins = math.ceil(num_steps / bin_steps) if per_second else 0
+    rollout = _RolloutStep(env, agent, metrics, bins=bins, bin_steps=bin_steps)
     if before_first_step is not None:
         before_first_step(env)
     generators = [g for g in (env.rng, getattr(agent, "rng", None)) if isinstance(g, torch.Generator)]
@@ -168,12 +193,40 @@ def _rollout(
         for i, name in enumerate(metrics):
             row[name] = float(values[4 + i, g]) if float(values[3, g]) > 0 else math.nan
         out.append(row)
+    if bins:
+        for row, seconds in zip(out, _per_second(rollout, env.step_dt, num_steps, groups)):
+            row["per_second"] = seconds
     return out
 
 
-_ROW_BOOKKEEPING = frozenset(
+@cold_path
+def _per_second(rollout: _RolloutStep, step_dt: float, num_steps: int, groups: int) -> list[dict[str, Any]]:
+    """Per group, over each second of the rollout (``bin_steps`` control steps; the last bin may be shorter):
+    ``t_s`` (the bin's start, s), ``running_fraction`` (the group's rows still running, averaged over the
+    bin's steps) and each metric's mean over the running rows' steps of the bin (None where none ran)."""
+    bins, bin_steps = rollout.bins, rollout.bin_steps
+    rows = rollout.bin_samples.shape[1] // groups
+    samples = rollout.bin_samples.reshape(bins, groups, rows).sum(dim=2).cpu()
+    sums = rollout.bin_sums.reshape(len(rollout.metrics), bins, groups, rows).sum(dim=3).cpu()
+    lengths = [min(bin_steps, num_steps - b * bin_steps) for b in range(bins)]
+    out = []
+    for g in range(groups):
+        seconds: dict[str, Any] = {
+            "t_s": [b * bin_steps * step_dt for b in range(bins)],
+            "running_fraction": [float(samples[b, g]) / (rows * lengths[b]) for b in range(bins)],
+        }
+        for i, name in enumerate(rollout.metrics):
+            seconds[name] = [
+                float(sums[i, b, g] / samples[b, g]) if float(samples[b, g]) > 0 else None
+                for b in range(bins)
+            ]
+        out.append(seconds)
+    return out
+
+
+ROW_BOOKKEEPING = frozenset(
     ("failed_fraction", "completed_fraction", "mean_episode_length", "steps", "horizon_steps", "num_envs",
-     "graph_enabled")
+     "graph_enabled", "per_second")
 )  # fmt: skip
 """Keys of every ``_rollout`` row that are not metrics."""
 
@@ -237,6 +290,7 @@ def evaluate_task(
         groups=len(chosen),
         before_first_step=None if setup is None else (lambda env: setup(env, chosen, num_envs)),
         use_graph=use_graph,
+        per_second=spec.per_second,
     )
     results: dict[str, Any] = {}
     for scenario, row in zip(chosen, rows):
@@ -432,7 +486,7 @@ def format_eval_table(result: dict[str, Any]) -> str:
             for name, r in result["commands"].items()
         ]
     elif "scenarios" in result:
-        metrics = [k for k in next(iter(result["scenarios"].values()), {}) if k not in _ROW_BOOKKEEPING]
+        metrics = [k for k in next(iter(result["scenarios"].values()), {}) if k not in ROW_BOOKKEEPING]
         header = ["scenario", "fell", "completed", *metrics, "ep len"]
         rows = [
             [

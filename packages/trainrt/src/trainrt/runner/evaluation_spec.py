@@ -43,6 +43,8 @@ class EvaluationSpec:
         setup: ``(env, scenarios, rows_per_scenario)`` after the reset, before the first step (None: nothing).
         result: ``(env, horizon_steps, rows) -> dict``, the JSON body from each scenario's row
             (facts then metrics) by name (None: ``{"scenarios": rows}``).
+        per_second: also record each scenario's metrics and running fraction over every second of the
+            rollout (its row's ``per_second``; ``trainrt report`` draws them).
     """
 
     config: Callable[[Any], Any]
@@ -53,6 +55,7 @@ class EvaluationSpec:
     scenario_option: str | None = None
     setup: Callable[[Any, Sequence[EvalScenario], int], None] | None = None
     result: Callable[[Any, int, dict[str, dict[str, Any]]], dict[str, Any]] | None = None
+    per_second: bool = False
 
     def select(self, names: Sequence[str] | None) -> tuple[EvalScenario, ...]:
         """The scenarios named by ``names`` in that order (None: all); ValueError naming the valid ones."""

@@ -271,7 +271,7 @@ def _written_by_a_run() -> _Written:
     from trainrt.runner.manifest import CONFIG_FILE_NAME, MANIFEST_FILE_NAME
     from trainrt.runner.off_policy_runner import RANKS_DIR_NAME, TENSORBOARD_DIR_NAME
     from trainrt.runner.summary import SUMMARY_FILE_NAME
-    from trainrt.viz.report import REPORT_DIR_NAME
+    from trainrt.viz.report import REPORT_DIR_NAME, REPORT_FILES
 
     top = [CONFIG_FILE_NAME, MANIFEST_FILE_NAME, SUMMARY_FILE_NAME, ENV_TABLES_FILE_NAME]
     policy = re.escape(
@@ -284,7 +284,7 @@ def _written_by_a_run() -> _Written:
             (re.escape(TENSORBOARD_DIR_NAME), _Written(r"events\.out\.tfevents\..+")),
             (re.escape(VIDEOS_DIR_NAME), _Written(r"(iter_|play_iter)\d+(_env\d+)?(_frame\d+)?\.(mp4|png)")),
             (re.escape(EVAL_DIR_NAME), _Written(r"eval(_\d+)?\.json")),
-            (re.escape(REPORT_DIR_NAME), _Written(r"(episode|rewards|losses|throughput|eval)\.png")),
+            (re.escape(REPORT_DIR_NAME), _Written("|".join(map(re.escape, REPORT_FILES)))),
             (
                 re.escape(RANKS_DIR_NAME),
                 _Written("(?!)", ((r"rank_\d+", _Written(re.escape(SUMMARY_FILE_NAME))),)),

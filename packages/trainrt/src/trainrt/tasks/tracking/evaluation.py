@@ -2,7 +2,7 @@
 
 Pushes off, no random start, no episode limit. Completion fraction (rows that reached the last frame), and
 mean body position, anchor position and orientation, and joint position errors over the steps the rows
-were tracking.
+were tracking; the same for each second of the clip (``per_second``), with the fraction of rows still tracking.
 """
 
 from __future__ import annotations
@@ -59,4 +59,5 @@ def tracking_evaluation() -> EvaluationSpec:
         },
         horizon=_clip_frames,
         result=_result,
+        per_second=True,
     )
