@@ -60,6 +60,7 @@ def test_wandb_gets_the_config_and_the_same_scalars_as_tensorboard(tmp_path, fak
     assert run.init["project"] == "walkers" and run.init["entity"] is None
     assert run.init["name"] == "run" and run.init["mode"] == "offline" and run.init["tags"] == ["cpu", "tiny"]
     assert run.init["id"] == runner.run_id and run.init["resume"] == "allow"
+    assert "dir" not in run.init and not (run_dir / "wandb").exists()  # W&B's files stay out of the run
     stored = load_resolved_config(run_dir)
     assert stored.training.wandb.enabled and stored.training.wandb.project == "walkers"
     assert run.init["config"] == stored.model_dump(mode="json")

@@ -42,7 +42,9 @@ class TensorBoardSink:
 class WandbSink:
     """Scalars as one Weights & Biases run: ``wandb.init`` with the run's config, then ``log(scalars, step)``.
 
-    The W&B run id is the run's own id, so a resumed run continues its W&B run (``resume="allow"``).
+    The W&B run id is the run's own id, so a resumed run continues its W&B run (``resume="allow"``). W&B
+    keeps its files where it does by default (``WANDB_DIR``, else ``./wandb``): a folder of its own in the
+    run directory would be one that ``training.overwrite`` must refuse to delete (trainrt did not write it).
     """
 
     def __init__(self, cfg: TrainConfig, run_dir: Path, run_id: str) -> None:
@@ -55,7 +57,6 @@ class WandbSink:
             group=section.group,
             tags=list(section.tags),
             mode=section.mode,
-            dir=str(run_dir),
             id=run_id,
             resume="allow",
             config=cfg.model_dump(mode="json"),
