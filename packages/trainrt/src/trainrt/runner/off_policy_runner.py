@@ -323,7 +323,7 @@ class OffPolicyRunner:
             ranks.check_agreement(agent, iteration)
             is_last = iteration == cfg.algo.max_iterations or boundary.time_up
             if iteration % cfg.training.log_every == 0 or is_last or iteration == first:
-                self.run_log.iteration_block(iteration, collect_sec, learn_sec, elapsed_sec, self.timings)
+                self.run_log.iteration_block(iteration, collect_sec, learn_sec, elapsed_sec)
                 if self.summary_writer.running_due():
                     self.summary_writer.write_running()
             record = schedule.records[-1]  # which policy acted, which rows the learner saw
@@ -350,7 +350,7 @@ class OffPolicyRunner:
     @cold_path
     def _after_iteration(self, iteration: int) -> None:
         """Outside every iteration's time: the compact console line of an iteration without a block, videos."""
-        self.run_log.between_iterations(iteration, self.timings)
+        self.run_log.between_iterations(iteration)
 
     def _iteration_timing(
         self, clock: IterationClock, iteration: int, stamp: dict[str, Any]

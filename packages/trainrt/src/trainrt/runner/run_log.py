@@ -27,7 +27,6 @@ from trainrt.runner.console import Progress, format_iteration_block, format_prog
 from trainrt.runner.failures import ExpectedRunFailure
 from trainrt.runner.progress import ProgressDisplay, SmoothedEta
 from trainrt.runner.scalar_sinks import TENSORBOARD_DIR_NAME, TensorBoardSink, open_scalar_sinks
-from trainrt.runner.summary import IterationTiming
 
 __all__ = [
     "TENSORBOARD_DIR_NAME",
@@ -176,7 +175,6 @@ class RunLog:
         collect_sec: float,
         learn_sec: float,
         elapsed_sec: float,
-        timings: list[IterationTiming],
     ) -> None:
         """Console block and scalars of one iteration (reads device values: cold path)."""
         env, agent, collector = self._parts["env"], self._parts["agent"], self._parts["collector"]
@@ -259,7 +257,7 @@ class RunLog:
     # --- between iterations: the compact console line and videos (outside every iteration's time) ----------
 
     @cold_path
-    def between_iterations(self, iteration: int, timings: list[IterationTiming]) -> None:
+    def between_iterations(self, iteration: int) -> None:
         """The progress line after an iteration, and the ``video_every`` video.
 
         Runs after the iteration's timing is appended, so its time is in no iteration (and never in
