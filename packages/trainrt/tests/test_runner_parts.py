@@ -16,7 +16,7 @@ from trainrt.runner.checkpoint import (
     restore_rng_states,
     save_checkpoint,
 )
-from trainrt.runner.console import format_duration, format_iteration_block, progress_bar
+from trainrt.runner.console import format_duration, progress_bar
 from trainrt.runner.export import ONNX_INPUT_NAME, ONNX_OUTPUT_NAME, export_policy_onnx
 from trainrt.runner.manifest import write_resolved_config
 
@@ -31,31 +31,6 @@ def test_durations_read_naturally():
     assert format_duration(4.24) == "4.2s"
     assert format_duration(123) == "2m03s"
     assert format_duration(3723) == "1h02m03s"
-
-
-def test_iteration_block_shows_throughput_split_losses_episode_and_eta():
-    block = format_iteration_block(
-        title="sac g1_walk_flat",
-        iteration=3,
-        max_iterations=10,
-        env_steps_per_sec=12345.6,
-        collect_time_sec=0.25,
-        learn_time_sec=0.5,
-        wall_time_sec=0.8,
-        total_env_steps=30000,
-        elapsed_sec=2.4,
-        eta_sec=125.0,
-        losses={"critic_loss": 1.5},
-        episode={"Train/mean_reward": 2.25, "Episode/length": 17.0},
-    )
-    assert "iteration 3/10" in block
-    assert "12,346 env steps/s" in block
-    assert "collect 0.250s, learn 0.500s" in block
-    assert "Loss/critic_loss: 1.5000" in block
-    assert "Train/mean_reward: 2.2500" in block
-    assert "Episode/length: 17.0000" in block
-    assert "ETA: 2m05s" in block
-    assert "3/10  30.0%" in block
 
 
 def test_latest_checkpoint_is_the_highest_iteration_and_loads(tmp_path):

@@ -1,5 +1,5 @@
 """Videos decode to the frames and size asked for: a tiny policy run (tiled envs) and a clip preview;
-clip info against the joint limits; the console line and config listing."""
+clip info against the joint limits; the config listing."""
 
 import json
 
@@ -10,7 +10,7 @@ import torch
 from trainrt.config import apply_overrides, cpu_demo_preset, parse_override
 from trainrt.robots import G1
 from trainrt.runner.build import build_agent, build_env
-from trainrt.runner.console import format_config_listing, format_iteration_line
+from trainrt.runner.console import format_config_listing
 from trainrt.viz.motion_info import motion_info
 from trainrt.viz.record import VideoOptions, record_clip_video, record_policy_video
 from trainrt.viz.video import read_video
@@ -108,16 +108,6 @@ def test_motion_info_reports_frames_and_a_joint_beyond_its_limit(tmp_path):
     json.dumps(bad)
 
 
-def test_compact_line_carries_the_learning_numbers():
-    line = format_iteration_line(
-        iteration=7, max_iterations=100, env_steps_per_sec=1234.0, wall_time_sec=0.5,
-        episode_length=68.25, episode_return=-1.5, eta_sec=46.5,
-    )  # fmt: skip
-    assert "\n" not in line
-    for text in ("7/100", "68.2", "-1.500", "1,234", "46.5s"):
-        assert text in line
-
-
 def _flat_keys(data: dict, prefix: str = "") -> list[str]:
     keys = []
     for key, value in data.items():
@@ -133,7 +123,7 @@ def test_config_listing_has_every_key_of_the_config():
     listing = format_config_listing(cfg)
     listed = [line.split(" = ", 1)[0] for line in listing.splitlines()]
     assert listed == _flat_keys(cfg.model_dump(mode="json"))
-    assert "training.log_every = " in listing and "# iterations between full console blocks" in listing
+    assert "training.log_every = " in listing and "# iterations between console blocks" in listing
 
 
 @pytest.mark.parametrize("algo", ["sac", "flashsac"])

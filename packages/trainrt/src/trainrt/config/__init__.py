@@ -15,6 +15,7 @@ from trainrt.config.schema import (
     TaskSection,
     TrainConfig,
     TrainingSection,
+    WandbSection,
     load_stored_config,
 )
 
@@ -31,6 +32,7 @@ __all__ = [
     "TaskSection",
     "TrainConfig",
     "TrainingSection",
+    "WandbSection",
     "apply_overrides",
     "cpu_demo_preset",
     "load_stored_config",

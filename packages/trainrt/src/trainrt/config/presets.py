@@ -168,7 +168,7 @@ CPU_DEMO_CHANGES: dict[str, dict[str, object]] = {
         "learning_starts": 8,
         "bf16_autocast": False,
     },
-    # One compact line per iteration and the full block every 10 (the GPU presets' log_every): the episode
+    # The progress line every iteration and the block every 10 (the GPU presets' log_every): the episode
     # length stays readable.
     "training": {"collector_steps_per_replay": 1, "checkpoint_every": 100, "play_steps": 100},
 }

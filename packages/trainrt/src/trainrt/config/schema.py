@@ -218,6 +218,29 @@ class DistributedSection(BaseModel):
     )
 
 
+class WandbSection(BaseModel):
+    """``training.wandb``: the optional Weights & Biases logger (``pip install 'trainrt[wandb]'``).
+
+    When enabled, rank 0 logs the same scalars as TensorBoard at the same steps (the iteration) to one W&B run
+    whose id is the run's id (a resumed run continues it) and whose config is the resolved config. W&B keeps
+    its local files where it does by default (``WANDB_DIR``, else ``./wandb``), not in the run directory.
+    """
+
+    model_config = _STRICT
+
+    enabled: bool = Field(
+        False, description="log the run's scalars to Weights & Biases (needs trainrt[wandb])"
+    )
+    project: str = Field("trainrt", min_length=1, description="W&B project of the run")
+    entity: str | None = Field(None, description="W&B entity (team or user; None: your default entity)")
+    run_name: str | None = Field(None, description="W&B run name (None: the run directory's name)")
+    group: str | None = Field(None, description="W&B group of the run (None: none)")
+    tags: tuple[str, ...] = Field((), description="W&B tags of the run")
+    mode: Literal["online", "offline", "disabled"] = Field(
+        "online", description="W&B mode: online, offline (sync later with `wandb sync`), or disabled"
+    )
+
+
 class TrainingSection(BaseModel):
     """``training``: everything about running, measuring and saving that is not the learner's math."""
 
@@ -255,9 +278,13 @@ class TrainingSection(BaseModel):
     log_every: int = Field(
         1,
         ge=1,
-        description="iterations between full console blocks / TensorBoard scalars (one compact line otherwise)",
+        description="iterations between console blocks and scalars (TensorBoard, W&B); the progress line shows "
+        "every iteration",
     )
     tensorboard: bool = Field(True, description="write TensorBoard scalars to <run_dir>/tensorboard")
+    wandb: WandbSection = Field(
+        default_factory=WandbSection, description="the optional Weights & Biases logger (off by default)"
+    )
     video_every: int = Field(
         0,
         ge=0,

@@ -9,7 +9,7 @@ Lifecycle of ``OffPolicyRunner.run()``:
    graph, capture the learner graph, run the first update, synchronize.
 3. **Iterations** 1..``max_iterations``: ``steps_per_iteration`` collector steps (graph replays of K steps),
    ``updates_per_iteration`` learner updates, one synchronization at the boundary, then cold-path work
-   (console block and TensorBoard every ``log_every`` iterations, checkpoint every ``checkpoint_every``).
+   (console block and scalars every ``log_every`` iterations, checkpoint every ``checkpoint_every``).
    An iteration's wall time spans all of it.
 4. **End**: last checkpoint, optional evaluation rollout and ONNX export, ``run_summary.json``.
 
@@ -42,7 +42,8 @@ The runner holds the run's parts and its loop; each other concern is a small obj
 - ``pre_run_checks``: the checkpoint to resume and a probe of the config, before anything is written
   (with ``preflight.check_memory_fits``);
 - ``checkpointing.RunCheckpoints``: writing checkpoints, after a stop too, and restoring one on resume;
-- ``run_log.RunLog``: console blocks and lines, TensorBoard, warnings and videos;
+- ``run_log.RunLog``: the progress line and blocks (``console``, ``progress``), the scalar sinks (TensorBoard,
+  optional W&B: ``scalar_sinks``), warnings and videos;
 - ``summary_writer.RunSummaryWriter``: ``run_summary.json`` and the closing lines that say where things are.
 """
 
@@ -84,6 +85,7 @@ from trainrt.runner.manifest import write_manifest, write_resolved_config
 from trainrt.runner.play import evaluate_policy
 from trainrt.runner.pre_run_checks import load_resume_checkpoint, probe_config, run_id_to_continue
 from trainrt.runner.preflight import check_memory_fits
+from trainrt.runner.progress import terminal_console, terminal_printer
 from trainrt.runner.run_dir import (
     RunDirLock,
     check_run_dir_usable,
@@ -93,6 +95,7 @@ from trainrt.runner.run_dir import (
 )
 from trainrt.runner.run_log import TENSORBOARD_DIR_NAME, ContactBufferOverflow, RunLog, warm_up_line
 from trainrt.runner.run_log import compile_note as _compile_note
+from trainrt.runner.scalar_sinks import check_scalar_sinks
 from trainrt.runner.schedule import IterationSchedule
 from trainrt.runner.stop_signals import RunInterrupted, StopSignals, raise_stop
 from trainrt.runner.summary import (
@@ -129,7 +132,8 @@ class OffPolicyRunner:
 
     Args:
         cfg: the resolved, validated config.
-        log: where console lines go (``print`` by default).
+        log: where console lines go (``print`` by default: then, on a terminal, the progress line is
+            redrawn in place under them; with a ``log`` given, it is a plain line now and then).
         manifest: extra facts for ``manifest.json`` (preset name, overrides, ...).
     """
 
@@ -141,7 +145,11 @@ class OffPolicyRunner:
         manifest: dict[str, Any] | None = None,
     ) -> None:
         self.cfg = cfg
-        self.log = log or (lambda line: print(line, flush=True))
+        # On a terminal, the run's lines print above the progress line it redraws in place.
+        terminal = terminal_console() if log is None else None
+        self.log = log or (terminal_printer(terminal) if terminal else lambda line: print(line, flush=True))
+        # An enabled scalar sink whose package is missing is a usage error, before anything is written.
+        check_scalar_sinks(cfg)
         self.manifest = dict(manifest or {})
         resume = cfg.training.resume
         if resume is not None and LaunchEnv.from_environ().world_size > 1:
@@ -194,6 +202,8 @@ class OffPolicyRunner:
             log=self.log,
             is_main=self.ranks.is_main,
             run_env_steps_per_iteration=self.run_env_steps_per_iteration,
+            terminal=terminal if self.ranks.is_main else None,
+            elapsed_sec=self._elapsed_sec,
         )
         self.summary_writer = RunSummaryWriter(self, self.summary_path)
         self._lock: RunDirLock | None = None
@@ -280,8 +290,11 @@ class OffPolicyRunner:
         clock = IterationClock(self.device)
         self.run_log.start_session(self.resumed_from_iteration)
         first = self.completed_iterations + 1
-        with self.signals.at_iteration_ends():
-            self._iterate(first, clock)
+        try:
+            with self.signals.at_iteration_ends():
+                self._iterate(first, clock)
+        finally:
+            self.run_log.end_session()
         if self.ranks.world_size > 1:  # every rank's own figures, and the check that their weights agree
             self.per_rank = gather_rank_figures(
                 self.ranks, self.agent, self.rank_cfg, self.timings, device=str(self.env.device)
@@ -310,7 +323,7 @@ class OffPolicyRunner:
             ranks.check_agreement(agent, iteration)
             is_last = iteration == cfg.algo.max_iterations or boundary.time_up
             if iteration % cfg.training.log_every == 0 or is_last or iteration == first:
-                self.run_log.iteration_block(iteration, collect_sec, learn_sec, elapsed_sec, self.timings)
+                self.run_log.iteration_block(iteration, collect_sec, learn_sec, elapsed_sec)
                 if self.summary_writer.running_due():
                     self.summary_writer.write_running()
             record = schedule.records[-1]  # which policy acted, which rows the learner saw
@@ -337,7 +350,7 @@ class OffPolicyRunner:
     @cold_path
     def _after_iteration(self, iteration: int) -> None:
         """Outside every iteration's time: the compact console line of an iteration without a block, videos."""
-        self.run_log.between_iterations(iteration, self.timings)
+        self.run_log.between_iterations(iteration)
 
     def _iteration_timing(
         self, clock: IterationClock, iteration: int, stamp: dict[str, Any]
@@ -455,6 +468,7 @@ class OffPolicyRunner:
             replay=replay,
             collector=self.collector,
             video_cfg=self.rank_cfg,
+            run_id=self.run_id,
         )
         IterationClock(self.device).synchronize()
         self.warmup_env_steps = (int(env.common_step_counter.cpu()) - steps_before) * env.num_envs

@@ -1,10 +1,12 @@
-"""What a training run says while it runs: console blocks and lines, TensorBoard scalars, warnings, videos.
+"""What a training run says while it runs: the progress line, blocks, scalars (TensorBoard, W&B), warnings, videos.
 
 All of it is cold-path work between iterations: it reads device values (losses, episode statistics, overflow
-counters) once per block. A full block every ``training.log_every`` iterations (and at the first and last),
-a compact line for every other one, a ``training.video_every`` video outside every iteration's time. A
-contact or constraint buffer overflow is reported naming ``sim.nconmax`` / ``sim.njmax`` with a suggested
-value and listed in ``warnings`` (``training.fail_on_overflow=true`` raises ``ContactBufferOverflow``).
+counters) once per block. A compact block every ``training.log_every`` iterations (and at the first and
+last), the progress line after every iteration (``trainrt.runner.progress``: in place on a terminal, a plain
+line now and then elsewhere; it shows only numbers a block already read), a ``training.video_every`` video
+outside every iteration's time. A contact or constraint buffer overflow is reported naming ``sim.nconmax`` /
+``sim.njmax`` with a suggested value and listed in ``warnings`` (``training.fail_on_overflow=true`` raises
+``ContactBufferOverflow``).
 """
 
 from __future__ import annotations
@@ -21,11 +23,19 @@ import torch
 from trainrt.config import TrainConfig
 from trainrt.hotpath import cold_path
 from trainrt.runner.build import build_env
-from trainrt.runner.console import format_iteration_block
+from trainrt.runner.console import Progress, format_iteration_block, format_progress_line
 from trainrt.runner.failures import ExpectedRunFailure
-from trainrt.runner.summary import IterationTiming
+from trainrt.runner.progress import ProgressDisplay, SmoothedEta
+from trainrt.runner.scalar_sinks import TENSORBOARD_DIR_NAME, TensorBoardSink, open_scalar_sinks
 
-TENSORBOARD_DIR_NAME = "tensorboard"
+__all__ = [
+    "TENSORBOARD_DIR_NAME",
+    "ContactBufferOverflow",
+    "RunLog",
+    "compile_note",
+    "quiet_backend_diagnostics",
+    "warm_up_line",
+]
 
 
 class ContactBufferOverflow(ExpectedRunFailure):
@@ -33,12 +43,20 @@ class ContactBufferOverflow(ExpectedRunFailure):
 
 
 class RunLog:
-    """The console and TensorBoard of one run (rank 0 speaks; other ranks pass a silent ``log``).
+    """The console and the scalar sinks of one run (rank 0 speaks; other ranks pass a silent ``log``).
+
+    Args:
+        cfg: the run's config.
+        log: where console lines go.
+        is_main: rank 0 (the only rank that opens scalar sinks).
+        run_env_steps_per_iteration: env steps of one iteration over all ranks.
+        terminal: a rich ``Console`` to draw the progress line on in place (None: plain lines through ``log``).
+        elapsed_sec: seconds since the run's set-up began (the clock of ``training.time_limit_sec``).
 
     Attributes:
         warnings: every warning the run reported (overflows, learning warnings), for the summary.
         episode_statistics: the latest episode statistics of a full block, for the summary.
-        writer: the TensorBoard writer while it is open (``None`` otherwise).
+        sinks: the open scalar sinks (TensorBoard, W&B); empty once closed.
     """
 
     def __init__(
@@ -48,6 +66,8 @@ class RunLog:
         log: Callable[[str], None],
         is_main: bool,
         run_env_steps_per_iteration: int,
+        terminal: Any = None,
+        elapsed_sec: Callable[[], float] = lambda: 0.0,
     ) -> None:
         self.cfg = cfg
         self.log = log
@@ -55,21 +75,37 @@ class RunLog:
         self.run_env_steps_per_iteration = run_env_steps_per_iteration
         self.warnings: list[str] = []
         self.episode_statistics: dict[str, float] = {}
-        self.writer: Any = None
+        self.sinks: list[Any] = []
+        self.elapsed_sec = elapsed_sec
+        self.eta = SmoothedEta(cfg.algo.max_iterations, cfg.training.time_limit_sec)
+        self.progress = ProgressDisplay(log, terminal)
+        self._last_episode: tuple[float | None, float | None] = (None, None)
         self._parts: dict[str, Any] = {}
         self._overflow_reported: dict[str, int] = {}
         self._learning_reported: set[str] = set()
-        self._session_started = 0.0
-        self._session_first_iteration: int | None = None
-        self._resumed_from = 0
+        self._block_iteration: int | None = None
         self._video_env: Any = None
         self.video_time_sec = 0.0
 
+    @property
+    def writer(self) -> Any:
+        """The TensorBoard ``SummaryWriter`` while it is open (``None`` otherwise)."""
+        return next((s.writer for s in self.sinks if isinstance(s, TensorBoardSink)), None)
+
     @cold_path
     def start(
-        self, run_dir: Path, *, env: Any, agent: Any, replay: Any, collector: Any, video_cfg: TrainConfig
+        self,
+        run_dir: Path,
+        *,
+        env: Any,
+        agent: Any,
+        replay: Any,
+        collector: Any,
+        video_cfg: TrainConfig,
+        run_id: str = "",
     ) -> None:
-        """What the run logs from (built in warm-up); open TensorBoard (``training.tensorboard``, rank 0)."""
+        """What the run logs from (built in warm-up); open the scalar sinks (rank 0: ``training.tensorboard``,
+        ``training.wandb``)."""
         self._parts = {
             "env": env,
             "agent": agent,
@@ -78,10 +114,8 @@ class RunLog:
             "video_cfg": video_cfg,
         }
         self._run_dir = run_dir
-        if self.cfg.training.tensorboard and self.is_main:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self.writer = SummaryWriter(log_dir=str(run_dir / TENSORBOARD_DIR_NAME))
+        if self.is_main:
+            self.sinks = open_scalar_sinks(self.cfg, run_dir, run_id)
 
     def announce_run(self, run_dir: Path, device: str, ranks: Any) -> None:
         """The set-up's first lines: where the run writes, what it trains, and over how many ranks."""
@@ -100,15 +134,37 @@ class RunLog:
 
     def start_session(self, resumed_from: int | None) -> None:
         """This process's iterations start now (after ``resumed_from`` iterations of a resumed run)."""
-        self._session_started = time.perf_counter()
-        self._resumed_from = resumed_from or 0
+        self.eta.start(time.perf_counter(), resumed_from or 0)
+
+    @cold_path
+    def end_session(self) -> None:
+        """The iterations are over (or stopped): take the progress line off the terminal (idempotent)."""
+        self.progress.close()
 
     @cold_path
     def close(self) -> None:
-        """Close the TensorBoard writer (idempotent)."""
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
+        """Take the progress line off and close the scalar sinks (idempotent)."""
+        self.progress.close()
+        sinks, self.sinks = self.sinks, []
+        for sink in sinks:
+            sink.close()
+
+    def _progress(self, iteration: int) -> Progress:
+        """Where the run stands after ``iteration`` (its end counted in the smoothed rate)."""
+        self.eta.iteration_ended(iteration, time.perf_counter())
+        elapsed = self.elapsed_sec()
+        eta, by_time = self.eta.eta(iteration, elapsed)
+        return Progress(
+            title=f"{self.cfg.algo.name} {self.cfg.task.name}",
+            iteration=iteration,
+            max_iterations=self.cfg.algo.max_iterations,
+            env_steps_per_sec=self.eta.iterations_per_sec * self.run_env_steps_per_iteration,
+            elapsed_sec=elapsed,
+            eta_sec=eta,
+            eta_by_time_limit=by_time,
+            episode_length=self._last_episode[0],
+            episode_return=self._last_episode[1],
+        )
 
     # --- a full block --------------------------------------------------------------------------------------
 
@@ -119,52 +175,44 @@ class RunLog:
         collect_sec: float,
         learn_sec: float,
         elapsed_sec: float,
-        timings: list[IterationTiming],
     ) -> None:
-        """Console block and TensorBoard scalars of one iteration (reads device values: cold path)."""
-        cfg = self.cfg
+        """Console block and scalars of one iteration (reads device values: cold path)."""
         env, agent, collector = self._parts["env"], self._parts["agent"], self._parts["collector"]
         self._check_overflow(iteration)
         self._check_learning(iteration)
         losses = _scalars(agent.losses())
         episode = {**collector.episode_summary(), **env.episode_stats()}
         self.episode_statistics.update(episode)
-        rate = self.run_env_steps_per_iteration / elapsed_sec if elapsed_sec > 0 else 0.0
-        done_this_session = iteration - self._resumed_from
-        session_sec = time.perf_counter() - self._session_started
-        eta = session_sec / max(done_this_session, 1) * (cfg.algo.max_iterations - iteration)
-        shown = {
-            k: v
-            for k, v in episode.items()
-            if k.startswith(("Train/", "Episode/length", "Episode/rew_")) or _shown_curriculum(k)
-        }
+        if "Train/mean_reward" in episode:
+            length = episode.get("Episode/length", episode.get("Train/mean_episode_length"))
+            self._last_episode = (length, episode["Train/mean_reward"])
         self.log(
             format_iteration_block(
-                title=f"{cfg.algo.name} {cfg.task.name}",
-                iteration=iteration,
-                max_iterations=cfg.algo.max_iterations,
-                env_steps_per_sec=rate,
-                collect_time_sec=collect_sec,
-                learn_time_sec=learn_sec,
-                wall_time_sec=elapsed_sec,
-                total_env_steps=self.run_env_steps_per_iteration * iteration,
-                elapsed_sec=sum(t.wall_time_sec for t in timings) + elapsed_sec,
-                eta_sec=eta,
+                self._progress(iteration),
+                episode=episode,
                 losses=losses,
-                episode=shown,
+                iteration_sec=elapsed_sec,
+                collect_sec=collect_sec,
+                learn_sec=learn_sec,
+                total_env_steps=self.run_env_steps_per_iteration * iteration,
             )
         )
-        if self.writer is not None:
-            step = iteration
-            for name, value in losses.items():
-                self.writer.add_scalar(f"Loss/{name}", value, step)
-            self.writer.add_scalar("Perf/env_steps_per_sec", rate, step)
-            self.writer.add_scalar("Perf/collect_time_sec", collect_sec, step)
-            self.writer.add_scalar("Perf/learn_time_sec", learn_sec, step)
-            self.writer.add_scalar("Perf/iteration_time_sec", elapsed_sec, step)
-            for name, value in episode.items():
-                tag = name if "/" in name else f"Episode/{name}"
-                self.writer.add_scalar(tag, value, step)
+        self._block_iteration = iteration
+        rate = self.run_env_steps_per_iteration / elapsed_sec if elapsed_sec > 0 else 0.0
+        scalars = {f"Loss/{name}": value for name, value in losses.items()}
+        scalars |= {
+            "Perf/env_steps_per_sec": rate,
+            "Perf/collect_time_sec": collect_sec,
+            "Perf/learn_time_sec": learn_sec,
+            "Perf/iteration_time_sec": elapsed_sec,
+        }
+        scalars |= {(name if "/" in name else f"Episode/{name}"): value for name, value in episode.items()}
+        self._add_scalars(scalars, iteration)
+
+    def _add_scalars(self, scalars: dict[str, float], step: int) -> None:
+        """The same scalars at the same step to every open sink."""
+        for sink in self.sinks:
+            sink.add_scalars(scalars, step)
 
     @cold_path
     def _check_overflow(self, iteration: int) -> None:
@@ -209,38 +257,17 @@ class RunLog:
     # --- between iterations: the compact console line and videos (outside every iteration's time) ----------
 
     @cold_path
-    def between_iterations(self, iteration: int, timings: list[IterationTiming]) -> None:
-        """The compact console line of an iteration without a full block, and the ``video_every`` video.
+    def between_iterations(self, iteration: int) -> None:
+        """The progress line after an iteration, and the ``video_every`` video.
 
         Runs after the iteration's timing is appended, so its time is in no iteration (and never in
         ``tail_env_steps_per_sec``); a video's own time is printed and written as ``Perf/video_time_sec``.
+        The line shows the episode length and return of the last block: it reads no device value.
         """
-        from trainrt.runner.console import format_iteration_line
-
         training = self.cfg.training
-        if self._session_first_iteration is None:
-            self._session_first_iteration = iteration
-        block_shown = (
-            iteration % training.log_every == 0
-            or iteration == self.cfg.algo.max_iterations
-            or iteration == self._session_first_iteration
-        )
-        if not block_shown and self.is_main:
-            timing = timings[-1]
-            recent = timings[-20:]
-            mean_wall = math.fsum(t.wall_time_sec for t in recent) / len(recent)
-            length, ret = _running_episode_means(self._parts["collector"])
-            self.log(
-                format_iteration_line(
-                    iteration=iteration,
-                    max_iterations=self.cfg.algo.max_iterations,
-                    env_steps_per_sec=self.run_env_steps_per_iteration / max(timing.wall_time_sec, 1e-9),
-                    wall_time_sec=timing.wall_time_sec,
-                    episode_length=length,
-                    episode_return=ret,
-                    eta_sec=mean_wall * (self.cfg.algo.max_iterations - iteration),
-                )
-            )
+        if self.is_main:
+            line = format_progress_line(self._progress(iteration))
+            self.progress.show(line, block_printed=self._block_iteration == iteration)
         if training.video_every and iteration % training.video_every == 0 and self.is_main:
             self._record_training_video(iteration)
 
@@ -262,8 +289,7 @@ class RunLog:
             write_tensorboard_gif(self.writer, "Video/policy", result.preview, fps=8.0, step=iteration)
         spent = time.perf_counter() - started
         self.video_time_sec += spent
-        if self.writer is not None:
-            self.writer.add_scalar("Perf/video_time_sec", spent, iteration)
+        self._add_scalars({"Perf/video_time_sec": spent}, iteration)
         self.log(
             f"video: {path} ({result.frames} frames, {result.renderer} renderer) in {spent:.1f}s, "
             "outside the throughput window"
@@ -338,19 +364,3 @@ def _scalars(tensors: dict[str, torch.Tensor]) -> dict[str, float]:
         return {}
     values = torch.stack([t.detach().float().reshape(()) for t in tensors.values()]).cpu().tolist()
     return dict(zip(tensors, values))
-
-
-@cold_path
-def _running_episode_means(collector: Any) -> tuple[float | None, float | None]:
-    """Mean length and return of the episodes finished since the last full block (None before any)."""
-    sums = [getattr(collector, f"_finished_{k}", None) for k in ("length_sum", "return_sum", "count")]
-    if any(s is None for s in sums):
-        return None, None
-    length, ret, count = (float(v) for v in torch.stack([s.double() for s in sums]).cpu())
-    return (length / count, ret / count) if count > 0 else (None, None)
-
-
-def _shown_curriculum(key: str) -> bool:
-    """Whether the console block shows a ``Curriculum/...`` statistic: every one but the per-level shares
-    (``.../level_<i>``, in TensorBoard and ``run_summary.json``; the block shows their mean level)."""
-    return key.startswith("Curriculum/") and not key.rsplit("/", 1)[-1].startswith("level_")
