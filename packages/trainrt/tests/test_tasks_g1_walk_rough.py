@@ -112,9 +112,9 @@ def test_a_tiny_rough_run_logs_the_terrain_levels_in_its_summary(tmp_path):
     mean = sum(i * share for i, share in enumerate(shares))
     assert stats["Curriculum/terrain_levels/mean_level"] == pytest.approx(mean)
     assert all(share == 0.0 for share in shares[ROUGH_TERRAIN.max_init_level + 1 :])
-    block = [line for line in lines if line.startswith("curriculum")]  # the console block's row
-    assert block and "terrain_levels/mean_level" in block[0]
-    assert not any("level_0" in line for line in lines)
+    rows = [row for text in lines for row in text.splitlines() if row.startswith("curriculum")]
+    assert rows and "terrain_levels/mean_level" in rows[0]  # the console block's curriculum row
+    assert not any("level_0" in row for text in lines for row in text.splitlines())
 
 
 def test_the_physics_benchmark_steps_the_rough_walk_on_its_terrain(tmp_path):
