@@ -14,6 +14,7 @@ import torch
 
 import simcore
 from simcore._src.capability import Capability, declared_capabilities
+from simcore._src.config import default_nconmax
 from simcore._src.mujoco_backend import MujocoBackend
 from trainrt.config.schema import TaskSection
 from trainrt.envs import ManagerBasedRlEnv
@@ -103,6 +104,9 @@ def test_the_slope_lies_where_the_clip_stands(crawl_path):
         and (c[2] > -(HAND_CAPSULE_RADIUS_M + 0.01) or pytest.fail(f"frame {frame}: {c} is too deep"))
     }
     assert deep == {"left_hand_collision", "right_hand_collision"}
+    # the contact buffer a world gets by default holds every contact the clip makes on the slope
+    most = max(len(_contacts(model, qpos(frame))) for frame in range(0, clip.num_frames, 10))
+    assert 20 <= most <= default_nconmax(model)
 
 
 def _crawl_env(start_frame: int, num_envs: int = 2) -> ManagerBasedRlEnv:
