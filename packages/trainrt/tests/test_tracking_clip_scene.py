@@ -196,3 +196,28 @@ def test_a_backend_without_collision_meshes_fails_closed(crawl_path, monkeypatch
         match=r"scene\.terrain_meshes needs a backend that declares Capability\.COLLISION_MESH",
     ):
         _crawl_env(start_frame=0, num_envs=1)
+
+
+def test_one_step_on_the_slope_agrees_across_backends(crawl_path):
+    """CPU MuJoCo and MuJoCo Warp (Warp's CPU device) from the clip's poses on the slab and on the plank."""
+    model = G1.scene_model(terrain_meshes=load_terrain_meshes(clip_scene(crawl_path)))
+    clip = load_motion(crawl_path, model, strict_names=True)
+    columns = [int(model.joint(name).qposadr[0]) for name in clip.joint_names]
+    frames = [0, 450]  # standing on the ground slab; crawling on the plank
+    results = {}
+    for name in ("mujoco", "mjwarp"):
+        backend = simcore.make_backend(name, model, simcore.SimConfig(num_envs=2, decimation=1, device="cpu"))
+        spec = backend.reset_spec(("qpos",))
+        payload = spec.new_payload()
+        qpos = payload["qpos"]
+        qpos.copy_(backend.qpos)
+        qpos[:, :3] = clip.root_pos_w[frames].to(qpos.dtype)
+        qpos[:, 3:7] = clip.root_quat_w[frames].to(qpos.dtype)
+        qpos[:, columns] = clip.joint_pos[frames].to(qpos.dtype)
+        backend.reset(torch.ones(2, dtype=torch.bool), payload, spec)
+        backend.ctrl.copy_(clip.joint_pos[frames].to(backend.ctrl.dtype))
+        backend.step()
+        results[name] = (backend.qpos.double().clone(), backend.diagnostics().contacts)
+    (cpu_qpos, cpu_contacts), (warp_qpos, warp_contacts) = results["mujoco"], results["mjwarp"]
+    assert warp_contacts == cpu_contacts >= 20
+    torch.testing.assert_close(warp_qpos, cpu_qpos, atol=1e-4, rtol=0)

@@ -6,9 +6,9 @@ dt 5 ms, decimation 4 (50 Hz), 10 s episodes (a row also ends, as a time-out, at
 The clip names its joints and (optionally) its bodies; the loader maps them onto the robot's by name and
 refuses a clip naming a joint the robot lacks (``trainrt.motion.loader``, *Names*). A clip recorded on
 terrain brings its scene: the meshes ``trainrt.motion.scenes.CLIP_SCENES`` lists for it are in every world
-(``SceneCfg.terrain_meshes``), and the reference state init puts the robot at the clip's root pose on them. Terms, sigmas and weights
-follow BeyondMimic as published in mjlab's ``tracking_env_cfg`` (the anchor for every value below unless a
-comment says otherwise).
+(``SceneCfg.terrain_meshes``), and the reference state init puts the robot at the clip's root pose on them.
+Terms, sigmas and weights follow BeyondMimic as published in mjlab's ``tracking_env_cfg`` (the anchor for
+every value below unless a comment says otherwise).
 """
 
 from __future__ import annotations
