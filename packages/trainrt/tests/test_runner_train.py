@@ -613,6 +613,34 @@ def test_flashsac_motion_tracking_trains_end_to_end(tmp_path):
     assert (tmp_path / "run" / "policy.onnx").is_file()
 
 
+def test_flashsac_tracks_the_crawl_clip_on_its_slope(tmp_path):
+    from trainrt.robots import G1
+
+    if not (G1.motions_dir() / "terrain_slope.obj").is_file():
+        pytest.skip("G1 assets missing: run `make setup`")
+    lines: list[str] = []
+    cfg = tiny_config(
+        tmp_path / "run",
+        "flashsac",
+        "g1_motion_tracking",
+        "task.motion_file=motion_crawl_slope.npz",
+        "training.final_eval=false",
+        "algo.max_iterations=1",
+    )
+    summary = OffPolicyRunner(cfg, log=lines.append).run()
+    assert summary.status == "completed" and summary.completed_iterations == 1
+    assert load_resolved_config(tmp_path / "run").task.motion_file == "motion_crawl_slope.npz"
+    from trainrt.runner.build import build_env
+
+    env = build_env(load_resolved_config(tmp_path / "run"), num_envs=1)  # what the run trained in: the slope
+    names = [env.backend.mj_model.geom(i).name for i in range(env.backend.mj_model.ngeom)]
+    assert [n for n in names if n.startswith("crawl_slope")] == [
+        "crawl_slope_0",
+        "crawl_slope_1",
+        "crawl_slope_2",
+    ]
+
+
 def test_an_older_run_directory_with_no_play_still_plays_and_exports(trained_run, tmp_path):
     from trainrt.runner import export_run, play_run
 

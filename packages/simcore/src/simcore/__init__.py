@@ -25,6 +25,7 @@ from simcore._src.pose import pose_qpos, standing_root_height
 from simcore._src.ray_cast import RayCast, RayPattern
 from simcore._src.read_plan import ReadPlan
 from simcore._src.reset import ResetSpec
+from simcore._src.terrain_mesh import TerrainMesh, add_terrain_mesh
 from simcore._src.timing import wall_seconds
 from simcore._src.wheel import PinnedWheel, WheelMember, asset_dir, fetch_wheel
 
@@ -43,8 +44,10 @@ __all__ = [
     "ResetSpec",
     "SimBackend",
     "SimConfig",
+    "TerrainMesh",
     "WheelMember",
     "add_heightfield",
+    "add_terrain_mesh",
     "asset_dir",
     "check_actuated_joints",
     "fetch_wheel",

@@ -14,6 +14,8 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
+from simcore._src.terrain_mesh import TerrainMesh, add_terrain_mesh
+
 # BeyondMimic-style gains: each joint is a second-order system with its reflected rotor inertia (armature) as
 # the dominant inertia; a 10 Hz natural frequency and a damping ratio of 2 (overdamped) give stiff but calm
 # tracking that a 50 Hz policy can command without exciting oscillations.
@@ -387,6 +389,7 @@ def load_model(
     self_collision_pairs: Sequence[tuple[str, str]] = (),
     heightfields: Sequence[Heightfield] = (),
     collision_meshes: bool = False,
+    terrain_meshes: Sequence[TerrainMesh] = (),
 ) -> mujoco.MjModel:
     """Load an MJCF file into a physics-ready MjModel.
 
@@ -413,6 +416,9 @@ def load_model(
         collision_meshes: keep colliding mesh geoms (their files are read) instead of refusing them; each
             collides as its convex hull, and the model needs a backend that declares
             ``Capability.COLLISION_MESH``.
+        terrain_meshes: static colliding meshes to add to the world body (see ``add_terrain_mesh``: one geom
+            per closed convex piece; friction defaults to ``floor_friction``). The compiled model needs a
+            backend that declares ``Capability.COLLISION_MESH``.
 
     Terrain: the floor, the heightfields and every other colliding geom of the world body (a heightfield or
     step the MJCF itself holds) collide with the robot and lie in ``TERRAIN_GEOM_GROUP``, which rays see.
@@ -439,6 +445,10 @@ def load_model(
     fitted = _strip_visuals(spec, collision_meshes) if headless else {}
     for field in heightfields:
         add_heightfield(spec, field, friction=floor_friction)
+    if isinstance(terrain_meshes, TerrainMesh):
+        terrain_meshes = (terrain_meshes,)
+    for mesh in terrain_meshes:
+        add_terrain_mesh(spec, mesh, friction=floor_friction)
     if not math.isfinite(floor_height):
         raise ValueError(f"floor_height must be a finite number, got {floor_height!r}")
     if add_floor:

@@ -17,7 +17,7 @@ from trainrt.managers import (
     RewardTermCfg,
     TerminationTermCfg,
 )
-from trainrt.terrain.cfg import TerrainGridCfg
+from trainrt.terrain.cfg import TerrainGridCfg, TerrainMeshCfg
 
 
 @dataclass
@@ -30,6 +30,10 @@ class SceneCfg:
     ``terrain`` (a ``trainrt.terrain.TerrainGridCfg``, default None: the model's own ground) makes the env draw
     that grid of terrain tiles from its run seed, load it into the model as a heightfield (``model_factory``
     then takes ``heightfields=``) and start every env on its tile (``trainrt.terrain.scene``).
+
+    ``terrain_meshes`` (``trainrt.terrain.TerrainMeshCfg``, default none) puts static colliding meshes in every
+    world, read from their files when the env is built (``model_factory`` then takes ``terrain_meshes=``);
+    a tracking task sets it from the scene its clip needs (``trainrt.motion.scenes``).
     """
 
     model_factory: Callable[[], mujoco.MjModel]
@@ -42,6 +46,7 @@ class SceneCfg:
     init_root_height: float | None = None
     default_joint_pos: dict[str, float] = field(default_factory=dict)
     terrain: TerrainGridCfg | None = None
+    terrain_meshes: tuple[TerrainMeshCfg, ...] = ()
 
     def __post_init__(self) -> None:
         if not callable(self.model_factory):
@@ -49,6 +54,12 @@ class SceneCfg:
         if self.terrain is not None and not isinstance(self.terrain, TerrainGridCfg):
             raise ValueError(
                 f"SceneCfg.terrain must be a trainrt.terrain.TerrainGridCfg or None, got {self.terrain!r}"
+            )
+        self.terrain_meshes = tuple(self.terrain_meshes)
+        wrong = [m for m in self.terrain_meshes if not isinstance(m, TerrainMeshCfg)]
+        if wrong:
+            raise ValueError(
+                f"SceneCfg.terrain_meshes must hold trainrt.terrain.TerrainMeshCfg, got {wrong[0]!r}"
             )
         for name in ("bodies", "sensors", "contact_bodies", "foot_bodies"):
             value = getattr(self, name)

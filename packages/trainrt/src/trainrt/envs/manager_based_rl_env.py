@@ -56,7 +56,7 @@ from trainrt.managers import (
     RewardManager,
     TerminationManager,
 )
-from trainrt.terrain.scene import TerrainScene
+from trainrt.terrain.scene import TerrainScene, make_scene_backend
 
 # Channels every reset writes, and optional ones taken when the backend serves them (zeroed by default).
 REQUIRED_RESET_CHANNELS = ("qpos", "qvel")
@@ -159,10 +159,7 @@ class ManagerBasedRlEnv:
             nconmax=scene.nconmax,
             njmax=scene.njmax,
         )
-        if self.terrain is None:
-            self.backend = simcore.make_backend(sim, scene.model_factory(), sim_config)
-        else:
-            self.backend = self.terrain.make_backend(sim, scene.model_factory, sim_config)
+        self.backend = make_scene_backend(sim, scene, self.terrain, sim_config)
         self.device = torch.device(self.backend.device)
         self.rng = torch.Generator(device=self.device)
         """The env's only random generator (on ``device``), seeded with ``seed``."""

@@ -162,20 +162,27 @@ class RobotDescription:
 
     @cold_path
     def model(
-        self, self_collision: bool = False, heightfields: tuple[simcore.Heightfield, ...] = ()
+        self,
+        self_collision: bool = False,
+        heightfields: tuple[simcore.Heightfield, ...] = (),
+        terrain_meshes: tuple[simcore.TerrainMesh, ...] = (),
     ) -> mujoco.MjModel:
         """A new headless model with a floor and PD position servos on every joint, with the
         ``self_collision_pairs`` contacts when ``self_collision`` (a fresh model per call: callers change it).
-        With ``heightfields`` they are the ground, and the floor lies ``FLOOR_BELOW_TERRAIN_M`` under their
-        lowest point (a floor at height 0 would fill the terrain's pits)."""
+        With ``heightfields`` or ``terrain_meshes`` they are the ground, and the floor lies
+        ``FLOOR_BELOW_TERRAIN_M`` under their lowest point (a floor at height 0 would fill the terrain's pits
+        and double the contacts of a mesh's own ground)."""
         pairs = self.self_collision_pairs if self_collision else ()
-        floor = min((f.pos[2] + float(f.heights.min()) for f in heightfields), default=FLOOR_BELOW_TERRAIN_M)
+        lows = [f.pos[2] + float(f.heights.min()) for f in heightfields]
+        lows += [float(m.world_vertices()[:, 2].min()) for m in terrain_meshes]
+        floor = min(lows, default=FLOOR_BELOW_TERRAIN_M)
         model = simcore.load_model(
             self.mjcf_path(),
             headless=True,
             pd=self.pd_gains(),
             self_collision_pairs=pairs,
             heightfields=tuple(heightfields),
+            terrain_meshes=tuple(terrain_meshes),
             floor_height=floor - FLOOR_BELOW_TERRAIN_M,
         )
         self._check_joint_names(model)
@@ -205,10 +212,14 @@ class RobotDescription:
         )
 
     @cold_path
-    def scene_model(self, heightfields: tuple[simcore.Heightfield, ...] = ()) -> mujoco.MjModel:
+    def scene_model(
+        self,
+        heightfields: tuple[simcore.Heightfield, ...] = (),
+        terrain_meshes: tuple[simcore.TerrainMesh, ...] = (),
+    ) -> mujoco.MjModel:
         """The model the robot's tasks simulate: ``model(self_collision=True)`` (a ``SceneCfg.model_factory``;
-        a scene with terrain passes its ``heightfields``)."""
-        return self.model(self_collision=True, heightfields=heightfields)
+        a scene with terrain passes its ``heightfields`` and ``terrain_meshes``)."""
+        return self.model(self_collision=True, heightfields=heightfields, terrain_meshes=terrain_meshes)
 
     @cold_path
     def pd_gains(self) -> simcore.PdGains:

@@ -62,6 +62,10 @@ G1 = RobotDescription(
         simcore.WheelMember(
             "holosoma/data/motions/g1_29dof/whole_body_tracking/", "motions/g1_29dof", ".npz"
         ),
+        # the scenes clips need (terrain_slope.obj, the crawl clip's slope: trainrt.motion.scenes)
+        simcore.WheelMember(
+            "holosoma/data/motions/g1_29dof/whole_body_tracking/", "motions/g1_29dof", ".obj"
+        ),
     ),
     mjcf="robots/g1/g1_29dof.xml",
     root_body="pelvis",

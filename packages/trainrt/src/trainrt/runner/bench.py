@@ -25,7 +25,7 @@ from trainrt.config import TrainConfig
 from trainrt.hotpath import cold_path
 from trainrt.runner.build import build_agent, build_env, build_replay, make_env_cfg, resolve_device
 from trainrt.runner.collector import Collector
-from trainrt.terrain.scene import TerrainScene
+from trainrt.terrain.scene import TerrainScene, scene_model
 
 DIAGNOSTIC_LABEL = (
     "DIAGNOSTIC (attributes time; the acceptance number is tail_env_steps_per_sec of a training run)"
@@ -45,9 +45,10 @@ def physics_backend(
     contact buffer sizes; PD targets at the scene's default pose. ``config_changes`` replace
     ``simcore.SimConfig`` fields (``benchmarks/physics_variants.py``)."""
     env_cfg = make_env_cfg(cfg)
-    if model is None and env_cfg.scene.terrain is not None:  # the task's terrain, drawn from the run seed
-        model = TerrainScene(env_cfg.scene.terrain, cfg.training.seed).model(env_cfg.scene.model_factory)
-    model = env_cfg.scene.model_factory() if model is None else model
+    if model is None:  # the task's scene: its terrain drawn from the run seed, its terrain meshes
+        scene = env_cfg.scene
+        terrain = None if scene.terrain is None else TerrainScene(scene.terrain, cfg.training.seed)
+        model, _ = scene_model(scene, terrain)
     config = simcore.SimConfig(
         num_envs=cfg.algo.num_envs,
         decimation=env_cfg.decimation,

@@ -67,7 +67,7 @@ def _with_options(
     """A model factory that builds ``factory``'s model and sets the given ``opt`` fields on it."""
 
     def build(**kwargs: Any) -> mujoco.MjModel:
-        model = factory(**kwargs)  # e.g. a terrain scene's heightfields=
+        model = factory(**kwargs)  # e.g. a terrain scene's heightfields= or terrain_meshes=
         for name, value in options.items():
             setattr(model.opt, name, value)
         return model

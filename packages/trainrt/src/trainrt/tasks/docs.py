@@ -130,6 +130,29 @@ def _terrain_lines(env: Any) -> list[str]:
     ]
 
 
+def _scene_mesh_lines(cfg: Any) -> list[str]:
+    """The terrain meshes of the scene, and for a task that tracks a clip, the clips that bring a scene."""
+    from trainrt.motion.scenes import CLIP_SCENES
+
+    out = (
+        [f"- terrain meshes: {', '.join(f'`{m.name}` from `{m.file}`' for m in cfg.scene.terrain_meshes)}"]
+        if cfg.scene.terrain_meshes
+        else []
+    )
+    tracks_a_clip = any("motion_file" in term_param_defaults(c.cls) for c in cfg.commands.values())
+    if tracks_a_clip and CLIP_SCENES:
+        clips = "; ".join(
+            f"`{clip}`: "
+            + ", ".join(f"`{m.file}` at {format_value(m.pos)}, quat {format_value(m.quat)}" for m in meshes)
+            for clip, meshes in CLIP_SCENES.items()
+        )
+        out.append(
+            "- clips that bring their scene (`task.motion_file=<clip>` puts its meshes, from the clip's folder, "
+            f"in every world; `motion.scenes.CLIP_SCENES`): {clips}"
+        )
+    return out
+
+
 def task_section(name: str, factory: Any, env: Any, spec: Any = None) -> list[str]:
     """The Markdown section of one task, from its config, a built env (observation dimensions) and its
     registration (``TaskSpec``: presets and evaluation)."""
@@ -150,6 +173,7 @@ def task_section(name: str, factory: Any, env: Any, spec: Any = None) -> list[st
         f"- contact bodies: {', '.join(f'`{b}`' for b in scene.contact_bodies) or '-'}",
         f"- actions: {env.num_actions}",
         *_terrain_lines(env),
+        *_scene_mesh_lines(cfg),
         "",
     ]
 

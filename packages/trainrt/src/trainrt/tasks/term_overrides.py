@@ -246,7 +246,8 @@ def apply_observation_overrides(env_cfg: EnvCfg, overrides: Mapping[str, Any]) -
 
 @cold_path
 def set_motion_file(env_cfg: EnvCfg, task: str, motion_file: str) -> None:
-    """Point the task's motion command (the command term with a ``motion_file`` param) at ``motion_file``."""
+    """Point the task's motion command (the command term with a ``motion_file`` param) at ``motion_file``, and
+    give the scene the terrain meshes that clip needs (``trainrt.motion.scenes``; none for most clips)."""
     commands = [
         name
         for name, term in env_cfg.commands.items()
@@ -257,6 +258,13 @@ def set_motion_file(env_cfg: EnvCfg, task: str, motion_file: str) -> None:
     for name in commands:
         term = env_cfg.commands[name]
         env_cfg.commands[name] = dataclasses.replace(term, params={**term.params, "motion_file": motion_file})
+    from trainrt.tasks.tracking.env_cfg import clip_terrain_meshes
+
+    try:
+        meshes = clip_terrain_meshes(motion_file)
+    except FileNotFoundError as err:
+        raise ValueError(f"task.motion_file: {err}") from None
+    env_cfg.scene = dataclasses.replace(env_cfg.scene, terrain_meshes=meshes)
 
 
 @cold_path

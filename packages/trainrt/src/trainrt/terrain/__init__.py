@@ -5,7 +5,8 @@
 (the grid from the run seed, in the model, every env on its tile) and the terms of ``terrain.mdp``
 (``TerrainLevels``, ``HeightScan``, ``RootHeightAboveTerrain``, ``terrain_out_of_bounds``). A new type: a cfg
 dataclass with a ``kind``, a tile function and an entry in ``TERRAIN_FUNCTIONS`` (docs/extending.md, "A new
-terrain type").
+terrain type"). A static mesh in every world (the scene a motion clip needs): ``TerrainMeshCfg`` in
+``SceneCfg.terrain_meshes``.
 """
 
 from trainrt.terrain.cfg import (
@@ -17,6 +18,7 @@ from trainrt.terrain.cfg import (
     RandomRoughCfg,
     SubTerrainCfg,
     TerrainGridCfg,
+    TerrainMeshCfg,
 )
 from trainrt.terrain.curriculum import TerrainCurriculum
 from trainrt.terrain.generator import (
@@ -44,6 +46,7 @@ __all__ = [
     "SubTerrainCfg",
     "TerrainCurriculum",
     "TerrainGridCfg",
+    "TerrainMeshCfg",
     "column_types",
     "discrete_boxes_tile",
     "flat_tile",

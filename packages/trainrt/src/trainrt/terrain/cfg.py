@@ -239,3 +239,28 @@ class TerrainGridCfg:
                 f"MAX_HEIGHTFIELD_CELLS = {MAX_HEIGHTFIELD_CELLS}: use fewer or smaller tiles, a narrower border "
                 "or a coarser horizontal_scale"
             )
+
+
+@dataclass(frozen=True)
+class TerrainMeshCfg:
+    """A static mesh in every world (``SceneCfg.terrain_meshes``), e.g. the slope a motion clip was recorded on.
+
+    ``file`` is a Wavefront OBJ file (read as text when the env is built, into ``simcore.TerrainMesh``: one
+    colliding geom per closed convex piece); ``pos`` and ``quat`` (wxyz) place its frame in the world;
+    ``name`` prefixes its geoms (``<name>_<piece>``).
+    """
+
+    file: str
+    pos: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    quat: tuple[float, float, float, float] = (1.0, 0.0, 0.0, 0.0)
+    name: str = "scene_mesh"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.file, str) or not self.file:
+            raise ValueError(f"TerrainMeshCfg.file must be a path, got {self.file!r}")
+        for name, size in (("pos", 3), ("quat", 4)):
+            value = getattr(self, name)
+            if not (isinstance(value, tuple | list) and len(value) == size):
+                raise ValueError(f"TerrainMeshCfg.{name} must be {size} numbers, got {value!r}")
+            for v in value:
+                _finite("TerrainMeshCfg", name, v)

@@ -2,9 +2,13 @@
 
 ``ManagerBasedRlEnv`` builds a ``TerrainScene`` when ``SceneCfg.terrain`` is set, in two steps: before the
 backend exists, ``TerrainScene(cfg, seed)`` draws the grid (``generate_terrain``, one seeded
-``torch.Generator``) and ``model(factory)`` loads the scene's model with the heightfield (the factory's
+``torch.Generator``) and ``make_scene_backend`` loads the scene's model with the heightfield (the factory's
 ``heightfields=`` keyword, e.g. ``RobotDescription.scene_model``); once the backend runs, ``attach(env)``
 gives every env a tile through a ``TerrainCurriculum`` (column: terrain type, row: difficulty level).
+
+``SceneCfg.terrain_meshes`` take the same path: ``scene_model`` reads their files into ``simcore.TerrainMesh``
+and passes them as the factory's ``terrain_meshes=``, and the backend must declare what the model needs
+(``Capability.HEIGHTFIELD``, ``Capability.COLLISION_MESH``): one scene path for every kind of terrain.
 
 Resets start each env on its tile: ``place(qpos)`` adds its tile's origin (the centre's surface point) to the
 root position of the default reset payload, which the reset events then offset as on flat ground. Only the
@@ -23,12 +27,12 @@ import torch
 
 import simcore
 from trainrt.hotpath import cold_path
-from trainrt.terrain.cfg import TerrainGridCfg
+from trainrt.terrain.cfg import TerrainGridCfg, TerrainMeshCfg
 from trainrt.terrain.curriculum import TerrainCurriculum
 from trainrt.terrain.generator import generate_terrain
 
 if TYPE_CHECKING:
-    from trainrt.envs import ManagerBasedRlEnv
+    from trainrt.envs import ManagerBasedRlEnv, SceneCfg
 
 TERRAIN_GEOM_NAME = "terrain"
 """Name of the terrain's heightfield geom in the model."""
@@ -62,37 +66,13 @@ class TerrainScene:
         self._root_pos: slice | None = None
 
     @cold_path
-    def model(self, factory: Callable[..., mujoco.MjModel]) -> mujoco.MjModel:
-        """The scene's model with the terrain: ``factory(heightfields=(field,))``; the heights then live in the
-        model only."""
+    def take_heightfield(self) -> simcore.Heightfield:
+        """The grid's heightfield, handed over once (to ``scene_model``): the heights then live in the model
+        only."""
         field, self._heightfield = self._heightfield, None
         if field is None:
-            raise ValueError("TerrainScene.model runs once per scene")
-        try:
-            return factory(heightfields=(field,))
-        except TypeError as err:
-            if "heightfields" not in str(err):
-                raise
-            raise ValueError(
-                f"SceneCfg.terrain needs a model_factory that takes heightfields=(simcore.Heightfield, ...) and "
-                f"loads them with simcore.load_model(heightfields=...) (e.g. RobotDescription.scene_model); "
-                f"{factory!r} does not: {err}"
-            ) from None
-
-    @cold_path
-    def make_backend(
-        self, sim: str, factory: Callable[..., mujoco.MjModel], config: simcore.SimConfig
-    ) -> simcore.SimBackend:
-        """The backend ``sim`` over the model with the terrain; NotImplementedError naming the capability when
-        the backend cannot simulate heightfields."""
-        model = self.model(factory)
-        try:
-            return simcore.make_backend(sim, model, config, require=(simcore.Capability.HEIGHTFIELD,))
-        except NotImplementedError as err:
-            raise NotImplementedError(
-                f"scene.terrain needs a backend that declares Capability.HEIGHTFIELD: {err}; use a backend "
-                "that declares it (mujoco, mjwarp) or a task without terrain"
-            ) from None
+            raise ValueError("TerrainScene.take_heightfield runs once per scene")
+        return field
 
     @cold_path
     def attach(self, env: ManagerBasedRlEnv) -> None:
@@ -160,3 +140,87 @@ class TerrainScene:
             "column_types": list(self.column_types),
             "seed": self.cfg.seed,
         }
+
+
+MISSING_MESH_FIX = (
+    "fetch the assets it comes with (`make setup`, or `uv run python -m trainrt.robots fetch`) or give the "
+    "path of an existing OBJ file"
+)
+"""What to do about a terrain mesh file that does not exist."""
+
+
+@cold_path
+def load_terrain_meshes(cfgs: tuple[TerrainMeshCfg, ...]) -> tuple[simcore.TerrainMesh, ...]:
+    """The meshes of ``SceneCfg.terrain_meshes``, read from their OBJ files (text; nothing in them runs).
+
+    FileNotFoundError naming a missing file and the fix; ValueError naming a file that cannot be read or a
+    piece that cannot collide (not closed, not convex)."""
+    meshes = []
+    for cfg in cfgs:
+        try:
+            meshes.append(simcore.TerrainMesh.from_obj(cfg.file, pos=cfg.pos, quat=cfg.quat, name=cfg.name))
+        except FileNotFoundError as err:
+            raise FileNotFoundError(f"SceneCfg.terrain_meshes: {err}; {MISSING_MESH_FIX}") from None
+        except ValueError as err:
+            raise ValueError(f"SceneCfg.terrain_meshes: {err}") from None
+    return tuple(meshes)
+
+
+@cold_path
+def scene_model(
+    scene: SceneCfg, terrain: TerrainScene | None
+) -> tuple[mujoco.MjModel, tuple[simcore.Capability, ...]]:
+    """The scene's model with its terrain (``terrain``'s heightfield, ``scene.terrain_meshes``) and the
+    capabilities a backend needs to simulate it."""
+    factory: Callable[..., mujoco.MjModel] = scene.model_factory
+    kwargs: dict[str, Any] = {}
+    needs: list[simcore.Capability] = []
+    if terrain is not None:
+        kwargs["heightfields"] = (terrain.take_heightfield(),)
+        needs.append(simcore.Capability.HEIGHTFIELD)
+    if scene.terrain_meshes:
+        kwargs["terrain_meshes"] = load_terrain_meshes(scene.terrain_meshes)
+        needs.append(simcore.Capability.COLLISION_MESH)
+    try:
+        return factory(**kwargs), tuple(needs)
+    except TypeError as err:
+        keyword = next((k for k in kwargs if k in str(err)), None)
+        if keyword is None:
+            raise
+        what, given, loader = {
+            "heightfields": ("terrain", "heightfields=(simcore.Heightfield, ...)", "heightfields=..."),
+            "terrain_meshes": (
+                "terrain_meshes",
+                "terrain_meshes=(simcore.TerrainMesh, ...)",
+                "terrain_meshes=...",
+            ),
+        }[keyword]
+        raise ValueError(
+            f"SceneCfg.{what} needs a model_factory that takes {given} and loads them with "
+            f"simcore.load_model({loader}) (e.g. RobotDescription.scene_model); {factory!r} does not: {err}"
+        ) from None
+
+
+@cold_path
+def make_scene_backend(
+    sim: str, scene: SceneCfg, terrain: TerrainScene | None, config: simcore.SimConfig
+) -> simcore.SimBackend:
+    """The backend ``sim`` over ``scene_model(scene, terrain)``; NotImplementedError naming the capability
+    when the backend cannot simulate the scene's terrain."""
+    model, needs = scene_model(scene, terrain)
+    try:
+        return simcore.make_backend(sim, model, config, require=needs)
+    except NotImplementedError as err:
+        what = " and ".join(
+            name
+            for name, present in (
+                ("scene.terrain", terrain is not None),
+                ("scene.terrain_meshes", scene.terrain_meshes),
+            )
+            if present
+        )
+        declared = " and ".join(f"Capability.{c.name}" for c in needs)
+        raise NotImplementedError(
+            f"{what or 'the scene'} needs a backend that declares {declared}: {err}; use a backend that "
+            "declares it (mujoco, mjwarp) or a task without terrain"
+        ) from None

@@ -4,9 +4,11 @@ motion_file, ...)`` takes a ``RobotDescription`` and the robot's body choices, a
 
 dt 5 ms, decimation 4 (50 Hz), 10 s episodes (a row also ends, as a time-out, at the clip's last frame).
 The clip names its joints and (optionally) its bodies; the loader maps them onto the robot's by name and
-refuses a clip naming a joint the robot lacks (``trainrt.motion.loader``, *Names*). Terms, sigmas and weights
-follow BeyondMimic as published in mjlab's ``tracking_env_cfg`` (the anchor for every value below unless a
-comment says otherwise).
+refuses a clip naming a joint the robot lacks (``trainrt.motion.loader``, *Names*). A clip recorded on
+terrain brings its scene: the meshes ``trainrt.motion.scenes.CLIP_SCENES`` lists for it are in every world
+(``SceneCfg.terrain_meshes``), and the reference state init puts the robot at the clip's root pose on them.
+Terms, sigmas and weights follow BeyondMimic as published in mjlab's ``tracking_env_cfg`` (the anchor for
+every value below unless a comment says otherwise).
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ from trainrt.managers import (
     TerminationTermCfg,
     UniformNoiseCfg,
 )
+from trainrt.motion.scenes import clip_scene, needs_scene
 from trainrt.robots import RobotDescription
 from trainrt.tasks.robot_terms import foot_friction_event, joint_position_actions
 from trainrt.tasks.tracking import mdp as tracking
+from trainrt.terrain.cfg import TerrainMeshCfg
 
 MOTION = "motion"
 ACTION_PARAMS: dict[str, object] = {"mode": "joint_limits", "soft_limit_factor": 1.0}
@@ -46,6 +50,19 @@ PUSH_VELOCITY_RANGE = {
     "pitch": (-0.52, 0.52),
     "yaw": (-0.78, 0.78),
 }
+
+
+@cold_path
+def clip_terrain_meshes(
+    motion_file: str | Path | None, robots: tuple[RobotDescription, ...] | None = None
+) -> tuple[TerrainMeshCfg, ...]:
+    """The terrain meshes the clip ``motion_file`` needs (``trainrt.motion.scenes.CLIP_SCENES``), for
+    ``SceneCfg.terrain_meshes``: () for a clip recorded on flat ground (and for None, a robot's default clip);
+    a listed clip given by name is found among the asset clips of ``robots`` (default: every robot).
+    FileNotFoundError naming a clip or mesh file that does not exist."""
+    if not needs_scene(motion_file):
+        return ()
+    return clip_scene(tracking.resolve_motion_file(motion_file, robots))
 
 
 @cold_path
@@ -148,6 +165,7 @@ def motion_tracking_env_cfg(
         raise ValueError(f"end_effectors {outside} must be among tracked_bodies {tracked_bodies}")
     undesired_contact_bodies = tuple(undesired_contact_bodies)
     scene = robot.scene(bodies=tracked_bodies, contact_bodies=undesired_contact_bodies or None)
+    scene.terrain_meshes = clip_terrain_meshes(motion_file, (robot,))
     commands = {
         MOTION: CommandTermCfg(
             tracking.MotionCommand,
@@ -225,4 +243,4 @@ def motion_tracking_env_cfg(
     )
 
 
-__all__ = ["ACTION_PARAMS", "MOTION", "PUSH_VELOCITY_RANGE", "motion_tracking_env_cfg"]
+__all__ = ["ACTION_PARAMS", "MOTION", "PUSH_VELOCITY_RANGE", "clip_terrain_meshes", "motion_tracking_env_cfg"]
