@@ -9,7 +9,7 @@ import pytest
 from cli_runs import train, trainrt
 from PIL import Image
 
-from trainrt.cli import resolve_train_config
+from trainrt.config import resolve_train_config
 from trainrt.robots import G1
 from trainrt.runner.manifest import write_resolved_config
 from trainrt.viz.video import read_video

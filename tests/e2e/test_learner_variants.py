@@ -58,7 +58,7 @@ def test_an_unknown_variant_is_refused():
 @pytest.mark.parametrize("algo", ["sac", "flashsac"])
 def test_frozen_norm_affine_stops_only_the_normalization_parameters(algo):
     from trainrt.algos import make_agent
-    from trainrt.cli import resolve_train_config
+    from trainrt.config import resolve_train_config
 
     variants = _script()
     cfg, _ = resolve_train_config(algo, "g1_walk_flat", "mujoco", TINY_LEARNER, "cpu-demo")

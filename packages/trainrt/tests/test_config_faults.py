@@ -2,8 +2,8 @@
 
 import pytest
 
-from trainrt.cli import check_device_available, resolve_train_config
 from trainrt.config import OverrideError, apply_overrides, cpu_demo_preset
+from trainrt.config.resolve import check_device_available, resolve_train_config
 
 
 @pytest.fixture
@@ -87,21 +87,21 @@ def test_an_output_file_that_cannot_be_written_is_refused_before_the_work(tmp_pa
 
     import typer
 
-    from trainrt import cli
+    from trainrt.cli import common as cli
 
     folder = tmp_path / "results"
     folder.mkdir()
-    cli._check_output_file(folder / "sub" / "e.json", "--out", "eval.json")  # writable: passes
+    cli.check_output_file(folder / "sub" / "e.json", "--out", "eval.json")  # writable: passes
     # Permission bits do not stop root, so the check's own question is answered "no" here.
     monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != folder)
     with pytest.raises(typer.Exit) as exit_info:
-        cli._check_output_file(folder / "sub" / "e.json", "--out", "eval.json")
+        cli.check_output_file(folder / "sub" / "e.json", "--out", "eval.json")
     assert exit_info.value.exit_code == 2
     assert f"error: --out {folder / 'sub' / 'e.json'}: {folder} is not writable" in capsys.readouterr().err
     with pytest.raises(typer.Exit):
-        cli._check_output_file(None, "--output", "policy.onnx", default=folder / "policy.onnx")
+        cli.check_output_file(None, "--output", "policy.onnx", default=folder / "policy.onnx")
     assert "(where it writes by default; give --output PATH elsewhere)" in capsys.readouterr().err
-    cli._check_output_file(None, "--output", "policy.onnx")  # nothing to write by default: nothing to check
+    cli.check_output_file(None, "--output", "policy.onnx")  # nothing to write by default: nothing to check
 
 
 def test_reward_weights_that_let_returns_outgrow_the_critic_support_are_warned_with_the_fix(capsys):

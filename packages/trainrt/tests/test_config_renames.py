@@ -8,8 +8,13 @@ import warnings
 import pytest
 from pydantic import ValidationError
 
-from trainrt.cli import resolve_train_config
-from trainrt.config import OverrideError, TrainingSection, apply_overrides, cpu_demo_preset
+from trainrt.config import (
+    OverrideError,
+    TrainingSection,
+    apply_overrides,
+    cpu_demo_preset,
+    resolve_train_config,
+)
 from trainrt.runner.manifest import CONFIG_FILE_NAME, load_resolved_config, write_resolved_config
 
 DEPRECATION = (

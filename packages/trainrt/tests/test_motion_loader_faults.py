@@ -10,7 +10,7 @@ import pytest
 import torch
 from g1_assets import g1_clip_or_skip, load_g1_or_skip
 
-from trainrt.cli import _format_warning
+from trainrt.cli import format_warning
 from trainrt.motion import (
     GroundWarning,
     IgnoredJointsWarning,
@@ -120,9 +120,9 @@ def test_motion_info_reports_loader_warnings_as_lines(model, holosoma, tmp_path)
 
 
 def test_the_command_line_prints_our_warnings_as_one_line_and_others_as_python_does():
-    ours = _format_warning("a clip's knee bends too far", JointLimitWarning, "/x/loader.py", 3)
+    ours = format_warning("a clip's knee bends too far", JointLimitWarning, "/x/loader.py", 3)
     assert ours == "warning: a clip's knee bends too far\n"
-    theirs = _format_warning("old", DeprecationWarning, "/x/lib.py", 7)
+    theirs = format_warning("old", DeprecationWarning, "/x/lib.py", 7)
     assert theirs.startswith("/x/lib.py:7: DeprecationWarning: old")
 
 

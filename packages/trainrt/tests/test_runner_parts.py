@@ -6,8 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from trainrt.cli import resolve_train_config
-from trainrt.config import OverrideError
+from trainrt.config import OverrideError, resolve_train_config
 from trainrt.runner.checkpoint import (
     capture_rng_states,
     checkpoint_path,

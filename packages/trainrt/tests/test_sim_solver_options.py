@@ -5,8 +5,7 @@ names the key."""
 import pytest
 from g1_assets import require_g1_assets
 
-from trainrt.cli import resolve_train_config
-from trainrt.config import OverrideError, TrainConfig
+from trainrt.config import OverrideError, TrainConfig, resolve_train_config
 from trainrt.runner.build import build_env, make_env_cfg
 from trainrt.tasks import make_task_cfg
 

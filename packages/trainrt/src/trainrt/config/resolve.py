@@ -22,7 +22,11 @@ The rules:
 * **Overrides** apply on top, left to right, through the schema's validation; ``algo.name``, ``task.name`` and
   ``sim.backend`` are reserved (`RESERVED_KEYS`: they are the ``algo``/``task``/``sim`` arguments).
 * **Checks.** A warning when reward-weight overrides let returns outgrow the critic's support; ``ValueError`` when
-  ``sim.device`` names a CUDA device this machine lacks.
+  ``sim.device`` names a CUDA device this machine lacks (`check_device_available`), and, for ``--gpus N``, when
+  the run resumes another (`check_rank_count`: a resume runs in one process).
+* **Run directory.** A new run's ``training.run_dir`` is the preset's or the override's (``None``: the runner
+  names one under ``runs/``); a resume's is ``None`` (the resumed directory) unless overridden. Reading a run
+  directory's config back (``eval``, ``play``, ``export``, the resume base) is ``trainrt.config.run_config``.
 """
 
 from __future__ import annotations
@@ -83,7 +87,7 @@ def resolve_train_config(
     """
     import torch
 
-    from trainrt.runner.manifest import load_resolved_config
+    from trainrt.config.run_config import load_resolved_config
     from trainrt.tasks.registry import task_spec
 
     overrides = list(overrides)
@@ -138,6 +142,13 @@ def resolve_train_config(
     return cfg, {"preset": chosen, "overrides": list(overrides), "cuda_available": cuda_available}
 
 
+def check_rank_count(cfg: TrainConfig, ranks: int) -> None:
+    """``ValueError`` with the fix when ``cfg`` cannot run as ``ranks`` data-parallel processes (``--gpus``):
+    a resumed run continues in one process so far."""
+    if ranks > 1 and cfg.training.resume is not None:
+        raise ValueError(f"training.resume is not supported with --gpus {ranks} yet: resume with one process")
+
+
 def check_device_available(cfg: TrainConfig, *, cuda_available: bool, cuda_device_count: int) -> None:
     """``ValueError`` with the fix when ``sim.device`` names a CUDA device this machine does not have."""
     device = cfg.sim.device
@@ -161,14 +172,14 @@ def _warn_if_returns_outgrow_the_support(
 ) -> None:
     """A warning when reward-weight overrides let returns outgrow the critic's C51 support, which the presets
     size to the task's own weights (``config.presets.return_support``) and overrides do not resize."""
-    from trainrt.runner.build import make_env_cfg
+    from trainrt.tasks import make_task_cfg
 
     params = cfg.algo.params
     if not any(k.startswith("task.rewards.") for k in keys) or getattr(params, "reward_scaling", False):
         return  # FlashSAC's reward scaling keeps returns on the support whatever the weights
     if any(k in ("algo.params.v_min", "algo.params.v_max") for k in keys):
         return
-    bound = support_bound(make_env_cfg(cfg).rewards, params.gamma)
+    bound = support_bound(make_task_cfg(cfg.task).rewards, params.gamma)
     if bound > params.v_max:
         warn(
             f"with these task.rewards weights returns reach about {bound:g}, beyond the critic's support "

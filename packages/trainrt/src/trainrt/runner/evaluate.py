@@ -37,6 +37,7 @@ from typing import Any
 import torch
 
 from trainrt.config import TrainConfig
+from trainrt.config.run_config import for_rollout, load_resolved_config
 from trainrt.hotpath import cold_path
 from trainrt.runner.atomic_files import atomic_write_text
 from trainrt.runner.build import build_agent, build_env, make_env_cfg, resolve_device
@@ -47,7 +48,6 @@ from trainrt.runner.checkpoint import (
     load_run_checkpoint,
     load_run_weights,
 )
-from trainrt.runner.manifest import load_resolved_config
 
 EVAL_DIR_NAME = "eval"
 ONNX_EVAL_PREFIX = "eval_onnx_"
@@ -365,13 +365,7 @@ def evaluate_run(
     from trainrt.tasks.registry import task_spec
 
     trained = load_resolved_config(run_dir, motion_file=motion_file)
-    cfg = trained
-    if sim is not None and sim != cfg.sim.backend:
-        cfg = cfg.model_copy(update={"sim": cfg.sim.model_copy(update={"backend": sim, "device": None})})
-    if solver_iterations is not None:
-        cfg = cfg.model_copy(
-            update={"sim": cfg.sim.model_copy(update={"solver_iterations": solver_iterations})}
-        )
+    cfg = for_rollout(trained, sim=sim, solver_iterations=solver_iterations)
     policy: Callable[[Any], Any] | None = None
     if onnx is None:
         state = load_run_checkpoint(

@@ -22,11 +22,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from trainrt.config.run_config import load_resolved_config
 from trainrt.hotpath import cold_path
 from trainrt.runner.atomic_files import atomic_write
 from trainrt.runner.build import build_agent
 from trainrt.runner.checkpoint import POLICY_CHECKPOINT_KEYS, load_run_checkpoint, load_run_weights
-from trainrt.runner.manifest import load_resolved_config
 
 ONNX_FILE_NAME = "policy.onnx"
 ONNX_INPUT_NAME = "obs"

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from trainrt.config.run_config import load_resolved_config, rollout_config
 from trainrt.hotpath import cold_path
 from trainrt.runner.build import build_agent, build_env
 from trainrt.runner.checkpoint import (
@@ -20,7 +21,6 @@ from trainrt.runner.checkpoint import (
     load_run_checkpoint,
     load_run_weights,
 )
-from trainrt.runner.manifest import load_resolved_config
 
 _DONE_CHECK_EVERY = 50  # control steps between the (synchronizing) checks for "all episodes ended"
 
@@ -107,9 +107,7 @@ def load_run_policy(
 ) -> tuple[Any, Any, dict[str, Any]]:
     """A run's env (``num_envs``, its config, optionally another backend or its clip at another place) and
     agent with the checkpoint's weights, and the checkpoint facts (``path``, ``iteration``)."""
-    cfg = load_resolved_config(run_dir, motion_file=motion_file)
-    if sim is not None:
-        cfg = cfg.model_copy(update={"sim": cfg.sim.model_copy(update={"backend": sim, "device": None})})
+    cfg = rollout_config(run_dir, sim=sim, motion_file=motion_file)
     env = build_env(cfg, num_envs=num_envs)
     agent = build_agent(cfg, env.obs_dims, env.num_actions, env.device)
     state = load_run_checkpoint(run_dir, checkpoint, map_location=env.device, require=POLICY_CHECKPOINT_KEYS)

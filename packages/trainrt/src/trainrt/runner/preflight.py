@@ -45,10 +45,10 @@ import mujoco
 import torch
 
 from trainrt.config import TrainConfig
+from trainrt.config.run_config import rollout_config
 from trainrt.hotpath import cold_path
 from trainrt.replay import DeviceReplayBuffer
 from trainrt.runner.build import build_env, free_device_bytes, resolve_device
-from trainrt.runner.manifest import load_resolved_config
 
 FLOAT_BYTES = 4
 
@@ -361,9 +361,7 @@ def check_rollout_memory(
     """``check_memory_fits`` for a rollout of a run's policy (``play``, ``eval``): ``num_envs`` envs (times
     the selected ``scenarios`` of the task's evaluation with ``evaluation``, where ``eval`` runs a block of
     envs per scenario), on ``sim``."""
-    cfg = load_resolved_config(run_dir, motion_file=motion_file)
-    if sim is not None and sim != cfg.sim.backend:
-        cfg = cfg.model_copy(update={"sim": cfg.sim.model_copy(update={"backend": sim, "device": None})})
+    cfg = rollout_config(run_dir, sim=sim, motion_file=motion_file)
     blocks = 1
     if evaluation:
         from trainrt.tasks.registry import task_spec
