@@ -81,7 +81,7 @@ def report(
         Path | None, typer.Option(help="folder of the PNGs (default: <run_dir>/report)")
     ] = None,
 ) -> None:
-    """PNG plots of a run: episode length and return, reward terms, losses, env steps/s (and eval results)."""
+    """PNG plots of a run: episodes, reward terms, task errors, why episodes end, losses, throughput, eval."""
     from trainrt.viz.report import write_report
 
     if output is not None and output.exists() and not output.is_dir():
