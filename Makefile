@@ -5,7 +5,7 @@ PYTHON ?= python3
 UV := $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
 PYTEST_ARGS ?=
 
-.PHONY: setup uv assets test test-gpu check format train demo bench clean
+.PHONY: setup uv assets test test-fast test-gpu check format train demo bench clean
 
 uv:
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m uv --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
@@ -16,6 +16,10 @@ setup: uv
 
 test: setup
 	$(UV) run --frozen pytest $(PYTEST_ARGS)
+
+# The quick loop: every test file's cheap tests, leaving out those marked slow (end-to-end runs, compiles).
+test-fast: setup
+	$(UV) run --frozen pytest -m "not slow" $(PYTEST_ARGS)
 
 test-gpu: setup
 	$(UV) run --frozen pytest -m gpu $(PYTEST_ARGS)

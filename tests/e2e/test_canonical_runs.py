@@ -45,6 +45,7 @@ def _child(constants, cli_args):
     return subprocess.run([*cmd[:4], *cli_args], capture_output=True, text=True, timeout=300, check=False)
 
 
+@pytest.mark.slow
 def test_the_training_process_sets_the_constants_then_runs_the_cli():
     script = load("canonical_runs")
     assert script.train_command("sac", "g1_walk_flat", Path("r"), ["a=1"])[1:4] == ["-m", "trainrt", "train"]
@@ -54,6 +55,7 @@ def test_the_training_process_sets_the_constants_then_runs_the_cli():
     assert "--algo" in result.stdout  # the CLI's own help: it ran after the constant was set
 
 
+@pytest.mark.slow
 def test_a_constant_the_module_does_not_have_stops_the_run_and_names_it():
     result = _child({"trainrt.algos.fused_norm._TARGET_PROGRAM": 64}, ["train", "--help"])
     assert result.returncode != 0
@@ -61,6 +63,7 @@ def test_a_constant_the_module_does_not_have_stops_the_run_and_names_it():
     assert "usage" not in result.stdout  # the CLI never started
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algos", ["ppo", "sac,ppo", ","])
 def test_algos_naming_no_workload_or_an_unknown_one_is_refused(algos):
     from benchmark_scripts import BENCHMARKS
@@ -91,6 +94,7 @@ def test_a_summary_without_completed_iterations_is_tabulated_without_tail_means(
     assert row["collector_graph_enabled"] and row["learner_graph_enabled"]
 
 
+@pytest.mark.slow
 def test_a_learner_variant_runs_the_cli_inside_that_variants_changes():
     script = load("canonical_runs")
     cmd = script.train_command("flashsac", "g1_motion_tracking", Path("unused"), [], variant="cast_weights")
@@ -107,6 +111,7 @@ def test_a_learner_variant_runs_the_cli_inside_that_variants_changes():
         script.train_command("sac", "g1_walk_flat", Path("r"), [], {PROGRAMS: 64}, "cast_weights")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -57,6 +57,7 @@ def task_module(tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_a_task_from_a_users_module_trains_evaluates_plays_and_exports(task_module, tmp_path):
     out = trainrt("train", "--help")
     assert out.returncode == 0 and "my_stiff_walk" in out.stdout, out.stdout[-2000:]

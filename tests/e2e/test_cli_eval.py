@@ -7,17 +7,15 @@ horizon; the mjwarp case is the sim-to-sim direction (Warp's CPU device here).
 import json
 
 import pytest
-from cli_runs import train, trainrt
+from cli_runs import trainrt
 
 
 @pytest.fixture(scope="module", params=["g1_walk_flat", "g1_motion_tracking"])
-def tiny_run(request, tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp(request.param) / "run"
-    out = train(run_dir, "sac", request.param, "mujoco", iterations=1)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return request.param, run_dir
+def tiny_run(request, one_iteration_run):
+    return request.param, one_iteration_run(request.param)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sim", ["mujoco", "mjwarp"])
 def test_eval_writes_a_table_and_json(tiny_run, sim, tmp_path):
     task, run_dir = tiny_run
@@ -54,6 +52,7 @@ def test_eval_writes_a_table_and_json(tiny_run, sim, tmp_path):
         assert 0.0 < row["mean_episode_length"] <= 3
 
 
+@pytest.mark.slow
 def test_eval_default_output_and_bad_checkpoint(tiny_run):
     task, run_dir = tiny_run
     extra = ["--commands", "stand"] if task == "g1_walk_flat" else []
@@ -64,6 +63,7 @@ def test_eval_default_output_and_bad_checkpoint(tiny_run):
     assert bad.returncode == 2 and "no checkpoint for iteration 99" in bad.stderr
 
 
+@pytest.mark.slow
 def test_eval_under_another_solver_iteration_limit(tiny_run, tmp_path):
     task, run_dir = tiny_run
     # the walk preset stops the solver at 5 (docs/perf/tuning/0022)
@@ -82,6 +82,7 @@ def test_eval_under_another_solver_iteration_limit(tiny_run, tmp_path):
     assert bad.returncode == 2 and "solver-iterations" in bad.stderr
 
 
+@pytest.mark.slow
 def test_eval_of_the_exported_onnx_policy(tiny_run, tmp_path):
     pytest.importorskip("onnxruntime")
     task, run_dir = tiny_run
@@ -107,6 +108,7 @@ def test_eval_of_the_exported_onnx_policy(tiny_run, tmp_path):
     assert both.returncode == 2 and "leave out --checkpoint" in both.stderr
 
 
+@pytest.mark.slow
 def test_eval_refuses_an_onnx_policy_of_other_widths(tiny_run, tmp_path):
     pytest.importorskip("onnxruntime")
     task, run_dir = tiny_run

@@ -243,6 +243,7 @@ def _foreign_checkpoint(run: Path, other: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("case", "setup", "code", "fragment"), BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
 def test_bad_inputs_exit_with_their_code_and_one_clear_line(
     tmp_path, finished_run, case, setup, code, fragment
@@ -257,6 +258,7 @@ def test_bad_inputs_exit_with_their_code_and_one_clear_line(
     assert len(errors) == 1, out.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_a_locked_run_dir_is_refused_naming_the_holder(tmp_path):
     run_dir = tmp_path / "run"
     holder = _hold_lock(run_dir)
@@ -286,6 +288,7 @@ def test_debug_shows_the_traceback_of_an_expected_error(tmp_path):
     assert "Traceback" in out.stderr and "is a file, not a directory" in out.stderr
 
 
+@pytest.mark.slow
 def test_overflow_is_fatal_with_fail_on_overflow(tmp_path):
     run_dir = tmp_path / "run"
     out = train(
@@ -305,6 +308,7 @@ def test_overflow_is_fatal_with_fail_on_overflow(tmp_path):
     assert summary.status == "failed" and "sim.nconmax" in summary.error
 
 
+@pytest.mark.slow
 def test_play_and_export_fall_back_past_a_damaged_newest_checkpoint(finished_run, tmp_path):
     run_dir = _copy(finished_run, tmp_path / "run")
     newest = checkpoint_path(run_dir, 2)
@@ -318,6 +322,7 @@ def test_play_and_export_fall_back_past_a_damaged_newest_checkpoint(finished_run
     assert "ckpt_000001.pt" in out.stderr and (tmp_path / "policy.onnx").is_file()
 
 
+@pytest.mark.slow
 def test_play_takes_only_checkpoints_of_the_run_that_owns_the_directory(finished_run, tmp_path):
     run_dir = _copy(finished_run, tmp_path / "run")
     foreign = torch.load(checkpoint_path(run_dir, 2), weights_only=True)
@@ -330,6 +335,7 @@ def test_play_takes_only_checkpoints_of_the_run_that_owns_the_directory(finished
     assert json.loads(out.stdout[out.stdout.index("{") :])["iteration"] == 2
 
 
+@pytest.mark.slow
 def test_play_and_export_take_an_iteration_number_as_checkpoint(finished_run, tmp_path):
     out = trainrt("play", str(finished_run), "--checkpoint", "1", "--num-envs", "2", "--steps", "2", "--json")
     assert out.returncode == 0, out.stderr[-3000:]
@@ -339,6 +345,7 @@ def test_play_and_export_take_an_iteration_number_as_checkpoint(finished_run, tm
     assert json.loads(out.stdout[out.stdout.index("{") :])["iteration"] == 1
 
 
+@pytest.mark.slow
 def test_export_of_an_older_checkpoint_leaves_the_runs_policy_and_other_files_alone(finished_run, tmp_path):
     run_dir = _copy(finished_run, tmp_path / "run")
     out = trainrt("export", str(run_dir))
@@ -355,6 +362,7 @@ def test_export_of_an_older_checkpoint_leaves_the_runs_policy_and_other_files_al
     assert notes.read_text() == "keep me"
 
 
+@pytest.mark.slow
 def test_evaluating_a_checkpoint_again_says_it_replaces_the_file(finished_run, tmp_path):
     run_dir = _copy(finished_run, tmp_path / "run")
     args = ("eval", str(run_dir), "--num-envs", "2", "--steps", "2", "--commands", "stand")
@@ -364,6 +372,7 @@ def test_evaluating_a_checkpoint_again_says_it_replaces_the_file(finished_run, t
     assert "(it replaces the previous evaluation of this checkpoint)" in second.stdout
 
 
+@pytest.mark.slow
 def test_report_plots_the_scalars_of_a_run_whose_summary_is_damaged(finished_run, tmp_path):
     run_dir = _copy(finished_run, tmp_path / "run")
     (run_dir / "run_summary.json").write_text("")
@@ -375,6 +384,7 @@ def test_report_plots_the_scalars_of_a_run_whose_summary_is_damaged(finished_run
     assert (run_dir / "report" / "throughput.png").is_file()
 
 
+@pytest.mark.slow
 def test_resuming_a_copied_run_writes_into_the_copy(finished_run, tmp_path):
     copy = _copy(finished_run, tmp_path / "copy")
     before = sorted(p.name for p in (finished_run / "checkpoints").iterdir())
@@ -386,6 +396,7 @@ def test_resuming_a_copied_run_writes_into_the_copy(finished_run, tmp_path):
     assert "the replay itself refills during warm-up" in out.stdout
 
 
+@pytest.mark.slow
 def test_overwrite_clears_a_used_run_dir(finished_run, tmp_path):
     run_dir = _copy(finished_run, tmp_path / "run")
     old_id = load_run_summary(run_dir).run_id
@@ -437,6 +448,7 @@ def _one_error_line(out: subprocess.CompletedProcess) -> str:
     return errors[0]
 
 
+@pytest.mark.slow
 def test_play_eval_export_and_resume_pass_over_a_newest_checkpoint_that_would_run_code(
     finished_run, tmp_path
 ):
@@ -456,6 +468,7 @@ def test_play_eval_export_and_resume_pass_over_a_newest_checkpoint_that_would_ru
     assert not marker.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["play", "eval", "export", "resume"])
 def test_a_run_whose_every_checkpoint_would_run_code_is_refused(finished_run, tmp_path, command):
     marker = tmp_path / "marker"
@@ -481,6 +494,7 @@ def _numpy_values(value):
     return value
 
 
+@pytest.mark.slow
 def test_checkpoint_convert_rewrites_numpy_values_and_refuses_code(finished_run, tmp_path):
     run_dir = _copy(finished_run, tmp_path / "run")
     path = checkpoint_path(run_dir, 2)
@@ -534,6 +548,7 @@ MISFITS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["play", "eval", "export"])
 @pytest.mark.parametrize(("case", "damage", "extra", "problem", "fix"), MISFITS, ids=[m[0] for m in MISFITS])
 def test_a_checkpoint_that_does_not_fit_is_one_line_naming_the_file(
@@ -546,6 +561,7 @@ def test_a_checkpoint_that_does_not_fit_is_one_line_naming_the_file(
     assert fix in line, line
 
 
+@pytest.mark.slow
 def test_play_falls_back_past_entries_that_are_no_checkpoint_file(finished_run, tmp_path):
     run_dir = _copy(finished_run, tmp_path / "run")
     checkpoint_path(run_dir, 2).unlink()
@@ -592,6 +608,7 @@ def _wait_for_an_iteration(process: subprocess.Popen, run_dir: Path, timeout_sec
     raise AssertionError("the run reported no iteration in time")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)], ids=["TERM", "HUP"])
 def test_a_stop_signal_saves_a_checkpoint_and_an_interrupted_summary(tmp_path, sig, code):
     run_dir = tmp_path / "run"
@@ -609,6 +626,7 @@ def test_a_stop_signal_saves_a_checkpoint_and_an_interrupted_summary(tmp_path, s
     assert f"interrupted by {sig.name}" in stderr
 
 
+@pytest.mark.slow
 def test_kill_9_leaves_a_running_summary_and_the_run_resumes(tmp_path):
     run_dir = tmp_path / "run"
     process = _start_long_run(run_dir)
@@ -638,6 +656,7 @@ def _tree(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 
 
+@pytest.mark.slow
 def test_overwrite_refuses_a_folder_that_holds_no_run_and_deletes_nothing(tmp_path):
     thesis = tmp_path / "thesis"
     (thesis / "figures").mkdir(parents=True)
@@ -651,6 +670,7 @@ def test_overwrite_refuses_a_folder_that_holds_no_run_and_deletes_nothing(tmp_pa
     assert _tree(thesis) == before
 
 
+@pytest.mark.slow
 def test_overwrite_refuses_a_run_dir_holding_a_users_file(finished_run, tmp_path):
     run_dir = _copy(finished_run, tmp_path / "run")
     (run_dir / "notes.md").write_text("what I changed for this run")
@@ -661,6 +681,7 @@ def test_overwrite_refuses_a_run_dir_holding_a_users_file(finished_run, tmp_path
     assert _tree(run_dir) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["parent", "inside"])
 def test_overwrite_never_deletes_the_run_being_resumed(finished_run, tmp_path, where):
     if where == "parent":  # training.run_dir=<parent> while resuming <parent>/child
@@ -695,6 +716,7 @@ def _file_size_limit(limit_bytes: int):
     return limit
 
 
+@pytest.mark.slow
 def test_a_file_size_limit_fails_the_run_with_one_line_and_a_failed_summary(tmp_path):
     # 64 KiB: room for the config, manifest, env tables and summaries, not for a checkpoint (~130 KB).
     run_dir = tmp_path / "run"
@@ -744,6 +766,7 @@ UNRUNNABLE_SETTINGS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("override", "names", "fix"), UNRUNNABLE_SETTINGS, ids=[s[0].split("=")[0] for s in UNRUNNABLE_SETTINGS]
 )
@@ -774,6 +797,7 @@ def _motion_file_of_gigabytes(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_motion_file_that_decompresses_to_gigabytes_is_refused_before_the_run(tmp_path):
     run_dir = tmp_path / "run"
     clip = _motion_file_of_gigabytes(tmp_path / "bomb.npz")
@@ -786,6 +810,7 @@ def test_a_motion_file_that_decompresses_to_gigabytes_is_refused_before_the_run(
     assert not run_dir.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["play", "eval"])
 def test_a_rollout_with_more_envs_than_memory_is_refused_naming_num_envs(finished_run, command):
     out = trainrt(command, str(finished_run), "--num-envs", "1000000000", "--steps", "2")

@@ -11,6 +11,7 @@ from cli_runs import train, trainrt
 from trainrt.robots import G1
 
 
+@pytest.mark.slow
 def test_a_run_whose_clip_moved_is_reached_through_its_new_place(tmp_path):
     clips = [p for p in G1.motion_files() if p.name == "sub3_largebox_003_mj.npz"]
     others = [p for p in G1.motion_files() if p.name == "motion_crawl_slope.npz"]

@@ -16,12 +16,16 @@ from trainrt.cli import CPU_THREADS_NOTE
 from trainrt.runner import load_run_summary
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sim", ["mujoco", "mjwarp"])
 @pytest.mark.parametrize("task", ["g1_walk_flat", "g1_motion_tracking"])
 @pytest.mark.parametrize("algo", ["sac", "flashsac"])
-def test_train_writes_a_valid_summary_and_a_checkpoint(tmp_path, algo, task, sim):
-    run_dir = tmp_path / "run"
-    out = train(run_dir, algo, task, sim)
+def test_train_writes_a_valid_summary_and_a_checkpoint(tmp_path, algo, task, sim, request):
+    if (algo, task, sim) == ("sac", "g1_walk_flat", "mujoco"):  # the session's shared run is this case's
+        run_dir, out = request.getfixturevalue("finished_training")
+    else:
+        run_dir = tmp_path / "run"
+        out = train(run_dir, algo, task, sim)
     assert out.returncode == 0, out.stderr[-3000:]
     summary = load_run_summary(run_dir)  # validates against the schema
     assert summary.status == "completed"
@@ -37,6 +41,7 @@ def test_train_writes_a_valid_summary_and_a_checkpoint(tmp_path, algo, task, sim
     assert str(run_dir) in out.stdout
 
 
+@pytest.mark.slow
 def test_resume_continues_from_the_last_checkpoint(finished_run, tmp_path):
     resumed = tmp_path / "resumed"
     out = trainrt(
@@ -58,6 +63,7 @@ def test_resume_continues_from_the_last_checkpoint(finished_run, tmp_path):
     assert [it.iteration for it in summary.iterations][-1] == 4
 
 
+@pytest.mark.slow
 def test_play_and_export_use_the_checkpoint(finished_run, tmp_path):
     out = trainrt("play", str(finished_run), "--num-envs", "2", "--steps", "5")
     assert out.returncode == 0, out.stderr[-3000:]
@@ -68,6 +74,7 @@ def test_play_and_export_use_the_checkpoint(finished_run, tmp_path):
     assert onnx_path.is_file() and onnx_path.stat().st_size > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("override", "message"),
     [
@@ -90,6 +97,7 @@ def test_unknown_algo_lists_the_choices():
     assert "sac" in out.stderr and "flashsac" in out.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("given", "threads", "applied"), [(None, 1, True), ("2", 2, False)])
 def test_a_process_takes_one_cpu_thread_unless_omp_num_threads_is_set(given, threads, applied):
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
@@ -105,8 +113,9 @@ def test_a_process_takes_one_cpu_thread_unless_omp_num_threads_is_set(given, thr
     assert out.stdout.split() == [str(applied), str(threads)]
 
 
-def test_train_says_it_chose_one_cpu_thread(tmp_path):
-    out = train(tmp_path / "run", "sac", "g1_walk_flat", "mujoco", iterations=1)
+@pytest.mark.slow
+def test_train_says_it_chose_one_cpu_thread(finished_training):
+    _, out = finished_training
     assert out.returncode == 0, out.stderr[-3000:]
     if "OMP_NUM_THREADS" not in os.environ:
         assert CPU_THREADS_NOTE in out.stdout

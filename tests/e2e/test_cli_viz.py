@@ -28,6 +28,7 @@ def tracking_run(tmp_path_factory):
     return run_dir, out.stdout
 
 
+@pytest.mark.slow
 def test_training_video_and_compact_lines(tracking_run):
     run_dir, stdout = tracking_run
     assert (run_dir / "videos" / "iter_000002.mp4").is_file()
@@ -37,6 +38,7 @@ def test_training_video_and_compact_lines(tracking_run):
     assert len(summary["iterations"]) == 3
 
 
+@pytest.mark.slow
 def test_play_video_decodes_to_the_requested_frames(tracking_run, tmp_path):
     run_dir, _ = tracking_run
     path = tmp_path / "play.mp4"
@@ -55,6 +57,7 @@ def test_play_video_decodes_to_the_requested_frames(tracking_run, tmp_path):
     assert np.abs(first - frames[0].astype(int)).mean() < 12  # the PNG is the video's first frame (lossy)
 
 
+@pytest.mark.slow
 def test_report_writes_non_trivial_pngs(tracking_run):
     run_dir, _ = tracking_run
     evaluation = trainrt("eval", str(run_dir), "--num-envs", "1", "--steps", "5")
@@ -79,6 +82,7 @@ def test_report_of_an_empty_directory_says_why(tmp_path):
     assert out.returncode == 2 and "nothing to plot" in out.stderr
 
 
+@pytest.mark.slow
 def test_motion_preview_and_info_on_the_command_line(tmp_path):
     clips = [p for p in G1.motion_files() if "w_obj" not in p.name]
     if not clips:
@@ -95,6 +99,7 @@ def test_motion_preview_and_info_on_the_command_line(tmp_path):
     assert "joint limits:" in info.stdout and "action bounds:" in info.stdout and "fps" in info.stdout
 
 
+@pytest.mark.slow
 def test_motion_info_takes_the_name_of_a_g1_clip(tmp_path):
     clips = [p for p in G1.motion_files() if "w_obj" not in p.name]
     if not clips:
@@ -105,6 +110,7 @@ def test_motion_info_takes_the_name_of_a_g1_clip(tmp_path):
     assert json.loads(info.stdout)["clip"] == str(clips[0])
 
 
+@pytest.mark.slow
 def test_viewer_without_display_and_missing_renderer_fail_with_the_fix(tracking_run, monkeypatch):
     run_dir, _ = tracking_run
     monkeypatch.delenv("DISPLAY", raising=False)
@@ -113,6 +119,7 @@ def test_viewer_without_display_and_missing_renderer_fail_with_the_fix(tracking_
     assert out.returncode == 2 and "needs a display" in out.stderr and "--video" in out.stderr
 
 
+@pytest.mark.slow
 def test_config_show_lists_every_key():
     out = trainrt("config", "show", "--algo", "sac", "--task", "g1_walk_flat", "training.video_every=5")
     assert out.returncode == 0, out.stderr[-3000:]
@@ -121,6 +128,7 @@ def test_config_show_lists_every_key():
     assert bad.returncode == 2
 
 
+@pytest.mark.slow
 def test_config_show_of_a_resumed_run_takes_its_algo_and_task(tmp_path):
     cfg, _ = resolve_train_config("flashsac", "g1_motion_tracking", "mujoco", [], "cpu-demo")
     write_resolved_config(tmp_path, cfg)
@@ -150,6 +158,7 @@ def test_report_says_which_plots_it_left_out_and_why(tmp_path):
     assert not any(line.startswith("losses.png") for line in lines)
 
 
+@pytest.mark.slow
 def test_png_frames_with_one_video_per_env_are_named_after_the_first_video(tracking_run, tmp_path):
     run_dir, _ = tracking_run
     path = tmp_path / "per.mp4"

@@ -16,6 +16,7 @@ def _script():
     return load("learner_variants")
 
 
+@pytest.mark.slow
 def test_variants_alternate_and_write_their_timings(tmp_path):
     out = tmp_path / "variants.json"
     command = [
@@ -47,6 +48,7 @@ def test_variants_alternate_and_write_their_timings(tmp_path):
     ]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_an_unknown_variant_is_refused():
     result = subprocess.run(
         [sys.executable, str(SCRIPT), "--sim=mujoco", "--variants=padded,fastest"],

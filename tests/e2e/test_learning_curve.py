@@ -11,6 +11,7 @@ from cli_runs import FLASHSAC_TINY, TINY
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "learning_curve.py"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("algo", "task", "metrics"),
     [
@@ -89,6 +90,7 @@ def _run_arms(run_dir: Path, out: Path, minutes: float, *flags: str) -> subproce
     return subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
 
 
+@pytest.mark.slow
 def test_arms_train_at_once_with_their_own_overrides_and_share_one_table(tmp_path):
     out = tmp_path / "ab.json"
     flags = ["--warmup", "--arm", "base=", "--arm", "fast_actor=algo.params.actor_lr=0.001"]
@@ -125,6 +127,7 @@ def test_arms_train_at_once_with_their_own_overrides_and_share_one_table(tmp_pat
     assert "| base |" in result.stdout and "| fast_actor |" in result.stdout
 
 
+@pytest.mark.slow
 def test_one_at_a_time_runs_each_arm_alone_after_the_previous(tmp_path):
     out = tmp_path / "seq.json"
     flags = ["--one-at-a-time", "--arm", "first=", "--arm", "second=algo.params.actor_lr=0.001"]
@@ -148,6 +151,7 @@ def test_one_at_a_time_needs_arms(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", ["no_equals", "=algo.params.actor_lr=1", "bad name=x=1"])
 def test_a_malformed_arm_is_refused_before_anything_runs(tmp_path, spec):
     command = [sys.executable, str(SCRIPT), "--sim=mujoco", f"--run-dir={tmp_path / 'x'}", "--arm", spec]
@@ -157,12 +161,14 @@ def test_a_malformed_arm_is_refused_before_anything_runs(tmp_path, spec):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow
 def test_an_arm_named_twice_is_refused(tmp_path):
     command = [sys.executable, str(SCRIPT), "--sim=mujoco", "--arm", "a=", "--arm", "a=x=1"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 2 and "given twice" in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("flag", "message"),
     [("--check-solver-iterations=0", "--check-solver-iterations must be at least 1"),

@@ -29,6 +29,7 @@ def _run(*args, interpret=True):
     )
 
 
+@pytest.mark.slow
 @cpu_only
 def test_every_layer_is_timed_under_every_geometry(tmp_path):
     out = tmp_path / "norm.json"
@@ -64,6 +65,7 @@ def test_the_geometry_is_restored_after_each_arm():
     assert constants() == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("geometries", ["8192", "8192x0", "axb", "1x2x3x4x5", ""])
 def test_a_bad_geometry_is_refused_with_an_example(geometries):
     result = _run(f"--geometries={geometries}")

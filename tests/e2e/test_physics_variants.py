@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from benchmark_scripts import BENCHMARKS, load
 
 SCRIPT = BENCHMARKS / "physics_variants.py"
@@ -16,6 +17,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
 
 
+@pytest.mark.slow
 def test_variants_alternate_from_both_states_and_report_ratios(tmp_path):
     out = tmp_path / "variants.json"
     result = _run(

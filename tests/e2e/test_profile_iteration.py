@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from benchmark_scripts import BENCHMARKS, TINY_LEARNER, load
 
 SCRIPT = BENCHMARKS / "profile_iteration.py"
@@ -50,6 +51,7 @@ def test_gaps_after_a_conditional_node_count_as_its_untraced_body():
     assert "conditional node -> physics and env (warp)" in gaps["idle_by_transition"]
 
 
+@pytest.mark.slow
 def test_a_tiny_profile_on_the_cpu_writes_its_fields_and_timelines(tmp_path):
     out, traces = tmp_path / "profile.json", tmp_path / "traces"
     command = [

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_runs import train, trainrt
+from cli_runs import trainrt
 
 from trainrt.tasks import make_task_cfg
 
@@ -22,13 +22,11 @@ def _breakdown(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def tracking_run(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("track") / "run"
-    out = train(run_dir, "sac", "g1_motion_tracking", "mujoco", iterations=1)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return run_dir
+def tracking_run(one_iteration_run):
+    return one_iteration_run("g1_motion_tracking")
 
 
+@pytest.mark.slow
 def test_the_breakdown_covers_every_joint_and_body_and_agrees_with_eval(tracking_run, tmp_path):
     target, eval_target = tmp_path / "breakdown.json", tmp_path / "eval.json"
     out = _breakdown(str(tracking_run), "--num-envs", "2", "--steps", "4", "--top", "3", "--out", str(target))
@@ -55,10 +53,8 @@ def test_the_breakdown_covers_every_joint_and_body_and_agrees_with_eval(tracking
     assert result["completed_fraction"] == tracking["completed_fraction"]
 
 
-def test_a_walking_run_is_refused_with_the_reason(tmp_path):
-    run_dir = tmp_path / "walk"
-    out = train(run_dir, "sac", "g1_walk_flat", "mujoco", iterations=1)
-    assert out.returncode == 0, out.stderr[-3000:]
-    refused = _breakdown(str(run_dir), "--num-envs", "1", "--steps", "1")
+@pytest.mark.slow
+def test_a_walking_run_is_refused_with_the_reason(one_iteration_run):
+    refused = _breakdown(str(one_iteration_run("g1_walk_flat")), "--num-envs", "1", "--steps", "1")
     assert refused.returncode == 2
     assert "g1_walk_flat run" in refused.stderr and "g1_motion_tracking" in refused.stderr

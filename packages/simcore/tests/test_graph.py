@@ -353,6 +353,7 @@ class _Cycle:
         self.payload = payload
 
 
+@pytest.mark.slow
 def test_the_capture_guard_frees_cyclic_garbage_first_and_holds_the_collector_off():
     import gc
     import weakref

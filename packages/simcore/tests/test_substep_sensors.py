@@ -44,6 +44,7 @@ def test_small_scene_steps_the_same_bits_with_sensors_on_the_last_substep(name, 
     assert runs[False]["derived.sensordata"].abs().sum() > 0  # the sensors were computed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", BACKENDS)
 def test_g1_with_contact_sensor_steps_the_same_bits(name, g1_model):
     # The self-collision model adds a contact sensor; the accelerometer needs the acceleration pass.

@@ -205,6 +205,7 @@ def _rest(name: str, model: mujoco.MjModel, steps: int) -> tuple[torch.Tensor, i
     return backend.qpos.double().clone(), backend.diagnostics().contacts
 
 
+@pytest.mark.slow
 def test_bodies_resting_on_a_heightfield_agree_across_backends(tmp_path):
     model = _load(tmp_path, BODIES_XML, add_floor=False, heightfields=[_flat_with_bump()])
     cpu_qpos, cpu_contacts = _rest("mujoco", model, 30)
@@ -215,6 +216,7 @@ def test_bodies_resting_on_a_heightfield_agree_across_backends(tmp_path):
     assert warp_contacts == cpu_contacts > 0
 
 
+@pytest.mark.slow
 def test_a_ball_resting_on_a_collision_mesh_agrees_across_backends(tmp_path):
     model = _load(tmp_path, MESH_XML, collision_meshes=True, add_floor=False)
     cpu_qpos, cpu_contacts = _rest("mujoco", model, 30)

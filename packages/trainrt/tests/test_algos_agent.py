@@ -271,6 +271,7 @@ def test_updates_drop_gradients_and_match_zero_filled_ones_exactly(algo, monkeyp
     assert torch.equal(dropped.log_alpha, filled.log_alpha)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ALGOS)
 def test_the_bookkeeping_parts_compile_whole_and_match_the_eager_update(algo):
     """On CUDA the update compiles its learning-rate step and its loss recording too (a few fused kernels
@@ -304,6 +305,7 @@ def test_the_bookkeeping_parts_compile_whole_and_match_the_eager_update(algo):
     torch.testing.assert_close(runs[True], runs[False], rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ["sac", "flashsac"])
 def test_the_optimizer_step_parts_compile_whole_and_match_the_eager_update(algo):
     """Each agent's optimizer-step parts compile whole: AdamW in its functional multi-tensor form (and SAC's

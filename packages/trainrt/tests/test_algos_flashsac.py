@@ -286,6 +286,7 @@ def test_the_temperature_step_is_adamw_on_the_autograd_gradient_of_its_loss():
     assert agent.log_alpha.requires_grad and not alpha_loss.requires_grad
 
 
+@pytest.mark.slow
 def test_the_whole_update_compiles_part_by_part_and_matches_the_eager_update():
     """Every compilable part of FlashSAC's update (the inductor C++ backend here; Triton on CUDA, where
     `capture_update(compile=True)` compiles them) traces whole, none falls back, nothing recompiles after both
@@ -410,6 +411,7 @@ def test_bf16_weight_copies_change_no_bit_of_the_updates_and_follow_every_weight
     assert all(getattr(m, "weight_bf16", None) is None for m in exported.modules())
 
 
+@pytest.mark.slow
 def test_bf16_weight_copies_compile_whole_and_change_no_bit_of_the_compiled_update():
     """Compiled part by part (inductor's CPU backend here), the update under bf16 autocast reads the weight
     copies without a fallback or a recompilation, and eight updates end bit for bit where the compiled update

@@ -112,6 +112,7 @@ def _interpreter_checks() -> None:
     print("interpreter checks passed")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(fused_norm.triton is None, reason="needs Triton")
 def test_kernels_match_float64_torch_math_in_the_interpreter():
     env = dict(os.environ, TRITON_INTERPRET="1")

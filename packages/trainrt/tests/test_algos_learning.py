@@ -43,9 +43,8 @@ CONFIGS = {
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("algo", sorted(CONFIGS))
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])  # one seed in the quick loop
 def test_policy_moves_to_the_best_action_of_a_bandit(algo, seed):
     agent = make_agent(algo, CONFIGS[algo], OBS_DIMS, 1, "cpu", seed=seed)
     buffer = DeviceReplayBuffer(NUM_ENVS, 64, OBS_DIMS, 1, "cpu", n_step=1, gamma=0.9)

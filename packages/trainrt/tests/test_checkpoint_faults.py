@@ -201,6 +201,7 @@ def test_a_run_directory_whose_checkpoints_all_would_run_code_has_none_usable(tm
 _NO_EXTRAS = ["training.final_eval=false", "training.export_onnx=false"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ["sac", "flashsac"])
 def test_the_checkpoints_a_run_writes_hold_only_tensors_and_plain_values(tmp_path, algo, one_thread):
     from tiny_runs import TINY_RUN

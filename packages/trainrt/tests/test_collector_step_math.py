@@ -81,6 +81,7 @@ def _same_steps_compiled_and_eager(collector: Collector, *, atol: float = 1e-5) 
     return facts
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("algo", "task"), WORKLOADS)
 def test_compiled_collector_math_leaves_the_eager_state_on_the_cpu(algo, task):
     collector = _collector(algo, task, "cpu")
@@ -113,6 +114,7 @@ def test_the_collector_compiles_nothing_on_the_cpu_and_says_so():
     }
 
 
+@pytest.mark.slow
 def test_a_record_that_cannot_compile_runs_eagerly_and_says_why():
     collector = _collector("sac", "g1_walk_flat", "cpu")
     add = collector.replay.add

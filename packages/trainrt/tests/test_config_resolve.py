@@ -4,9 +4,12 @@ import doctest
 import subprocess
 import sys
 
+import pytest
+
 import trainrt.config.resolve as resolve
 
 
+@pytest.mark.slow
 def test_a_config_resolves_from_python_without_typer_or_the_cli():
     code = (
         "import sys\n"

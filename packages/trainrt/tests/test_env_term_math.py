@@ -82,6 +82,7 @@ def _same_steps_compiled_and_eager(env: ManagerBasedRlEnv) -> dict[str, float]:
     return facts
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", TASKS)
 def test_compiled_term_math_leaves_the_eager_state_on_the_cpu(task):
     env = _env(task, "mjwarp", "cpu")
@@ -95,6 +96,7 @@ def test_compiled_term_math_leaves_the_eager_state_on_the_gpu(task):
     print(f"largest float difference: {facts['max_float_difference']:.3g}")
 
 
+@pytest.mark.slow
 def test_a_second_env_past_the_recompile_limit_steps_eagerly_and_says_why():
     """torch.compile compiles a function again for every env object; past its recompile limit (8 by default,
     3 here) the next env's compiled parts fall back to eager instead of raising, and step as the eager env.
@@ -123,6 +125,7 @@ def test_a_second_env_past_the_recompile_limit_steps_eagerly_and_says_why():
     assert all(torch.equal(x, y) for x, y in zip(expected.generator_states, got.generator_states))
 
 
+@pytest.mark.slow
 def test_term_math_that_cannot_compile_runs_eagerly_and_says_why():
     env = _env("g1_walk_flat", "mjwarp", "cpu")
     compute = env.metrics_manager.compute
@@ -178,6 +181,7 @@ class _AddOnlyNoise(NoiseCfg):
         values.add_(scratch)
 
 
+@pytest.mark.slow
 def test_noise_without_a_separate_draw_keeps_the_observations_eager_and_says_so():
     env = _env("g1_walk_flat", "mjwarp", "cpu")
     term = _noisy_terms(env)[0]
@@ -191,6 +195,7 @@ def test_noise_without_a_separate_draw_keeps_the_observations_eager_and_says_so(
     _run(env, _actions(env)[:2])  # the eager path draws through add_
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", TASKS)
 def test_resets_with_every_draw_made_first_leave_the_state_of_inline_draws_exactly(task):
     """The step's resets and updates as draws first, then math (what compiles), against each term drawing as
@@ -228,6 +233,7 @@ def _inline_push(env: ManagerBasedRlEnv, env_mask: torch.Tensor) -> None:
     qvel[:, :1] = torch.where(env_mask.unsqueeze(1), qvel[:, :1] + kick.to(qvel.dtype), qvel[:, :1])
 
 
+@pytest.mark.slow
 def test_terms_that_draw_as_they_run_keep_the_resets_eager_and_say_which():
     cfg = make_task_cfg("g1_walk_flat")
     commands = dict(cfg.commands)

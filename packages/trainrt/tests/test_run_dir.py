@@ -74,6 +74,7 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
     second.release()
 
 
+@pytest.mark.slow
 def test_a_lock_held_by_another_process_is_refused(tmp_path):
     run_dir = tmp_path / "run"
     holder = subprocess.Popen(
@@ -393,6 +394,7 @@ class _FullDiskText:
         raise OSError(errno.ENOSPC, "No space left on device")
 
 
+@pytest.mark.slow
 def test_a_file_size_limit_on_the_lock_leaves_no_lock_file(tmp_path):
     # A real refusal: a process whose file-size limit is 0 bytes (SIGXFSZ ignored, as `trainrt train` does).
     run_dir = tmp_path / "run"
@@ -420,6 +422,7 @@ def test_a_file_size_limit_on_the_lock_leaves_no_lock_file(tmp_path):
     assert sorted(p.name for p in run_dir.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_overwrite_clears_everything_trainrt_writes_into_a_run_dir(tmp_path):
     # A run with TensorBoard and its ONNX policy, then eval, an older checkpoint's export and a report: every
     # name they write is one overwrite clears; the new run completes with a run id of its own.

@@ -118,6 +118,7 @@ def test_without_the_replay_a_resume_refills_it_and_says_so(tmp_path):
     assert any("the replay itself refills during warm-up" in line for line in lines)
 
 
+@pytest.mark.slow
 def test_an_env_state_of_another_layout_is_named_and_the_run_continues_from_a_fresh_env(tmp_path):
     run_dir = tmp_path / "run"
     OffPolicyRunner(tiny_config(run_dir, "sac", "g1_walk_flat", *EXACT), log=lambda line: None).run()

@@ -133,6 +133,7 @@ def test_the_summary_says_running_while_the_run_runs(tmp_path, monkeypatch):
     assert seen[0].finished_at is None and summary.status == "completed"
 
 
+@pytest.mark.slow
 def test_a_reward_scale_set_by_one_outlier_return_is_reported_once_and_recorded(tmp_path):
     lines = []
     # normalized_return_max far below the returns: the max |return| term dwarfs the returns' std

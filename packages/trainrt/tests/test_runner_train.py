@@ -244,6 +244,7 @@ def test_input_the_env_or_agent_cannot_use_is_refused_before_anything_is_written
     assert not (tmp_path / "run").exists()  # the corrected command can use the directory
 
 
+@pytest.mark.slow
 def test_the_probe_of_the_config_does_not_change_what_a_run_does(tmp_path, monkeypatch):
     """The probe's env and agent draw on their own generators, not on the ones training uses."""
     OffPolicyRunner(tiny_config(tmp_path / "probed"), log=lambda line: None).run()

@@ -166,6 +166,7 @@ def silhouette_overlap() -> float | None:
     return float((masks[0] & masks[1]).sum() / (masks[0] | masks[1]).sum())
 
 
+@pytest.mark.slow
 def test_software_silhouette_matches_mujocos_opengl_renderer():
     code = "import test_viz_render as t; print('overlap', t.silhouette_overlap())"
     out = subprocess.run(
