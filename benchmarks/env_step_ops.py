@@ -213,8 +213,7 @@ def _term_targets(env: Any) -> Iterator[tuple[list, int, int, str]]:
 
 def _method_targets(env: Any) -> Iterator[tuple[Any, str, str]]:
     """``(term, method, label)`` of the term methods counted in place of a call: an `EventTerm`'s draw and
-    apply, and a command term's reset and compute, or their draws and math when it keeps them apart (then
-    the reset and compute only call those)."""
+    apply, and a command term's draws and math of its reset and compute."""
     from trainrt.managers import EventTerm
 
     for mode in ("reset", "interval"):
@@ -223,10 +222,8 @@ def _method_targets(env: Any) -> Iterator[tuple[Any, str, str]]:
                 for attr in ("draw_", "apply"):
                     yield fn, attr, f"event ({mode}): {name}"
     for name, term in getattr(env.command_manager, "_terms", {}).items():
-        split = term.draws_apart
         for attr in ("compute", "reset"):
-            methods = (f"draw_{attr}_", f"apply_{attr}") if split else (attr,)
-            for method in methods:
+            for method in (f"draw_{attr}_", f"apply_{attr}"):
                 yield term, method, f"command ({attr}): {name}"
 
 
@@ -302,19 +299,15 @@ def count_env_step(
         (env.reward_manager, "compute", "reward manager"),
         (env.metrics_manager, "compute", "metrics manager"),
         (env.observation_manager, "compute", "observation manager"),
-        (env.command_manager, "compute", "command manager (update)"),
-        (env.command_manager, "reset", "command manager (reset)"),
-        (env.event_manager, "apply_reset", "event manager (reset)"),
-        (env.event_manager, "apply_interval", "event manager (interval)"),
-        # the same four when every term draws apart (the step's draws first, then the math)
+        # the step's draws first, then the math
         (env.command_manager, "draw_compute_", "command manager (update)"),
         (env.command_manager, "apply_compute", "command manager (update)"),
         (env.command_manager, "draw_reset_", "command manager (reset)"),
         (env.command_manager, "apply_reset", "command manager (reset)"),
         (env.event_manager, "draw_reset_", "event manager (reset)"),
-        (env.event_manager, "apply_reset_drawn", "event manager (reset)"),
+        (env.event_manager, "apply_reset", "event manager (reset)"),
         (env.event_manager, "draw_interval_", "event manager (interval)"),
-        (env.event_manager, "apply_interval_drawn", "event manager (interval)"),
+        (env.event_manager, "apply_interval", "event manager (interval)"),
         (env.curriculum_manager, "compute", "curriculum manager"),
     ]
     with contextlib.ExitStack() as stack:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 import mujoco
 import torch
@@ -103,26 +103,40 @@ def row_fails_at(env: ManagerBasedRlEnv, row: int = 0, step: int = 2) -> torch.T
     return (rows == row) & (env.episode_length_buf >= step)
 
 
-def reset_root_random(
-    env: ManagerBasedRlEnv, env_mask: torch.Tensor, xy_range: float = 0.5, joint_range: float = 0.2
-) -> None:
-    """Reset event: random root xy and joint offsets around default, written into the payload for all rows."""
-    qpos = env.reset_payload["qpos"]
-    n = env.num_envs
-    xy = (torch.rand(n, 2, generator=env.rng, device=env.device) * 2 - 1) * xy_range
-    dq = (torch.rand(n, 2, generator=env.rng, device=env.device) * 2 - 1) * joint_range
-    qpos[:, 0:2] = torch.where(env_mask.unsqueeze(1), xy.to(qpos.dtype), qpos[:, 0:2])
-    qpos[:, 7:9] = torch.where(env_mask.unsqueeze(1), qpos[:, 7:9] + dq.to(qpos.dtype), qpos[:, 7:9])
+class ResetRootRandom(EventTerm):
+    """Reset event: random root xy and joint offsets around default, written into the payload's masked rows."""
 
-
-class CountCalls:
-    """Stateful event: counts, per row, how often it fired (num_envs,); calls (masks) are recorded too."""
+    PARAMS: ClassVar[dict[str, Any]] = {"xy_range": 0.5, "joint_range": 0.2}
 
     def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
+        super().__init__(cfg, env)
+        self._draw = torch.zeros(2, env.num_envs, 2, device=env.device)
+
+    def draw_(self, generator: torch.Generator) -> None:
+        self._draw.uniform_(-1.0, 1.0, generator=generator)
+
+    def apply(self, env: ManagerBasedRlEnv, env_mask: torch.Tensor) -> None:
+        qpos = env.reset_payload["qpos"]
+        xy = self._draw[0] * self.params["xy_range"]
+        dq = self._draw[1] * self.params["joint_range"]
+        qpos[:, 0:2] = torch.where(env_mask.unsqueeze(1), xy.to(qpos.dtype), qpos[:, 0:2])
+        qpos[:, 7:9] = torch.where(env_mask.unsqueeze(1), qpos[:, 7:9] + dq.to(qpos.dtype), qpos[:, 7:9])
+
+
+class CountCalls(EventTerm):
+    """Stateful event: counts, per row, how often it fired (num_envs,); calls (masks) and draws are recorded
+    too (its draw is empty)."""
+
+    def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
+        super().__init__(cfg, env)
         self.count = torch.zeros(env.num_envs, dtype=torch.long, device=env.device)
         self.calls = 0
+        self.draws = 0
 
-    def __call__(self, env: ManagerBasedRlEnv, env_mask: torch.Tensor) -> None:
+    def draw_(self, generator: torch.Generator) -> None:
+        self.draws += 1
+
+    def apply(self, env: ManagerBasedRlEnv, env_mask: torch.Tensor) -> None:
         self.count += env_mask.long()
         self.calls += 1
 
@@ -133,6 +147,7 @@ class UniformTargetCommand(CommandTerm):
     def __init__(self, cfg: CommandTermCfg, env: ManagerBasedRlEnv) -> None:
         super().__init__(cfg, env)
         self._command = torch.zeros(env.num_envs, 2, device=env.device)
+        self._draw = torch.zeros(env.num_envs, 2, device=env.device)
         self.updates = 0
 
     @property
@@ -140,44 +155,14 @@ class UniformTargetCommand(CommandTerm):
         """The target (num_envs, 2)."""
         return self._command
 
-    def _resample(self, env_mask: torch.Tensor) -> None:
-        draw = torch.rand(self.num_envs, 2, generator=self.env.rng, device=self.device) * 2 - 1
-        self._command.copy_(torch.where(env_mask.unsqueeze(1), draw, self._command))
-
-    def _update(self) -> None:
-        self.updates += 1
-
-
-class CountCallsApart(CountCalls, EventTerm):
-    """`CountCalls` as an `EventTerm`: its (empty) draw apart from its math; ``draws`` counts the draws."""
-
-    __call__ = EventTerm.__call__  # draw, then apply
-
-    def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
-        super().__init__(cfg, env)
-        self.draws = 0
-
-    def draw_(self, generator: torch.Generator) -> None:
-        self.draws += 1
-
-    def apply(self, env: ManagerBasedRlEnv, env_mask: torch.Tensor) -> None:
-        CountCalls.__call__(self, env, env_mask)
-
-
-class UniformTargetCommandApart(UniformTargetCommand):
-    """`UniformTargetCommand` with its draw apart from its resample."""
-
-    def __init__(self, cfg: CommandTermCfg, env: ManagerBasedRlEnv) -> None:
-        super().__init__(cfg, env)
-        self._draw = torch.zeros(env.num_envs, 2, device=env.device)
-
-    _resample = CommandTerm._resample  # the base's: draw, then the drawn resample
-
     def _draw_(self, generator: torch.Generator) -> None:
         self._draw.uniform_(-1.0, 1.0, generator=generator)
 
     def _resample_drawn(self, env_mask: torch.Tensor) -> None:
         self._command.copy_(torch.where(env_mask.unsqueeze(1), self._draw, self._command))
+
+    def _update(self) -> None:
+        self.updates += 1
 
 
 # --- configs -----------------------------------------------------------------------------------------------
@@ -216,7 +201,7 @@ def toy_cfg(**overrides: Any) -> EnvCfg:
         },
         rewards={"alive": RewardTermCfg(constant, weight=1.0)},
         terminations={"time_out": TerminationTermCfg(time_out, time_out=True)},
-        events={"reset_root": EventTermCfg(reset_root_random, "reset")},
+        events={"reset_root": EventTermCfg(ResetRootRandom, "reset")},
         commands={"target": CommandTermCfg(UniformTargetCommand, resampling_time_range_s=(0.02, 0.04))},
     )
     return dataclasses.replace(cfg, **overrides)

@@ -52,7 +52,7 @@ def stepped_env(request) -> ManagerBasedRlEnv:
     return env
 
 
-def test_cache_memoizes_only_while_active_and_forgets_on_invalidate():
+def test_cache_memoizes_only_while_active_and_for_one_version():
     cache = StateCache()
     calls = []
 
@@ -64,7 +64,9 @@ def test_cache_memoizes_only_while_active_and_forgets_on_invalidate():
     with cache.memoizing():
         assert cache.active
         assert cache.get("k", compute) == 3 and cache.get("k", compute) == 3
-        cache.invalidate()
+        version = cache.version
+        cache.bump()
+        assert cache.version == version + 1
         assert cache.get("k", compute) == 4
     assert not cache.active
     with cache.memoizing():
@@ -181,3 +183,57 @@ def test_finite_rows_equals_isfinite_all(dtype):
     finite_rows(qpos, qvel, out)
     expected = torch.isfinite(qpos).all(dim=1) & torch.isfinite(qvel).all(dim=1)
     assert torch.equal(out, expected) and expected.tolist() == [False] * 4 + [True] * 4
+
+
+def test_an_interval_event_writing_the_velocities_leaves_no_stale_derived_value():
+    """No term marks the cache stale: the event manager bumps the state version after the push's math."""
+    env = _make_env("g1_walk_flat")
+    env.reset()
+    robot, events = env.robot, env.event_manager
+    (time_left,) = events.interval_time_left
+    with env.state_cache.memoizing():
+        before = robot.root_lin_vel_b
+        assert robot.root_lin_vel_b is before  # memoized for this version
+        version = env.state_cache.version
+        time_left.zero_()  # every row's push fires now
+        events.draw_interval_()
+        events.apply_interval(env.step_dt)
+        assert env.state_cache.version > version
+        inside = robot.root_lin_vel_b.clone()
+    recomputed = robot.root_lin_vel_b  # outside a step every read recomputes
+    assert torch.equal(inside, recomputed)
+    assert not torch.equal(inside, before)
+
+
+def test_a_motion_command_moving_its_frame_leaves_no_stale_reference():
+    """The clip's frame moves inside the command's math; the command manager bumps the version after it."""
+    env = _make_env("g1_motion_tracking")
+    env.reset()
+    motion = env.command_manager.get_term("motion")
+    with env.state_cache.memoizing():
+        before = motion.ref_joint_pos
+        assert motion.ref_joint_pos is before
+        env.command_manager.draw_compute_()
+        env.command_manager.apply_compute(env.step_dt)  # one frame on
+        assert torch.equal(motion.ref_joint_pos, motion.clip.joint_pos[motion.frame])
+        assert not torch.equal(motion.ref_joint_pos, before)
+        frames = motion.frame.clone()
+        targets_before = motion.relative_body_targets()[0]
+        mask = torch.ones(env.num_envs, dtype=torch.bool)
+        env.command_manager.draw_reset_()
+        env.command_manager.apply_reset(mask)  # new start frames
+        assert not torch.equal(motion.frame, frames)
+        targets = motion.relative_body_targets()[0].clone()
+    assert torch.equal(targets, motion.relative_body_targets()[0])  # recomputed outside the step
+    assert not torch.equal(targets, targets_before)
+
+
+def test_every_step_and_reset_moves_the_version_forward():
+    env = _make_env("g1_walk_flat")
+    versions = [env.state_cache.version]
+    env.reset()
+    versions.append(env.state_cache.version)
+    for action in _actions(env, 2):
+        env.step(action)
+        versions.append(env.state_cache.version)
+    assert versions == sorted(versions) and len(set(versions)) == len(versions)

@@ -195,26 +195,54 @@ def test_noise_without_a_separate_draw_keeps_the_observations_eager_and_says_so(
     _run(env, _actions(env)[:2])  # the eager path draws through add_
 
 
+def _term_by_term_reset_rows(env: ManagerBasedRlEnv, env_mask: torch.Tensor) -> None:
+    """The step's resets and updates with each term drawing right before its own math (command by command,
+    event by event, timer by timer): the order in which terms that drew as they ran used the generator."""
+    commands, events = env.command_manager, env.event_manager
+    env.curriculum_manager.compute(env_mask)
+    env._fill_default_payload()
+    for term in commands._terms.values():
+        term.reset(env_mask)
+        env.state_cache.bump()
+    for _, event, _ in events._by_mode["reset"]:
+        event(env, env_mask)
+    env.backend.reset(env_mask, env.reset_payload, env.reset_spec)
+    env.state_cache.bump()
+    for timer in events._timers:
+        timer.redraw(env_mask, env.rng, at_reset=True)
+    env._reset_manager_rows(env_mask)  # the timers take what they just drew
+    for term in commands._terms.values():
+        term.compute(env.step_dt)
+        env.state_cache.bump()
+    for timer, (_, event, _) in zip(events._timers, events._by_mode["interval"]):
+        timer.time_left.sub_(env.step_dt)
+        torch.le(timer.time_left, 1e-6, out=timer.fired)
+        event(env, timer.fired)
+        env.state_cache.bump()
+        timer.redraw(timer.fired, env.rng, at_reset=False)
+    env.state_cache.bump()
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("task", TASKS)
-def test_resets_with_every_draw_made_first_leave_the_state_of_inline_draws_exactly(task):
-    """The step's resets and updates as draws first, then math (what compiles), against each term drawing as
-    it runs: the generator yields the same numbers to the same places, so every tensor matches bit for bit."""
-    env = _env(task, "mjwarp", "cpu")
-    assert env._inline_drawers == []  # every built-in command term and event draws apart
+@pytest.mark.parametrize("task", ("g1_walk_flat", "t1_walk_flat", "g1_motion_tracking", "g1_walk_rough"))
+def test_resets_with_every_draw_made_first_leave_the_state_of_term_by_term_draws_exactly(task, monkeypatch):
+    """The step's resets and updates as every draw first, then the math (the env's one reset path), against
+    each term drawing right before its own math: from the same saved state the generator yields the same
+    numbers to the same places, so every tensor and the generator match bit for bit."""
+    env = _env(task, "mujoco", "cpu")
     env.reset()
     actions = _actions(env)
     _run(env, actions[:2])
     state = StateSnapshot(env)
     finished_before = int(env._finished_episodes)
-    env._inline_drawers = ["(forced for the reference)"]
-    _run(env, actions)
-    inline = state.current()
+    with monkeypatch.context() as patch:
+        patch.setattr(env, "_reset_rows", lambda mask: _term_by_term_reset_rows(env, mask))
+        _run(env, actions)
+    term_by_term = state.current()
     assert int(env._finished_episodes) > finished_before  # resets happened inside the compared steps
     state.restore()
-    env._inline_drawers = []
     _run(env, actions)
-    facts = compare(inline, state.current(), rtol=0.0, atol=0.0)
+    facts = compare(term_by_term, state.current(), rtol=0.0, atol=0.0)
     assert facts["exact_tensors"] > 10 and facts["float_tensors"] > 10
 
 
@@ -233,27 +261,25 @@ def _inline_push(env: ManagerBasedRlEnv, env_mask: torch.Tensor) -> None:
     qvel[:, :1] = torch.where(env_mask.unsqueeze(1), qvel[:, :1] + kick.to(qvel.dtype), qvel[:, :1])
 
 
-@pytest.mark.slow
-def test_terms_that_draw_as_they_run_keep_the_resets_eager_and_say_which():
+def test_terms_that_draw_as_they_run_are_refused_when_the_env_is_built():
+    """No silent eager path: a command term on the older interface, or an interval event that is a plain
+    function, stops the build with the class and the two methods to implement."""
     cfg = make_task_cfg("g1_walk_flat")
     commands = dict(cfg.commands)
     name = next(n for n, c in commands.items() if c.cls is UniformVelocityCommand)
     commands[name] = dataclasses.replace(commands[name], cls=_InlineVelocityCommand)
+    with pytest.raises(
+        TypeError, match=r"_InlineVelocityCommand overrides _resample.*_draw_.*_resample_drawn"
+    ):
+        ManagerBasedRlEnv(dataclasses.replace(cfg, commands=commands), sim="mujoco", num_envs=2, device="cpu")
     events = {
-        **cfg.events,
+        **make_task_cfg("g1_walk_flat").events,
         "inline_push": EventTermCfg(_inline_push, mode="interval", interval_range_s=(0.02, 0.04)),
     }
-    cfg = dataclasses.replace(
-        cfg, commands=commands, events=events, episode_length_s=EPISODE_STEPS * 0.02 - 1e-6
-    )
-    env = ManagerBasedRlEnv(cfg, sim="mjwarp", num_envs=NUM_ENVS, device="cpu", seed=7)
-    assert not env.command_manager.get_term(name).draws_apart
-    assert env.compile_term_math() is False
-    reasons = env.term_math_reasons()
-    assert set(reasons) == {"reset_payload", "after_reset"}, reasons  # terms and observations compile
-    expected = f"command term {name!r}, event 'inline_push' draw as they run (no draw_ apart from the math)"
-    assert reasons["reset_payload"] == reasons["after_reset"] == expected
-    env.reset()
-    finished_before = int(env._finished_episodes)
-    _run(env, _actions(env)[:8])  # the inline path: resets and pushes happen, drawing as they run
-    assert int(env._finished_episodes) > finished_before
+    with pytest.raises(TypeError, match=r"event 'inline_push' .* draws as it runs: .*draw_.*apply"):
+        ManagerBasedRlEnv(
+            dataclasses.replace(make_task_cfg("g1_walk_flat"), events=events),
+            sim="mujoco",
+            num_envs=2,
+            device="cpu",
+        )

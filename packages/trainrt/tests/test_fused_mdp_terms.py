@@ -344,7 +344,7 @@ def test_velocity_command_equals_the_previous_formulas(env):
                 env,
                 term,
                 lambda m=mask: _previous_velocity_resample(term, m),
-                lambda m=mask: term._resample(m),
+                lambda m=mask: term.resample(m),
                 targets,
             )
         assert term.is_standing_env.any() and term.is_heading_env.any()
@@ -357,7 +357,7 @@ def test_velocity_command_equals_the_previous_formulas(env):
         env,
         gait,
         lambda: _previous_gait_resample(gait, MASK.to(env.device)),
-        lambda: gait._resample(MASK.to(env.device)),
+        lambda: gait.resample(MASK.to(env.device)),
         [gait.phase],
     )
 
@@ -366,7 +366,7 @@ def test_velocity_command_views_share_the_term_buffers(env):
     if "twist" not in env.command_manager._terms:
         pytest.skip("no velocity command in this task")
     term = env.command_manager.get_term("twist")
-    term._resample(torch.ones(NUM_ENVS, dtype=torch.bool, device=env.device))
+    term.resample(torch.ones(NUM_ENVS, dtype=torch.bool, device=env.device))
     assert term.vel_command_b.data_ptr() == term._targets.data_ptr()
     assert torch.equal(term.heading_target, term._targets[:, 3])
     assert torch.equal(term.is_standing_env, term._kinds[:, 1])
@@ -459,7 +459,7 @@ def test_motion_reset_equals_the_previous_formulas(env, blocks):
             for t, s in zip(targets, saved):
                 t.copy_(s)
             env.rng.set_state(rng_state)
-            m._resample(mask)
+            m.resample(mask)
             for t, e in zip(targets, expected):
                 assert t.dtype == e.dtype and torch.equal(t, e)
             assert torch.equal(env.rng.get_state(), expected_rng)

@@ -4,22 +4,18 @@ from __future__ import annotations
 
 import pytest
 import torch
-from managers_toy_scene import UniformTargetCommand, UniformTargetCommandApart, make_env, toy_cfg
+from managers_toy_scene import UniformTargetCommand, make_env, toy_cfg
 
-from trainrt.managers import CommandTermCfg, NullCommandManager
+from trainrt.managers import CommandTerm, CommandTermCfg, NullCommandManager
 
 
 def _commands(low: float, high: float, cls: type = UniformTargetCommand):
     return {"target": CommandTermCfg(cls, resampling_time_range_s=(low, high))}
 
 
-@pytest.mark.parametrize("cls", [UniformTargetCommand, UniformTargetCommandApart])
-def test_commands_resample_when_their_timer_expires(cls):
-    """The same with a term that draws as it resamples (the step's eager path) and one that draws apart
-    (the step's draws first, then the math)."""
-    env = make_env(toy_cfg(commands=_commands(0.03, 0.03, cls), terminations={}, events={}))
-    assert env.command_manager.draws_apart is (cls is UniformTargetCommandApart)
-    assert bool(env._inline_drawers) is (cls is UniformTargetCommand)  # which path the step takes
+def test_commands_resample_when_their_timer_expires():
+    """The step's draws first, then the math: expired rows take their new command."""
+    env = make_env(toy_cfg(commands=_commands(0.03, 0.03), terminations={}, events={}))
     env.reset()
     command = env.command_manager.command("target")
     changed = []
@@ -75,16 +71,28 @@ def test_bad_command_configs_fail_early():
         make_env(toy_cfg(commands={"target": CommandTermCfg(dict)}))
 
 
-class _OwnCompute(UniformTargetCommandApart):
+class _OwnResample(UniformTargetCommand):
+    def _resample(self, env_mask: torch.Tensor) -> None:
+        self.resample(env_mask)
+
+
+class _OwnCompute(UniformTargetCommand):
     def compute(self, dt: float) -> None:
         super().compute(dt)
 
 
-def test_a_term_that_replaces_compute_or_resample_does_not_count_as_drawing_apart():
-    env = make_env(toy_cfg(commands=_commands(1.0, 1.0, _OwnCompute), events={}))
-    assert not env.command_manager.get_term("target").draws_apart
-    assert env.command_manager.terms_drawing_inline() == ["target"]
-    assert env._inline_drawers == ["command term 'target'"]
-    env = make_env(toy_cfg(commands=_commands(1.0, 1.0, UniformTargetCommand)))
-    with pytest.raises(NotImplementedError, match="implements _resample, not _draw_"):
-        env.command_manager.get_term("target").draw_reset_(env.rng)
+class _NoDrawnResample(UniformTargetCommand):
+    _resample_drawn = CommandTerm._resample_drawn
+
+
+@pytest.mark.parametrize(
+    ("cls", "message"),
+    [
+        (_OwnResample, r"_OwnResample overrides _resample, which the env no longer calls: "),
+        (_OwnCompute, r"_OwnCompute overrides compute, which the env no longer calls: "),
+        (_NoDrawnResample, r"_NoDrawnResample does not implement _resample_drawn: "),
+    ],
+)
+def test_a_term_off_the_draw_protocol_is_refused_at_env_build_by_name(cls, message):
+    with pytest.raises(TypeError, match=message + r".*_draw_\(generator\).*_resample_drawn\(env_mask\)"):
+        make_env(toy_cfg(commands=_commands(1.0, 1.0, cls), events={}))

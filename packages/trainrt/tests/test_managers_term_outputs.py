@@ -101,5 +101,5 @@ def test_an_event_function_without_the_row_mask_is_named_instead_of_getting_it_a
             match=rf"its second parameter '{name}' would receive the rows to act on, a bool mask of shape "
             r"\(num_envs,\) \(not row ids\); write the function as \(env, env_mask, \.\.\.\)",
         ):
-            make_env(toy_cfg(events={"push": EventTermCfg(func, "reset")}))
-    make_env(toy_cfg(events={"push": EventTermCfg(lambda env, mask, strength=1.0: None, "reset")}))
+            make_env(toy_cfg(events={"push": EventTermCfg(func, "startup")}))
+    make_env(toy_cfg(events={"push": EventTermCfg(lambda env, mask, strength=1.0: None, "startup")}))

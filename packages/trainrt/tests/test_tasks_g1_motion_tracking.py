@@ -177,7 +177,7 @@ def test_failures_are_counted_in_the_bin_of_the_failing_frame(env):
     m.frame.copy_(torch.tensor([0, 60, 60, 200]))
     env.terminated.copy_(torch.tensor([False, True, True, True]))
     mask = torch.tensor([True, True, False, True])  # row 2 failed but is not resetting: not counted
-    m._resample(mask)
+    m.resample(mask)
     expected = torch.zeros(m.num_bins)
     expected[60 * m.num_bins // m.num_frames] += 1
     expected[200 * m.num_bins // m.num_frames] += 1

@@ -143,12 +143,12 @@ def test_velocity_command_resamples_masked_rows_within_ranges(env):
     twist = env.command_manager.get_term("twist")
     before = twist.vel_command_b.clone()
     mask = torch.tensor([True, False, True, False])
-    twist._resample(mask)
+    twist.resample(mask)
     torch.testing.assert_close(twist.vel_command_b[~mask], before[~mask])
     standing = heading = 0
     draws = []
     for _ in range(300):
-        twist._resample(torch.ones(NUM_ENVS, dtype=torch.bool))
+        twist.resample(torch.ones(NUM_ENVS, dtype=torch.bool))
         standing += int(twist.is_standing_env.sum())
         heading += int(twist.is_heading_env.sum())
         # a standing row's command is zero from the moment it is drawn (its first observation)

@@ -25,7 +25,7 @@ HOT_ENTRY_POINTS: Mapping[str, str | frozenset[str]] = {
         {"ManagerBasedRlEnv.step", "ManagerBasedRlEnv.terminated", "ManagerBasedRlEnv._evaluate_step_terms"}
     ),
     "envs/robot_view.py": EVERY_FUNCTION,
-    "envs/state_cache.py": frozenset({"StateCache.get", "StateCache.invalidate", "StateCache.memoizing"}),
+    "envs/state_cache.py": frozenset({"StateCache.get", "StateCache.bump", "StateCache.memoizing"}),
     # the managers' per-step and per-reset methods (a bare name matches that method in every class)
     "managers/action.py": frozenset({"process_action", "apply_action", "write_reset_ctrl", "reset"}),
     "managers/base.py": frozenset({"ManagerBase.reset", "ManagerTermBase.reset", "assign_columns_"}),
@@ -118,8 +118,14 @@ def _is_cold(node: ast.AST) -> bool:
     return False
 
 
+HOST_VALUED_TORCH_CALLS = frozenset({"torch.compiler.is_compiling"})
+"""``torch.*`` functions that return a Python value without touching a tensor (a test on them never syncs)."""
+
+
 def _is_torch_call(call: ast.Call) -> bool:
     func = call.func
+    if ast.unparse(func) in HOST_VALUED_TORCH_CALLS:
+        return False
     while isinstance(func, ast.Attribute):
         func = func.value
         if isinstance(func, ast.Name) and func.id == "torch":

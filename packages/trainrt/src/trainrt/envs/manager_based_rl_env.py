@@ -13,13 +13,15 @@ One control step (``step``):
 7. commands advance and interval events fire;
 8. observations of all rows (reset rows observe their new state).
 
-When every command term and event keeps its random draws apart from its math, steps 6 and 7 make all their
-draws first, in the order above, and then run their math in two parts on either side of the reset
-transaction, which `compile_term_math` can compile (``_reset_and_advance_drawn``).
+Every command term and reset or interval event keeps its random draws apart from its math (one draw
+protocol, `CommandTerm`, `EventTerm`), so steps 6 and 7 make all their draws first, in the order above, and
+then run their math in two parts on either side of the reset transaction, which `compile_term_math` can
+compile (``_reset_rows``). ``reset()`` takes the same path without step 7.
 
 Quantities several terms read (rotated velocities, a command's reference, anchor-relative targets) are
-memoized in ``state_cache`` between the points where the state or the commands change, so each is computed
-once per state instead of once per reading term (see ``StateCache``).
+memoized in ``state_cache`` for one version of the state; every write path bumps the version (the physics
+step, the reset transaction, each command's and event's math), so each is computed once per state instead of
+once per reading term and never read stale (see ``StateCache``).
 
 Every result lives in a buffer allocated at construction and written in place, so a CUDA graph of ``step``
 leaves its results in the same tensors. Non-finite rows report ``valid=False``, ``reward=0``,
@@ -243,10 +245,7 @@ class ManagerBasedRlEnv:
 
         # The per-step term math after physics, eager until `compile_term_math`.
         self._step_terms = CompiledOnFirstCall(self._evaluate_step_terms)
-        # The step's resets and updates as draws and then math, when every command and event keeps them apart.
-        self._inline_drawers = [
-            f"command term {name!r}" for name in self.command_manager.terms_drawing_inline()
-        ] + [f"event {name!r}" for name in self.event_manager.terms_drawing_inline()]
+        # The math of the step's resets and updates, on either side of the reset transaction (draws made first).
         self._reset_payload_math = CompiledOnFirstCall(self._build_reset_payload)
         self._after_reset_math = CompiledOnFirstCall(self._after_reset)
 
@@ -279,7 +278,12 @@ class ManagerBasedRlEnv:
         with self.state_cache.memoizing():
             self._result.terminated.zero_()
             self._result.truncated.zero_()
-            self._reset_rows(self._all_rows)
+            rows = self._all_rows
+            self._draw_resets(rows)
+            self._build_reset_payload(rows)  # eager: a full reset is no per-step call
+            self._reset_transaction(rows)
+            self._reset_manager_rows(rows)
+            self.state_cache.bump()
             self.observation_manager.compute(update_history=True)
             for final, obs in self._obs_pairs:
                 final.copy_(obs)
@@ -305,12 +309,11 @@ class ManagerBasedRlEnv:
             return self._step(action)
 
     def _step(self, action: torch.Tensor) -> StepResult:
-        cache = self.state_cache
         result = self._result
         self.action_manager.process_action(action)
         self.action_manager.apply_action()
         self.backend.step()
-        cache.invalidate()
+        self.state_cache.bump()
         self.episode_length_buf.add_(1)
         self.common_step_counter.add_(1)
 
@@ -321,13 +324,7 @@ class ManagerBasedRlEnv:
         for final, obs in self._obs_pairs:
             final.copy_(obs)
 
-        if self._inline_drawers:
-            self._reset_rows(self._done)
-            self.command_manager.compute(self.step_dt)
-            self.event_manager.apply_interval(self.step_dt)
-        else:
-            self._reset_and_advance_drawn(self._done)
-        cache.invalidate()
+        self._reset_rows(self._done)
         self.observation_manager.compute(update_history=True)
         keep = self._finished.unsqueeze(1)
         for final, obs in self._obs_pairs:
@@ -356,37 +353,47 @@ class ManagerBasedRlEnv:
         self._record_episode_end(self._finished)
         self.nonfinite_resets.add_((~valid).sum())
 
-    def _reset_and_advance_drawn(self, env_mask: torch.Tensor) -> None:
-        """`_reset_rows`, then the commands' update and the interval events, with every random draw made first.
+    def _reset_rows(self, env_mask: torch.Tensor) -> None:
+        """Start new episodes in rows where ``env_mask`` (num_envs,) is True with one reset transaction, then
+        advance the commands and the interval events by one step: every random draw first, then the math.
 
-        The draws come in the order the operations make them (command resets, reset events, event timers;
-        then command updates, interval events), so the generator yields the same numbers to the same places.
-        The updates' draws wait until the payload's math has read the resets' (a command term draws both into
-        the same buffers). The math then draws nothing and can run compiled (`compile_term_math`)."""
-        self.state_cache.invalidate()
-        self.curriculum_manager.compute(env_mask)
-        self.command_manager.draw_reset_()
-        self.event_manager.draw_reset_()
+        The draws come in a fixed order (command resets, reset events, event timers; then command updates,
+        interval events), so the generator yields the same numbers to the same places whatever the mask. The
+        updates' draws wait until the payload's math has read the resets' (a command term draws both into
+        the same buffers). The math draws nothing and can run compiled (`compile_term_math`)."""
+        self._draw_resets(env_mask)
         self._reset_payload_math(env_mask)
         self.command_manager.draw_compute_()
         self.event_manager.draw_interval_()
-        self.backend.reset(env_mask, self.reset_payload, self.reset_spec)
+        self._reset_transaction(env_mask)
         self._after_reset_math(env_mask)
+        self.state_cache.bump()
+
+    def _draw_resets(self, env_mask: torch.Tensor) -> None:
+        """The curriculum on the rows that reset, then every draw of their reset: command resets, reset events,
+        event timers."""
+        self.curriculum_manager.compute(env_mask)
+        self.state_cache.bump()
+        self.command_manager.draw_reset_()
+        self.event_manager.draw_reset_()
 
     def _build_reset_payload(self, env_mask: torch.Tensor) -> None:
         """The reset payload of rows where ``env_mask`` is True: defaults, commands, reset events (drawn)."""
         self._fill_default_payload()
         self.command_manager.apply_reset(env_mask)
-        self.state_cache.invalidate()
-        self.event_manager.apply_reset_drawn(env_mask)
+        self.event_manager.apply_reset(env_mask)
+
+    def _reset_transaction(self, env_mask: torch.Tensor) -> None:
+        """Write the reset payload into the simulation state of rows where ``env_mask`` is True."""
+        self.backend.reset(env_mask, self.reset_payload, self.reset_spec)
+        self.state_cache.bump()
 
     def _after_reset(self, env_mask: torch.Tensor) -> None:
         """After the reset transaction: the managers' per-row resets, then the commands' update and the
         interval events (drawn)."""
-        self.state_cache.invalidate()
         self._reset_manager_rows(env_mask)
         self.command_manager.apply_compute(self.step_dt)
-        self.event_manager.apply_interval_drawn(self.step_dt)
+        self.event_manager.apply_interval(self.step_dt)
 
     @cold_path
     def compile_term_math(self) -> bool:
@@ -394,21 +401,14 @@ class ManagerBasedRlEnv:
         statistics after physics (`_evaluate_step_terms`); the observation terms (`ObservationManager`; its
         noise is drawn eagerly first, from ``rng``, in the same order); and the math on either side of the
         reset transaction (`_build_reset_payload`, `_after_reset`: the commands, the events, the managers'
-        row resets), whose draws `_reset_and_advance_drawn` makes first, in the same order. Same math, a
-        few kernels instead of one per op. The last two need every command term and every reset and
-        interval event to draw apart from its math (`CommandTerm.draws_apart`, `EventTerm`); otherwise they
-        stay eager and `term_math_reasons` names the terms.
+        row resets), whose draws `_reset_rows` makes first, in a fixed order. Same math, a few kernels
+        instead of one per op.
 
         Each part compiles at its first call (the next step; make it a warm-up step, before any CUDA graph
         capture). A part that fails to compile runs eagerly from then on, and `term_math_reasons` says
         why. Returns whether torch.compile accepted every part."""
         terms = self._step_terms.compile()
         observations = self.observation_manager.compile()
-        if self._inline_drawers:
-            reason = f"{', '.join(self._inline_drawers)} draw as they run (no draw_ apart from the math)"
-            self._reset_payload_math.uncompile(reason)
-            self._after_reset_math.uncompile(reason)
-            return False
         resets = self._reset_payload_math.compile() & self._after_reset_math.compile()
         return terms and observations and resets
 
@@ -435,30 +435,15 @@ class ManagerBasedRlEnv:
         }
         return {name: part.fallback_reason for name, part in parts.items() if not part.compiled}
 
-    def _reset_rows(self, env_mask: torch.Tensor) -> None:
-        """Start new episodes in rows where ``env_mask`` (num_envs,) is True, with one reset transaction."""
-        self.state_cache.invalidate()
-        self.curriculum_manager.compute(env_mask)
-        self._fill_default_payload()
-        self.command_manager.reset(env_mask)
-        self.state_cache.invalidate()
-        self.event_manager.apply_reset(env_mask)
-        self.backend.reset(env_mask, self.reset_payload, self.reset_spec)
-        self.state_cache.invalidate()
-        self._reset_manager_rows(env_mask, draw_timers=True)
-
-    def _reset_manager_rows(self, env_mask: torch.Tensor, draw_timers: bool = False) -> None:
-        """The managers' per-row state and the episode length of rows where ``env_mask`` is True; the event
-        timers draw here when ``draw_timers``, else `EventManager.draw_reset_` drew them."""
+    def _reset_manager_rows(self, env_mask: torch.Tensor) -> None:
+        """The managers' per-row state and the episode length of rows where ``env_mask`` is True (the event
+        timers take what `EventManager.draw_reset_` drew)."""
         self.action_manager.reset(env_mask)
         self.observation_manager.reset(env_mask)
         self.reward_manager.reset(env_mask)
         self.termination_manager.reset(env_mask)
         self.metrics_manager.reset(env_mask)
-        if draw_timers:
-            self.event_manager.reset(env_mask)
-        else:
-            self.event_manager.reset_drawn(env_mask)
+        self.event_manager.reset(env_mask)
         self.episode_length_buf.masked_fill_(env_mask, 0)
 
     def _fill_default_payload(self) -> None:
@@ -536,7 +521,7 @@ class ManagerBasedRlEnv:
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Put a :meth:`state_dict` back in place; ``ValueError`` when it was saved from another env layout."""
         load_state_dict_into(self, state, what="env state")
-        self.state_cache.invalidate()
+        self.state_cache.bump()
 
     @cold_path
     def close(self) -> None:

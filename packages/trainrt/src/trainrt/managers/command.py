@@ -1,14 +1,20 @@
 """Command manager: command terms (velocity targets, motion references...) with per-row resampling timers.
 
-Each step a term's timers count down by ``step_dt``; rows whose timer expired get a new command
-(``_resample(env_mask)``) and a new timer drawn from ``resampling_time_range_s``; then ``_update()`` runs for
-all rows. A reset resamples the rows that start an episode. The env resets commands before the reset events
-run, so a reset event (or the term itself, through ``env.reset_payload``) can start the episode from the
-freshly sampled command, e.g. the reference state of a motion clip at the sampled time.
+Each step a term's timers count down by ``step_dt``; rows whose timer expired get a new command and a new
+timer drawn from ``resampling_time_range_s``; then ``_update()`` runs for all rows. A reset resamples the rows
+that start an episode. The env resets commands before the reset events run, so a reset event (or the term
+itself, through ``env.reset_payload``) can start the episode from the freshly sampled command, e.g. the
+reference state of a motion clip at the sampled time.
 
-A term whose draws stand apart from its math (it implements ``_draw_`` and ``_resample_drawn`` instead of
-``_resample``) lets the env make every draw of the reset and the update first, in the same order, and run the
-math compiled (``draw_reset_`` / ``apply_reset``, ``draw_compute_`` / ``apply_compute``).
+One draw protocol: a term draws apart from its math. ``_draw_(generator)`` draws, for all rows, every random
+number the next resample uses into persistent buffers; ``_resample_drawn(env_mask)`` is the math and draws
+nothing. The env makes every draw of a step's resets and updates first, in a fixed order, then runs the math
+(``draw_reset_`` / ``apply_reset``, ``draw_compute_`` / ``apply_compute``), which may run compiled. A term that
+overrides ``_resample``, ``reset`` or ``compute`` (the entry points of the older inline form, which the env no
+longer calls) or lacks ``_draw_`` / ``_resample_drawn`` is refused when the env builds it.
+
+A term's math writes state other terms may read (a command, a reference frame), so the manager bumps the
+env's state version after every term's math (``StateCache.bump``): no term marks the cache stale itself.
 """
 
 from __future__ import annotations
@@ -41,21 +47,27 @@ class CommandTermCfg:
 
 
 class CommandTerm:
-    """Base of command terms. Subclasses implement ``command`` and either ``_resample`` or the pair
-    ``_draw_`` / ``_resample_drawn``, and optionally ``_update``.
+    """Base of command terms. Subclasses implement ``command``, ``_draw_`` and ``_resample_drawn``, and
+    optionally ``_update``.
 
-    ``_resample(env_mask)`` must change only the rows where ``env_mask`` (num_envs,) is True and draw every
-    random number from ``self.env.rng``. A term that implements ``_draw_(generator)`` (draw, for all rows, into
-    persistent buffers every random number the next resample uses) and ``_resample_drawn(env_mask)`` (the
-    math, drawing nothing) gets ``_resample`` from them, and its resets and updates can run compiled; its
-    ``_update`` must draw nothing then. Parameters are declared in ``PARAMS`` and read from ``self.params``.
+    ``_draw_(generator)`` draws, for all rows, every random number the next ``_resample_drawn`` uses into
+    persistent buffers (fixed shapes, whatever the mask). ``_resample_drawn(env_mask)`` changes only the rows
+    where ``env_mask`` (num_envs,) is True, from those numbers, with no random draws and no host logic on
+    tensor values, so it can run compiled; ``_update`` draws nothing either. A term with a different step (a
+    motion clip sets its own pace) overrides ``draw_compute_`` and ``apply_compute`` together. Parameters are
+    declared in ``PARAMS`` and read from ``self.params``.
     """
 
     PARAMS: ClassVar[Mapping[str, Any]] = {}
     """Declared parameters: name -> default (``REQUIRED`` for none)."""
 
+    REMOVED_METHODS: ClassVar[tuple[str, ...]] = ("_resample", "reset", "compute")
+    """Entry points of the older inline form: the env never calls a subclass's version, so overriding one
+    is refused."""
+
     @cold_path
     def __init__(self, cfg: CommandTermCfg, env: ManagerBasedRlEnv) -> None:
+        check_draw_protocol(type(self))
         self.cfg = cfg
         self.env = env
         self.num_envs = env.num_envs
@@ -69,42 +81,24 @@ class CommandTerm:
         self.resampled = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
         """Rows resampled by the timer in the last ``compute`` (num_envs,)."""
         self._time_draw = torch.zeros(env.num_envs, device=env.device)
-        self._split = self.draws_apart
 
     @property
     def command(self) -> torch.Tensor:
         """The current command (num_envs, D)."""
         raise NotImplementedError(f"{type(self).__name__} must implement the command property")
 
-    @property
-    def draws_apart(self) -> bool:
-        """Whether every draw stands apart from the math: ``_draw_`` and ``_resample_drawn`` implemented, and
-        ``_resample``, ``reset`` and ``compute`` left to this base (a term changes what a step does through
-        ``draw_compute_`` and ``apply_compute`` then)."""
-        cls, base = type(self), CommandTerm
-        return (
-            cls._draw_ is not base._draw_
-            and cls._resample_drawn is not base._resample_drawn
-            and cls._resample is base._resample
-            and cls.reset is base.reset
-            and cls.compute is base.compute
-        )
-
     def _draw_(self, generator: torch.Generator) -> None:
-        """Draw, for all rows, every random number the next ``_resample_drawn`` uses (split terms only)."""
-        raise NotImplementedError(f"{type(self).__name__} implements _resample, not _draw_")
+        """Draw, for all rows, every random number the next ``_resample_drawn`` uses."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _draw_")
 
     def _resample_drawn(self, env_mask: torch.Tensor) -> None:
         """New commands for rows where ``env_mask`` (num_envs,) is True from the numbers ``_draw_`` drew;
-        no random draws and no host logic on tensor values (split terms only)."""
-        raise NotImplementedError(f"{type(self).__name__} implements _resample, not _resample_drawn")
+        no random draws and no host logic on tensor values."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _resample_drawn")
 
-    def _resample(self, env_mask: torch.Tensor) -> None:
-        """Draw new commands for rows where ``env_mask`` (num_envs,) is True."""
-        if type(self)._draw_ is CommandTerm._draw_:
-            raise NotImplementedError(
-                f"{type(self).__name__} must implement _resample (or _draw_ and _resample_drawn)"
-            )
+    def resample(self, env_mask: torch.Tensor) -> None:
+        """Draw from ``env.rng``, then new commands for rows where ``env_mask`` (num_envs,) is True (timers
+        untouched)."""
         self._draw_(self.env.rng)
         self._resample_drawn(env_mask)
 
@@ -133,8 +127,7 @@ class CommandTerm:
         self.apply_reset(self.resampled)
         self._update()
 
-    # The timers, shared by both forms: a term that draws inline makes the same timer draw and math, with its
-    # own ``_resample`` drawing after them.
+    # The timers.
 
     def _draw_timers(self, generator: torch.Generator) -> None:
         """A new resampling time for every row into ``_time_draw``."""
@@ -149,29 +142,40 @@ class CommandTerm:
         self.time_left.sub_(dt)
         torch.le(self.time_left, 1e-6, out=self.resampled)
 
-    def _resample_rows(self, env_mask: torch.Tensor) -> None:
-        """The inline form of a reset: timers, then the term's ``_resample`` (which draws as it goes)."""
-        self._draw_timers(self.env.rng)
-        self._set_timers(env_mask)
-        self._resample(env_mask)
-
     def compute(self, dt: float) -> None:
-        """Count the timers down by ``dt``, resample expired rows, then update all rows."""
-        if self._split:
-            self.draw_compute_(self.env.rng)
-            self.apply_compute(dt)
-            return
-        self._count_down(dt)
-        self._resample_rows(self.resampled)
-        self._update()
+        """Count the timers down by ``dt``, resample expired rows, then update all rows (draws first)."""
+        self.draw_compute_(self.env.rng)
+        self.apply_compute(dt)
 
     def reset(self, env_mask: torch.Tensor) -> None:
-        """Resample command and timer for rows where ``env_mask`` (num_envs,) is True."""
-        if self._split:
-            self.draw_reset_(self.env.rng)
-            self.apply_reset(env_mask)
-            return
-        self._resample_rows(env_mask)
+        """Resample command and timer for rows where ``env_mask`` (num_envs,) is True (draws first)."""
+        self.draw_reset_(self.env.rng)
+        self.apply_reset(env_mask)
+
+
+@cold_path
+def check_draw_protocol(cls: type[CommandTerm]) -> None:
+    """``TypeError`` naming ``cls`` unless it follows the one draw protocol: ``_draw_`` and
+    ``_resample_drawn`` implemented, none of `CommandTerm.REMOVED_METHODS` overridden."""
+    fix = (
+        "a command term implements _draw_(generator) (draw, for all rows, every random number the next "
+        "resample uses, into persistent buffers) and _resample_drawn(env_mask) (the math, drawing nothing)"
+    )
+    overridden = [
+        name
+        for name in CommandTerm.REMOVED_METHODS
+        if getattr(cls, name, None) is not getattr(CommandTerm, name, None)
+    ]
+    if overridden:
+        raise TypeError(
+            f"{cls.__name__} overrides {', '.join(overridden)}, which the env no longer calls: {fix}; move "
+            "its draws into _draw_ and its math into _resample_drawn"
+        )
+    missing = [
+        name for name in ("_draw_", "_resample_drawn") if getattr(cls, name) is getattr(CommandTerm, name)
+    ]
+    if missing:
+        raise TypeError(f"{cls.__name__} does not implement {' and '.join(missing)}: {fix}")
 
 
 class CommandManager(ManagerBase):
@@ -200,24 +204,14 @@ class CommandManager(ManagerBase):
         return self._terms[name]
 
     def compute(self, dt: float) -> None:
-        """Advance every term by ``dt`` seconds (timers, resampling, per-step update)."""
-        for term in self._terms.values():
-            term.compute(dt)
+        """Advance every term by ``dt`` seconds (timers, resampling, per-step update): draws, then math."""
+        self.draw_compute_()
+        self.apply_compute(dt)
 
     def reset(self, env_mask: torch.Tensor) -> None:
-        """Resample the rows where ``env_mask`` (num_envs,) is True in every term."""
-        for term in self._terms.values():
-            term.reset(env_mask)
-
-    @property
-    def draws_apart(self) -> bool:
-        """Whether every term's draws stand apart from its math (`CommandTerm.draws_apart`)."""
-        return all(term.draws_apart for term in self._terms.values())
-
-    @cold_path
-    def terms_drawing_inline(self) -> list[str]:
-        """Names of the terms whose draws do not stand apart (they keep the resets and updates eager)."""
-        return [name for name, term in self._terms.items() if not term.draws_apart]
+        """Resample the rows where ``env_mask`` (num_envs,) is True in every term: draws, then math."""
+        self.draw_reset_()
+        self.apply_reset(env_mask)
 
     def draw_reset_(self) -> None:
         """Every draw of ``reset``, term by term, from the env's generator."""
@@ -225,9 +219,10 @@ class CommandManager(ManagerBase):
             term.draw_reset_(self._env.rng)
 
     def apply_reset(self, env_mask: torch.Tensor) -> None:
-        """``reset``'s math from the numbers `draw_reset_` drew."""
+        """``reset``'s math from the numbers `draw_reset_` drew; the state version moves after each term."""
         for term in self._terms.values():
             term.apply_reset(env_mask)
+            self._env.state_cache.bump()
 
     def draw_compute_(self) -> None:
         """Every draw of ``compute``, term by term, from the env's generator."""
@@ -235,9 +230,10 @@ class CommandManager(ManagerBase):
             term.draw_compute_(self._env.rng)
 
     def apply_compute(self, dt: float) -> None:
-        """``compute``'s math from the numbers `draw_compute_` drew."""
+        """``compute``'s math from the numbers `draw_compute_` drew; the state version moves after each term."""
         for term in self._terms.values():
             term.apply_compute(dt)
+            self._env.state_cache.bump()
 
     @cold_path
     def _table_header(self) -> list[str]:

@@ -1,14 +1,18 @@
 """Event manager: ``startup`` (once, all rows), ``reset`` (rows starting an episode), ``interval`` (timers).
 
-Event functions have the signature ``func(env, env_mask, **params)`` with ``env_mask`` a ``(num_envs,)`` bool
-tensor, and must change only the rows where the mask is True. Reset events write the env's reset payload
-(``env.reset_payload``); the env applies one reset transaction per step afterwards. Interval events run every
-step with the mask of rows whose timer expired (possibly none: shapes never change); each row's timer is
-drawn from ``interval_range_s`` with the env's generator, and redrawn when it fires or the row resets.
+Reset and interval events are `EventTerm` classes with one draw protocol: ``draw_(generator)`` draws, for all
+rows, every random number the next ``apply(env, env_mask)`` uses, and ``apply`` changes only the rows where
+the mask is True, drawing nothing. The env makes all the draws of a step's resets and interval events first,
+in a fixed order, and then runs the math, which may run compiled (``draw_reset_`` / ``apply_reset`` and so
+on). Reset events write the env's reset payload (``env.reset_payload``); the env applies one reset
+transaction per step afterwards. Interval events run every step with the mask of rows whose timer expired
+(possibly none: shapes never change); each row's timer is drawn from ``interval_range_s`` with the env's
+generator, and redrawn when it fires or the row resets. Startup events run once, at construction, and may
+also be plain functions ``func(env, env_mask, **params)`` that draw as they run.
 
-An event class built on ``EventTerm`` keeps its draws apart from its math (``draw_`` then ``apply``). When every
-reset and interval event does, the env makes all the draws of a step's resets and interval events first, in
-the same order, and can run the rest compiled (``draw_reset_`` / ``apply_reset`` and so on).
+A reset or interval event that is a plain function, replaces ``EventTerm.__call__`` or lacks ``draw_`` /
+``apply`` is refused when the env builds it. The manager bumps the env's state version after every event's
+math (``StateCache.bump``), so a value derived from the state is never read stale after an event wrote it.
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ class EventTermCfg:
 
 
 class EventTerm(ManagerTermBase):
-    """Base of event classes whose draws stand apart from their math.
+    """Base of reset and interval events: their draws stand apart from their math.
 
     ``draw_(generator)`` draws, for all rows, every random number the next ``apply`` uses into persistent
     buffers; ``apply(env, env_mask)`` changes the rows where ``env_mask`` is True from them and draws nothing
@@ -72,9 +76,27 @@ class EventTerm(ManagerTermBase):
         self.apply(env, env_mask)
 
 
-def _draws_apart(fn: Callable) -> bool:
-    """Whether an event term is an `EventTerm` that keeps the split (``__call__`` not replaced)."""
-    return isinstance(fn, EventTerm) and type(fn).__call__ is EventTerm.__call__
+@cold_path
+def check_draw_protocol(name: str, mode: str, fn: Callable) -> None:
+    """``TypeError`` naming the event and its class unless a reset or interval event follows the one draw
+    protocol: an `EventTerm` implementing ``draw_`` and ``apply``, with ``__call__`` left to the base."""
+    fix = (
+        f"{mode} events are EventTerm classes implementing draw_(generator) (draw, for all rows, every random "
+        "number the next apply uses, into persistent buffers) and apply(env, env_mask) (the math, drawing "
+        "nothing)"
+    )
+    owner = f"event {name!r} ({callable_name(fn if not isinstance(fn, ManagerTermBase) else type(fn))})"
+    if not isinstance(fn, EventTerm):
+        raise TypeError(f"{owner} draws as it runs: {fix}")
+    cls = type(fn)
+    if cls.__call__ is not EventTerm.__call__:
+        raise TypeError(
+            f"{owner} overrides __call__, which the env no longer calls: {fix}; move its draws into draw_ and "
+            "its math into apply"
+        )
+    missing = [m for m in ("draw_", "apply") if getattr(cls, m) is getattr(EventTerm, m)]
+    if missing:
+        raise TypeError(f"{owner} does not implement {' and '.join(missing)}: {fix}")
 
 
 class _IntervalTimer:
@@ -95,8 +117,9 @@ class _IntervalTimer:
         """Take the interval `draw_` drew in rows where ``env_mask`` is True."""
         self.time_left.copy_(torch.where(env_mask, self._draws[int(at_reset)], self.time_left))
 
+    @cold_path
     def redraw(self, env_mask: torch.Tensor, generator: torch.Generator, at_reset: bool) -> None:
-        """Draw a new interval for rows where ``env_mask`` is True."""
+        """Draw a new interval for rows where ``env_mask`` is True (the first timers, at construction)."""
         self.draw_(generator, at_reset)
         self.apply(env_mask, at_reset)
 
@@ -115,18 +138,14 @@ class EventManager(ManagerBase):
         fns = []
         for name, term_cfg in cfg.items():
             fn, params = resolve_term("event", name, term_cfg, env, leading_args=2)
+            if term_cfg.mode != "startup":
+                check_draw_protocol(name, term_cfg.mode, fn)
             fns.append(fn)
             self._by_mode[term_cfg.mode].append((name, fn, params))
             if term_cfg.mode == "interval":
                 low, high = term_cfg.interval_range_s  # type: ignore[misc]
                 self._timers.append(_IntervalTimer(low, high, env))
         self._stateful = stateful_terms(fns)
-        self._inline = [
-            name
-            for mode in ("reset", "interval")
-            for name, fn, _ in self._by_mode[mode]
-            if not _draws_apart(fn)
-        ]
         all_rows = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
         for timer in self._timers:
             timer.redraw(all_rows, env.rng, at_reset=True)
@@ -155,41 +174,10 @@ class EventManager(ManagerBase):
         for _, fn, params in self._by_mode["startup"]:
             fn(self._env, all_rows, **params)
 
-    def apply_reset(self, env_mask: torch.Tensor) -> None:
-        """Run the reset events for rows where ``env_mask`` (num_envs,) is True (they fill the reset payload)."""
-        for _, fn, params in self._by_mode["reset"]:
-            fn(self._env, env_mask, **params)
-
-    def apply_interval(self, dt: float) -> None:
-        """Advance the interval timers by ``dt`` seconds and run each event for the rows whose timer expired."""
-        env = self._env
-        for timer, (_, fn, params) in zip(self._timers, self._by_mode["interval"]):
-            timer.time_left.sub_(dt)
-            torch.le(timer.time_left, 1e-6, out=timer.fired)
-            fn(env, timer.fired, **params)
-            timer.redraw(timer.fired, env.rng, at_reset=False)
-
-    def reset(self, env_mask: torch.Tensor) -> None:
-        """Redraw the interval timers of rows where ``env_mask`` (num_envs,) is True; reset stateful terms."""
-        for timer in self._timers:
-            timer.redraw(env_mask, self._env.rng, at_reset=True)
-        super().reset(env_mask)
-
-    # The same three operations as their draws (all rows, fixed shapes) and then their math, for events that
-    # keep them apart (`draws_apart`). The env draws for the reset (`draw_reset_`), runs the reset events'
-    # math, draws for the interval (`draw_interval_`), applies the reset transaction, then runs the rest: the
-    # generator yields the numbers the operations above draw, in their order, and no draw overwrites a
-    # buffer before its math has read it (each timer keeps its reset and interval draws apart).
-
-    @property
-    def draws_apart(self) -> bool:
-        """Whether every reset and interval event is an `EventTerm` (startup events may draw as they run)."""
-        return not self._inline
-
-    @cold_path
-    def terms_drawing_inline(self) -> list[str]:
-        """Names of the reset and interval events that draw as they run (they keep the resets eager)."""
-        return list(self._inline)
+    # Each operation as its draws (all rows, fixed shapes) and then its math. The env draws for the reset
+    # (`draw_reset_`), runs the reset events' math, draws for the interval (`draw_interval_`), applies the reset
+    # transaction, then runs the rest: no draw overwrites a buffer before its math has read it (each timer
+    # keeps its reset and interval draws apart).
 
     def draw_reset_(self) -> None:
         """Every draw of `apply_reset`, then of `reset` (the timers)."""
@@ -198,13 +186,16 @@ class EventManager(ManagerBase):
         for timer in self._timers:
             timer.draw_(self._env.rng, at_reset=True)
 
-    def apply_reset_drawn(self, env_mask: torch.Tensor) -> None:
-        """`apply_reset`'s math from the numbers `draw_reset_` drew."""
+    def apply_reset(self, env_mask: torch.Tensor) -> None:
+        """The reset events for rows where ``env_mask`` (num_envs,) is True, from the numbers `draw_reset_`
+        drew (they fill the reset payload); the state version moves after each event."""
         for _, fn, params in self._by_mode["reset"]:
             fn.apply(self._env, env_mask, **params)
+            self._env.state_cache.bump()
 
-    def reset_drawn(self, env_mask: torch.Tensor) -> None:
-        """`reset`'s math from the numbers `draw_reset_` drew."""
+    def reset(self, env_mask: torch.Tensor) -> None:
+        """The interval timers of rows where ``env_mask`` (num_envs,) is True take the intervals `draw_reset_`
+        drew; stateful terms reset."""
         for timer in self._timers:
             timer.apply(env_mask, at_reset=True)
         super().reset(env_mask)
@@ -215,13 +206,15 @@ class EventManager(ManagerBase):
             fn.draw_(self._env.rng)
             timer.draw_(self._env.rng, at_reset=False)
 
-    def apply_interval_drawn(self, dt: float) -> None:
-        """`apply_interval`'s math from the numbers `draw_interval_` drew."""
+    def apply_interval(self, dt: float) -> None:
+        """Advance the interval timers by ``dt`` seconds and run each event for the rows whose timer expired,
+        from the numbers `draw_interval_` drew; the state version moves after each event."""
         env = self._env
         for timer, (_, fn, params) in zip(self._timers, self._by_mode["interval"]):
             timer.time_left.sub_(dt)
             torch.le(timer.time_left, 1e-6, out=timer.fired)
             fn.apply(env, timer.fired, **params)
+            env.state_cache.bump()
             timer.apply(timer.fired, at_reset=False)
 
     @cold_path

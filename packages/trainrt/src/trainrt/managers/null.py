@@ -47,13 +47,6 @@ class NullCommandManager(NullManager):
     def compute(self, dt: float) -> None:
         """Nothing to advance."""
 
-    draws_apart = True
-    """No terms draw (so nothing keeps the resets eager)."""
-
-    def terms_drawing_inline(self) -> list[str]:
-        """No terms."""
-        return []
-
     def draw_reset_(self) -> None:
         """Nothing to draw."""
 
@@ -88,32 +81,16 @@ class NullEventManager(NullManager):
     def apply_startup(self) -> None:
         """No startup events."""
 
-    def apply_reset(self, env_mask: torch.Tensor) -> None:
-        """No reset events."""
-
-    def apply_interval(self, dt: float) -> None:
-        """No interval events."""
-
-    draws_apart = True
-    """No events draw (so nothing keeps the resets eager)."""
-
-    def terms_drawing_inline(self) -> list[str]:
-        """No events."""
-        return []
-
     def draw_reset_(self) -> None:
         """Nothing to draw."""
 
-    def apply_reset_drawn(self, env_mask: torch.Tensor) -> None:
+    def apply_reset(self, env_mask: torch.Tensor) -> None:
         """No reset events."""
-
-    def reset_drawn(self, env_mask: torch.Tensor) -> None:
-        """No timers."""
 
     def draw_interval_(self) -> None:
         """Nothing to draw."""
 
-    def apply_interval_drawn(self, dt: float) -> None:
+    def apply_interval(self, dt: float) -> None:
         """No interval events."""
 
 

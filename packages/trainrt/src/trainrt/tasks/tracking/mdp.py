@@ -258,8 +258,9 @@ class MotionCommand(CommandTerm):
 
     # --- reference at the current frame ------------------------------------------------------------------------
     # Several observations, rewards, terminations and metrics read the same reference and robot quantities in
-    # one step; they are memoized in the env's state cache, which the env clears whenever the state or the
-    # frame changes (and which recomputes on every read outside the env's step and reset).
+    # one step; they are memoized in the env's state cache for one version of the state. The command manager
+    # bumps the version after this term's math (which moves the frame), the env after physics and resets, so
+    # no read sees an old frame (and outside the env's step and reset every read recomputes).
 
     def _memo(self, name: str, compute: Any) -> Any:
         return self.env.state_cache.get((id(self), name), compute)
@@ -382,7 +383,6 @@ class MotionCommand(CommandTerm):
 
     def _update(self) -> None:
         self.frame.add_(1).clamp_(max=self.num_frames - 1)
-        self.env.state_cache.invalidate()  # every reference quantity follows the frame
         self.bin_failure_rate.mul_(1.0 - self._alpha).add_(self._bin_failures_now, alpha=self._alpha)
         self._bin_failures_now.zero_()
 
@@ -406,7 +406,6 @@ class MotionCommand(CommandTerm):
         self._bin_failures_now.scatter_add_(0, self._frame_bins(), failed.to(torch.float32))
         start = self._sample_start_frames() if self._fixed_start is None else self._fixed_start
         torch.where(env_mask, start, self.frame, out=self.frame)
-        self.env.state_cache.invalidate()  # every reference quantity follows the frame
         self._write_reset_state(env_mask)
 
     def _sample_start_frames(self) -> torch.Tensor:
