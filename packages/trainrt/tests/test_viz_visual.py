@@ -138,3 +138,45 @@ def test_missing_mesh_files_fall_back_to_primitives_and_say_so_once(tmp_path, ca
     assert all(model.geom_group[g] == ROBOT_GROUP for g in robot)
     build_render_model(sim, tmp_path / source.name)
     assert capsys.readouterr().err == ""  # said once
+
+
+def floor_pattern_agreement() -> float | None:
+    """Share of floor pixels that EGL and the software renderer put on the same side of the checker (None
+    without EGL), looking down on the G1's floor. Run in its own process, as the silhouette check."""
+    from trainrt.viz.render import RendererUnavailableError
+
+    poser = poser_for(G1.model())
+    camera = FollowCamera(distance=4.0, azimuth=90.0, elevation=-60.0, height=0.0)
+    qpos = G1.default_qpos(G1.model())
+    qpos[0] = 50.0  # the robot out of view
+    try:
+        gl = make_renderer(poser, 96, 72, camera, "egl")
+    except RendererUnavailableError:
+        return None
+    software = make_renderer(poser, 96, 72, camera, "software")
+    scene = poser.scene(qpos, camera=camera, render_space=False)
+    scene.lookat[:2] = 0.13, 0.29  # squares' edges off the image centre
+    sides = []
+    for renderer in (gl, software):
+        grey = renderer.render(scene).astype(float).mean(axis=2)[24:, :]  # the floor, below the horizon
+        low, high = grey.min(axis=1, keepdims=True), grey.max(axis=1, keepdims=True)
+        sides.append(grey > (low + high) / 2.0)  # light or dark square (the lighting differs a little)
+    gl.close()
+    return float((sides[0] == sides[1]).mean())
+
+
+def test_opengl_and_software_renderers_draw_the_same_checkered_floor():
+    _g1_or_skip()
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = "import test_viz_visual as t; print('agreement', t.floor_pattern_agreement())"
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    agreement = out.stdout.strip().rsplit(" ", 1)[-1]
+    if agreement == "None":
+        pytest.skip("EGL does not start here")
+    assert float(agreement) > 0.97  # the same squares in the same places

@@ -169,7 +169,7 @@ class EnvFrames:
                 frame, clip = int(host["frame"][row]), self.motion_term.clip
                 caption.append(
                     f"{Path(self.motion_term.motion_file).name}  frame {frame}/{self.motion_term.num_frames}"
-                    f"  t {frame / clip.fps:5.2f}s (ghost: reference)"
+                    f"  t {frame / clip.fps:.2f}s (ghost)"
                 )
             scene = self.poser.scene(
                 qpos,

@@ -156,7 +156,9 @@ class MujocoGlRenderer:
             for i in range(first, self._scene.ngeom):
                 geom = self._scene.geoms[i]
                 rgba = scene.ghost_model.rgba[int(geom.objid)].astype(np.float32)
-                rgba[3] = 1.0 - np.sqrt(1.0 - rgba[3])  # OpenGL blends the back faces too: two layers
+                rgba[3] = 1.0 - (1.0 - rgba[3]) ** (
+                    1.0 / 3.0
+                )  # OpenGL blends every layer: back faces, overlaps
                 geom.rgba[:] = rgba
                 geom.matid = -1
                 geom.transparent = 1
@@ -223,13 +225,13 @@ def make_renderer(
     return SoftwareRenderer(width, height, camera)
 
 
-def _caption_font(height: int) -> Any:
-    """Pillow's built-in font at a size that suits a frame ``height`` rows tall (its bitmap font if the
+def _caption_font(height: int, width: int) -> Any:
+    """Pillow's built-in font at a size that suits a ``height`` x ``width`` frame (its bitmap font if the
     scalable one is not available)."""
     from PIL import ImageFont
 
     try:
-        return ImageFont.load_default(size=max(11, min(20, height // 22)))
+        return ImageFont.load_default(size=max(11, min(20, height // 22, width // 36)))
     except TypeError:  # Pillow < 10.1
         return ImageFont.load_default()
 
@@ -242,7 +244,7 @@ def draw_caption(image: np.ndarray, lines: list[str]) -> np.ndarray:
         return image
     from PIL import Image, ImageDraw
 
-    font = _caption_font(image.shape[0])
+    font = _caption_font(image.shape[0], image.shape[1])
     picture = Image.fromarray(image).convert("RGBA")
     band = Image.new("RGBA", picture.size, (0, 0, 0, 0))
     draw = ImageDraw.Draw(band)
