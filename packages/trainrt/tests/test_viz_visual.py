@@ -180,3 +180,75 @@ def test_opengl_and_software_renderers_draw_the_same_checkered_floor():
     if agreement == "None":
         pytest.skip("EGL does not start here")
     assert float(agreement) > 0.97  # the same squares in the same places
+
+
+def test_rough_walk_frames_draw_the_simulated_terrain(one_thread):
+    _g1_or_skip()
+    from trainrt.config import apply_overrides, cpu_demo_preset, parse_override
+    from trainrt.runner.build import build_env
+    from trainrt.viz.record import EnvFrames, VideoOptions
+
+    cfg = cpu_demo_preset("sac", "g1_walk_rough", "mujoco")
+    env = build_env(apply_overrides(cfg, [parse_override("algo.num_envs=1")]))
+    sim = env.backend.mj_model
+    frames = EnvFrames(env, VideoOptions(width=32, height=24, renderer="software"))
+    m = frames.poser.model
+    (sim_field,) = [g for g in range(sim.ngeom) if sim.geom_type[g] == GEOM_HFIELD]
+    (field,) = [g for g in frames.poser.world_geoms if m.geom_type[g] == GEOM_HFIELD]
+    h, sim_h = int(m.geom_dataid[field]), int(sim.geom_dataid[sim_field])
+    np.testing.assert_allclose(m.hfield_data, sim.hfield_data[sim.hfield_adr[sim_h] :][: m.hfield_data.size])
+    np.testing.assert_allclose(m.hfield_size[h], sim.hfield_size[sim_h])
+    np.testing.assert_allclose(m.geom_pos[field], sim.geom_pos[sim_field])
+    nrow, ncol = int(sim.hfield_nrow[sim_h]), int(sim.hfield_ncol[sim_h])
+    heights = sim.hfield_data[sim.hfield_adr[sim_h] :][: nrow * ncol].reshape(nrow, ncol)
+    windows = np.lib.stride_tricks.sliding_window_view(heights, (5, 5))
+    plateau = np.zeros_like(heights)
+    plateau[2:-2, 2:-2] = np.where(np.ptp(windows, axis=(2, 3)) == 0, heights[2:-2, 2:-2], 0.0)
+    r, c = divmod(int(np.argmax(plateau)), ncol)  # the highest point with flat ground around it
+    sx, sy = sim.hfield_size[sim_h, :2]
+    top = sim.geom_pos[sim_field, :2] + np.array(
+        [sx * (2 * c / (ncol - 1) - 1), sy * (2 * r / (nrow - 1) - 1)]
+    )
+    data = mujoco.MjData(sim)
+    mujoco.mj_kinematics(sim, data)
+    geomid = np.zeros(1, dtype=np.int32)
+    start = np.array([top[0] + 0.003, top[1] + 0.002, 20.0])
+    terrain = np.array([0, 0, 0, 0, 0, 1], dtype=np.uint8)
+    ground = 20.0 - mujoco.mj_ray(sim, data, start, np.array([0.0, 0.0, -1.0]), terrain, 1, -1, geomid)
+    assert ground > 0.1
+    frames.poser.scene(env.backend.qpos[0].double().cpu().numpy(), camera=FollowCamera())
+    assert frames.poser.ground_height(start - np.array([0.0, 0.0, 19.0])) == pytest.approx(ground, abs=1e-3)
+    frames.close()
+
+
+def test_viewer_ghost_stands_at_the_reference_pose():
+    _g1_or_skip()
+    from types import SimpleNamespace
+
+    from trainrt.motion import load_motion
+    from trainrt.viz.viewer import _draw_ghost
+
+    clips = [p for p in G1.motion_files() if "w_obj" not in p.name]
+    if not clips:
+        pytest.skip("G1 motion clips are not fetched")
+    sim = G1.model()
+    clip = load_motion(clips[-1], sim, dtype=torch.float64)
+    poser = poser_for(sim)
+    option = mujoco.MjvOption()
+    option.geomgroup[:] = poser.geomgroup
+    view = SimpleNamespace(user_scn=mujoco.MjvScene(poser.model, maxgeom=500), opt=option)
+    frame = clip.num_frames // 3
+    _draw_ghost(view, poser, SimpleNamespace(frame=torch.tensor([frame]), clip=clip))
+    scene = view.user_scn
+    assert scene.ngeom == len(poser.robot_geoms)
+    pelvis = clip.body_pos_w[frame, clip.body_index("pelvis")].numpy()
+    pelvis_geoms = [
+        i
+        for i in range(scene.ngeom)
+        if poser.model.geom_bodyid[scene.geoms[i].objid] == poser.model.body("pelvis").id
+    ]
+    assert pelvis_geoms and all(
+        scene.geoms[i].transparent and scene.geoms[i].rgba[3] < 0.5 for i in range(scene.ngeom)
+    )
+    body = poser.ghost_data.xpos[poser.model.body("pelvis").id]
+    np.testing.assert_allclose(body, pelvis, atol=1e-6)
