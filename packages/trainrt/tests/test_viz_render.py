@@ -126,11 +126,16 @@ def test_bad_renderer_arguments_name_the_valid_values():
         make_renderer(poser, 63, 48, choice="software")
 
 
-def test_models_with_geoms_no_renderer_draws_fail_naming_them():
+def test_mesh_geoms_are_drawn_by_the_software_renderer():
     xml = """<mujoco><asset><mesh name="tetra" vertex="0 0 0 1 0 0 0 1 0 0 0 1"/></asset>
-    <worldbody><body><freejoint/><geom name="blob" type="mesh" mesh="tetra"/></body></worldbody></mujoco>"""
-    with pytest.raises(NotImplementedError, match="blob"):
-        ScenePoser(mujoco.MjModel.from_xml_string(xml))
+    <worldbody><body pos="0 0 0.4"><freejoint/><geom name="blob" type="mesh" mesh="tetra"/></body></worldbody>
+    </mujoco>"""
+    poser = ScenePoser(mujoco.MjModel.from_xml_string(xml))
+    camera = FollowCamera(distance=3.0, elevation=-10.0, height=0.6)
+    renderer = make_renderer(poser, 64, 48, camera, "software")
+    image = renderer.render(poser.scene(poser.model.qpos0.copy(), camera=camera)).astype(int)
+    empty = renderer.render(FrameScene(GeomBatch.empty(), GeomBatch.empty(), np.array([0.0, 0.0, 0.6])))
+    assert (np.abs(image - empty.astype(int)).sum(axis=2) > 30).sum() > 30
 
 
 def test_tiles_fill_a_near_square_grid():

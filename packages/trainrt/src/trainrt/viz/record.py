@@ -2,9 +2,11 @@
 
 ``record_policy_video`` steps an env with the deterministic policy and draws chosen envs every few control
 steps: a camera follows each robot, the walking task shows its commanded velocity (green arrow) beside the
-measured one (blue), the tracking task a translucent ghost of the reference pose. Envs are tiled into one
-video or written one file each. ``record_clip_video`` draws a motion file after the loader's joint mapping
-and forward kinematics. States are read from the env's backend (``backend.qpos``) at the drawn steps only.
+measured one (blue), the tracking task a translucent ghost of the reference pose and a label with the clip,
+its frame and time. Envs are tiled into one video or written one file each. ``record_clip_video`` draws a
+motion file after the loader's joint mapping and forward kinematics. Frames show the robot's visual meshes
+and the task's terrain (``trainrt.viz.visual``). States are read from the env's backend (``backend.qpos``)
+at the drawn steps only.
 """
 
 from __future__ import annotations
@@ -27,10 +29,10 @@ from trainrt.viz.scene import (
     VELOCITY_RGBA,
     FollowCamera,
     GeomBatch,
-    ScenePoser,
     arrow_geoms,
 )
 from trainrt.viz.video import VideoWriter
+from trainrt.viz.visual import poser_for
 
 DEFAULT_VIDEO_FPS = 25.0
 
@@ -108,7 +110,7 @@ class EnvFrames:
         for i in options.env_ids:
             if not 0 <= i < env.num_envs:
                 raise ValueError(f"env id {i} is out of range: the env has {env.num_envs} envs")
-        self.poser = ScenePoser(env.backend.mj_model)
+        self.poser = poser_for(env.backend.mj_model)
         self.renderer = make_renderer(
             self.poser, options.width, options.height, options.camera, options.renderer
         )
@@ -140,7 +142,7 @@ class EnvFrames:
         host = {k: v.detach().double().cpu().numpy() for k, v in reads.items()}
         images = []
         for row, env_id in enumerate(self.options.env_ids):
-            qpos = host["qpos"][row]
+            qpos = self.poser.render_qpos(host["qpos"][row])
             root = self.poser.root_position(qpos)
             extra = GeomBatch.empty()
             ghost = None
@@ -164,11 +166,18 @@ class EnvFrames:
                     self.motion_term.clip.joint_names,
                     host["ref_joint_pos"][row],
                 )
+                frame, clip = int(host["frame"][row]), self.motion_term.clip
                 caption.append(
-                    f"reference frame {int(host['frame'][row])}/{self.motion_term.num_frames} (orange ghost)"
+                    f"{Path(self.motion_term.motion_file).name}  frame {frame}/{self.motion_term.num_frames}"
+                    f"  t {frame / clip.fps:.2f}s (ghost)"
                 )
             scene = self.poser.scene(
-                qpos, camera=self.options.camera, ghost_qpos=ghost, extra=extra, caption=caption
+                qpos,
+                camera=self.options.camera,
+                ghost_qpos=ghost,
+                extra=extra,
+                caption=caption,
+                render_space=True,
             )
             images.append(draw_caption(self.renderer.render(scene), scene.caption))
         return images
@@ -258,6 +267,7 @@ def record_clip_video(
     frames at the video rate is drawn at its own rate instead (the tracking task takes it at its control rate).
     """
     from trainrt.motion import load_motion, read_motion_arrays
+    from trainrt.motion.loader import motion_fps
     from trainrt.robots import G1
 
     started = time.perf_counter()
@@ -266,7 +276,8 @@ def record_clip_video(
     fps = _clip_video_rate(arrays, options.fps)
     clip = load_motion(arrays, model, target_fps=fps, dtype=torch.float64)
     num_frames = min(clip.num_frames, _frame_count(options.seconds, fps))
-    poser = ScenePoser(model)
+    poser = poser_for(model)
+    source_fps, source_frames = motion_fps(arrays), len(arrays["joint_pos"])
     renderer = make_renderer(poser, options.width, options.height, options.camera, options.renderer)
     root_pos, root_quat = clip.root_pos_w.numpy(), clip.root_quat_w.numpy()
     joint_pos = clip.joint_pos.numpy()
@@ -276,10 +287,12 @@ def record_clip_video(
                 qpos = poser.qpos_from_pose(
                     root_pos[frame], root_quat[frame], clip.joint_names, joint_pos[frame]
                 )
+                t = frame / clip.fps
                 caption = [
-                    f"{Path(clip_path).name}  frame {frame}/{clip.num_frames}  t {frame / clip.fps:5.2f}s"
+                    f"{Path(clip_path).name}  clip frame {min(round(t * source_fps), source_frames - 1)}"
+                    f"/{source_frames}  t {t:5.2f}s"
                 ]
-                scene = poser.scene(qpos, camera=options.camera, caption=caption)
+                scene = poser.scene(qpos, camera=options.camera, caption=caption, render_space=True)
                 writer.append(draw_caption(renderer.render(scene), scene.caption))
     finally:
         renderer.close()

@@ -64,8 +64,9 @@ def _gl_context(backend: str, width: int, height: int) -> Any:
 class MujocoGlRenderer:
     """MuJoCo's own OpenGL renderer on an offscreen EGL or OSMesa context.
 
-    The scene is filled with our posed geoms (``mjv_initGeom``), so it shows exactly what the software
-    renderer shows, with MuJoCo's lighting, and translucency for the ghost.
+    MuJoCo draws the posed render model itself (visual meshes, the floor's checker material, terrain); the
+    ghost is the robot's geoms at the reference pose (``mjv_addGeoms``) recoloured translucent, and the
+    decorations are added with ``mjv_initGeom``: the same frame the software renderer draws.
     """
 
     @cold_path
@@ -85,7 +86,7 @@ class MujocoGlRenderer:
         mujoco.mjr_setBuffer(int(mujoco.mjtFramebuffer.mjFB_OFFSCREEN), self._mjr)
         self._scene = mujoco.MjvScene(model, maxgeom=_MAX_SCENE_GEOMS)
         self._option = mujoco.MjvOption()
-        self._option.geomgroup[:] = 0  # the model's own geoms are not drawn: ours are
+        self._option.geomgroup[:] = poser.geomgroup  # the render model's drawn groups
         self._perturb = mujoco.MjvPerturb()
         self._cam = mujoco.MjvCamera()
         self._cam.type = int(mujoco.mjtCamera.mjCAMERA_FREE)
@@ -97,8 +98,8 @@ class MujocoGlRenderer:
     def _add_sun(self) -> None:
         """A directional light from above (the model has none; the head light alone leaves the floor dark)."""
         scene = self._scene
-        if scene.nlight >= len(scene.lights):
-            return
+        if self._model.nlight or scene.nlight >= len(scene.lights):
+            return  # a render model brings its own sun
         light = scene.lights[scene.nlight]
         light.dir[:] = -_SUN_DIRECTION
         light.pos[:] = _SUN_DIRECTION * 10.0
@@ -135,17 +136,32 @@ class MujocoGlRenderer:
         cam, c = self._cam, self.camera
         cam.lookat[:] = scene.lookat
         cam.distance, cam.azimuth, cam.elevation = c.distance, c.azimuth, c.elevation
+        data = scene.model.data if scene.model is not None else self._data
         mujoco.mjv_updateScene(
-            self._model,
-            self._data,
-            self._option,
-            self._perturb,
-            cam,
-            int(mujoco.mjtCatBit.mjCAT_ALL),
-            self._scene,
+            self._model, data, self._option, self._perturb, cam, int(mujoco.mjtCatBit.mjCAT_ALL), self._scene
         )
-        self._scene.ngeom = 0
+        if scene.model is None:
+            self._scene.ngeom = 0
         self._add_sun()
+        if scene.ghost_model is not None:
+            first = self._scene.ngeom
+            mujoco.mjv_addGeoms(
+                self._model,
+                scene.ghost_model.data,
+                self._option,
+                self._perturb,
+                int(mujoco.mjtCatBit.mjCAT_DYNAMIC),
+                self._scene,
+            )
+            for i in range(first, self._scene.ngeom):
+                geom = self._scene.geoms[i]
+                rgba = scene.ghost_model.rgba[int(geom.objid)].astype(np.float32)
+                rgba[3] = 1.0 - (1.0 - rgba[3]) ** (
+                    1.0 / 3.0
+                )  # OpenGL blends every layer: back faces, overlaps
+                geom.rgba[:] = rgba
+                geom.matid = -1
+                geom.transparent = 1
         self._add(scene.solid)
         self._add(scene.ghost)
         mujoco.mjr_render(self._viewport, self._scene, self._mjr)
@@ -209,20 +225,36 @@ def make_renderer(
     return SoftwareRenderer(width, height, camera)
 
 
+def _caption_font(height: int, width: int) -> Any:
+    """Pillow's built-in font at a size that suits a ``height`` x ``width`` frame (its bitmap font if the
+    scalable one is not available)."""
+    from PIL import ImageFont
+
+    try:
+        return ImageFont.load_default(size=max(11, min(20, height // 22, width // 36)))
+    except TypeError:  # Pillow < 10.1
+        return ImageFont.load_default()
+
+
 @cold_path
 def draw_caption(image: np.ndarray, lines: list[str]) -> np.ndarray:
-    """``image`` (H, W, 3) with ``lines`` of text in its top-left corner (left as is below 120 rows)."""
+    """``image`` (H, W, 3) with ``lines`` of text on a dark translucent band in its top-left corner (left
+    as is below 120 rows)."""
     if not lines or image.shape[0] < _CAPTION_MIN_HEIGHT:
         return image
     from PIL import Image, ImageDraw
 
-    picture = Image.fromarray(image)
-    draw = ImageDraw.Draw(picture)
+    font = _caption_font(image.shape[0], image.shape[1])
+    picture = Image.fromarray(image).convert("RGBA")
+    band = Image.new("RGBA", picture.size, (0, 0, 0, 0))
+    draw = ImageDraw.Draw(band)
+    boxes = [draw.textbbox((0, 0), line, font=font) for line in lines]
+    step = max(b[3] for b in boxes) + 3
+    width = max(b[2] for b in boxes)
+    draw.rectangle((0, 0, width + 10, 6 + step * len(lines)), fill=(0, 0, 0, 140))
     for row, line in enumerate(lines):
-        xy = (6, 4 + 12 * row)
-        draw.text((xy[0] + 1, xy[1] + 1), line, fill=(0, 0, 0))
-        draw.text(xy, line, fill=(255, 255, 255))
-    return np.asarray(picture)
+        draw.text((5, 4 + step * row), line, fill=(255, 255, 255, 255), font=font)
+    return np.asarray(Image.alpha_composite(picture, band).convert("RGB"))
 
 
 @cold_path

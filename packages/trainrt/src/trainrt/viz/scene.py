@@ -1,8 +1,9 @@
-"""What a frame shows: primitive geoms posed by CPU MuJoCo, a follow camera, and the decorations we add.
+"""What a frame shows: the render model posed by CPU MuJoCo, a follow camera, and the decorations we add.
 
-Every renderer draws the same ``FrameScene``: the posed geoms of the model (robot and floor), an optional
-translucent ghost (the tracking reference), and extra primitives such as command arrows. Posing is CPU
-MuJoCo forward kinematics (``mj_kinematics``) on a private ``MjData``; the training state is never touched.
+Every renderer draws the same ``FrameScene``: the posed render model (robot and world: the robot's visual
+meshes, the terrain; see ``trainrt.viz.visual``), an optional translucent ghost (the tracking reference, a
+second pose of the robot) and extra primitives such as command arrows. Posing is CPU MuJoCo forward
+kinematics (``mj_kinematics``) on private ``MjData``; the training state is never touched.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ GEOM_CAPSULE = int(mujoco.mjtGeom.mjGEOM_CAPSULE)
 GEOM_ELLIPSOID = int(mujoco.mjtGeom.mjGEOM_ELLIPSOID)
 GEOM_CYLINDER = int(mujoco.mjtGeom.mjGEOM_CYLINDER)
 GEOM_BOX = int(mujoco.mjtGeom.mjGEOM_BOX)
-DRAWN_GEOM_TYPES: dict[int, str] = {
+GEOM_MESH = int(mujoco.mjtGeom.mjGEOM_MESH)
+GEOM_HFIELD = int(mujoco.mjtGeom.mjGEOM_HFIELD)
+PRIMITIVE_GEOM_TYPES: dict[int, str] = {
     GEOM_PLANE: "plane",
     GEOM_SPHERE: "sphere",
     GEOM_CAPSULE: "capsule",
@@ -30,14 +33,17 @@ DRAWN_GEOM_TYPES: dict[int, str] = {
     GEOM_CYLINDER: "cylinder",
     GEOM_BOX: "box",
 }
-"""Geom types every renderer draws (the headless G1 uses only these)."""
+"""Geom types of decorations (arrows) that every renderer draws itself."""
+DRAWN_GEOM_TYPES: dict[int, str] = {**PRIMITIVE_GEOM_TYPES, GEOM_MESH: "mesh", GEOM_HFIELD: "hfield"}
+"""Geom types of a model every renderer draws (MuJoCo's ray casts and its OpenGL renderer)."""
 
 ROBOT_RGBA = np.array([0.72, 0.74, 0.80, 1.0])
 FOOT_RGBA = np.array([0.35, 0.37, 0.42, 1.0])
-GHOST_RGBA = np.array([1.0, 0.55, 0.15, 0.40])
+GHOST_RGBA = np.array([1.0, 0.55, 0.15, 0.30])
 COMMAND_RGBA = np.array([0.15, 0.80, 0.25, 1.0])
 VELOCITY_RGBA = np.array([0.20, 0.45, 0.95, 1.0])
 ARROW_RADIUS = 0.02
+_GROUND_PROBES = ((1.3e-4, 0.7e-4), (-0.9e-4, 1.1e-4), (0.6e-4, -1.4e-4))
 
 
 @dataclass
@@ -112,15 +118,38 @@ class FollowCamera:
 
 
 @dataclass
-class FrameScene:
-    """One frame: solid geoms (robot, floor, arrows), an optional translucent ghost, the camera target.
+class ModelLayer:
+    """A posed model drawn whole: by MuJoCo's ray casts (software) or MuJoCo's scene (OpenGL).
 
     Attributes:
-        solid: opaque geoms.
-        ghost: translucent geoms drawn over the solid ones (their alpha is ``rgba[:, 3]``); may be empty.
+        model: the render model.
+        data: its ``MjData`` posed with ``mj_kinematics``.
+        geomgroup: geom groups drawn by MuJoCo's scene (6,) uint8.
+        ray_groups: geom groups rays are cast against (6,) uint8 (the same shapes, see ``trainrt.viz.visual``).
+        rgba: colour of every geom (ngeom, 4); alpha below 1 makes the layer translucent.
+        static: whether world-body geoms are drawn (the ghost layer draws the robot only).
+    """
+
+    model: mujoco.MjModel
+    data: mujoco.MjData
+    geomgroup: np.ndarray
+    ray_groups: np.ndarray
+    rgba: np.ndarray
+    static: bool = True
+
+
+@dataclass
+class FrameScene:
+    """One frame: the posed model, an optional translucent ghost of it, decorations, the camera target.
+
+    Attributes:
+        solid: opaque decoration primitives (arrows), ``PRIMITIVE_GEOM_TYPES``.
+        ghost: translucent decoration primitives (their alpha is ``rgba[:, 3]``); may be empty.
         lookat: the camera's look-at point (3,).
         shadow_xy: ground points (K, 2) under which a soft contact shadow is drawn (software renderer).
         caption: text lines drawn in the top-left corner (frames of at least 120 rows).
+        model: the robot and its world, or None.
+        ghost_model: the translucent reference pose of the robot, or None.
     """
 
     solid: GeomBatch
@@ -128,6 +157,8 @@ class FrameScene:
     lookat: np.ndarray
     shadow_xy: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
     caption: list[str] = field(default_factory=list)
+    model: ModelLayer | None = None
+    ghost_model: ModelLayer | None = None
 
 
 def _rotation_to(direction: np.ndarray) -> np.ndarray:
@@ -155,23 +186,45 @@ def arrow_geoms(start: np.ndarray, vector: np.ndarray, rgba: np.ndarray) -> Geom
 
 
 class ScenePoser:
-    """Poses the geoms of a MuJoCo model for given ``qpos`` rows with CPU MuJoCo (a private model copy).
-
-    Robot geoms (those not on the world body) get an opaque palette; the floor keeps its colour; geoms of
-    a type no renderer draws (meshes, height fields) fail here with ``NotImplementedError`` naming them.
+    """Poses a render model for given ``qpos`` rows with CPU MuJoCo (a private model copy).
 
     Args:
-        model: the model the states belong to (the env's ``backend.mj_model`` or ``simcore.load_model``).
+        model: the model drawn: a render model (``trainrt.viz.visual.render_model_for``) or the simulated one.
+        source: the model the states belong to when it is not ``model`` (their joints are matched by name,
+            ``JointMap``); None: states are ``model``'s.
+        geomgroup: geom groups drawn (6,); None draws every group.
+        ray_groups: geom groups the software renderer casts rays against (6,); None: ``geomgroup``.
+        palette: colour the robot with a uniform grey palette (primitive models); False keeps the model's
+            own colours and materials (visual meshes).
+
+    Geoms of a type no renderer draws (``DRAWN_GEOM_TYPES``) fail here with ``NotImplementedError``.
     """
 
     @cold_path
-    def __init__(self, model: mujoco.MjModel) -> None:
+    def __init__(
+        self,
+        model: mujoco.MjModel,
+        *,
+        source: mujoco.MjModel | None = None,
+        geomgroup: np.ndarray | None = None,
+        ray_groups: np.ndarray | None = None,
+        palette: bool = True,
+    ) -> None:
+        from trainrt.viz.visual import JointMap
+
         self.model = copy.deepcopy(model)
         self.data = mujoco.MjData(self.model)
+        self.ghost_data = mujoco.MjData(self.model)
+        self.joint_map = JointMap(source, self.model) if source is not None else None
+        groups = np.ones(6, dtype=np.uint8) if geomgroup is None else np.asarray(geomgroup, dtype=np.uint8)
+        self.geomgroup = groups
+        self.ray_groups = groups if ray_groups is None else np.asarray(ray_groups, dtype=np.uint8)
         m = self.model
+        either = groups | self.ray_groups
+        drawn = [g for g in range(m.ngeom) if 0 <= m.geom_group[g] < 6 and either[int(m.geom_group[g])]]
         unsupported = [
             f"{mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, g) or g} ({mujoco.mjtGeom(int(m.geom_type[g])).name})"
-            for g in range(m.ngeom)
+            for g in drawn
             if int(m.geom_type[g]) not in DRAWN_GEOM_TYPES
         ]
         if unsupported:
@@ -179,16 +232,25 @@ class ScenePoser:
                 f"the renderers draw {sorted(DRAWN_GEOM_TYPES.values())} geoms; this model also has "
                 f"{unsupported}"
             )
-        self.robot_geoms = np.array([g for g in range(m.ngeom) if int(m.geom_bodyid[g]) != 0], dtype=np.int64)
-        self.world_geoms = np.array([g for g in range(m.ngeom) if int(m.geom_bodyid[g]) == 0], dtype=np.int64)
+        self.robot_geoms = np.array([g for g in drawn if int(m.geom_bodyid[g]) != 0], dtype=np.int64)
+        self.world_geoms = np.array([g for g in drawn if int(m.geom_bodyid[g]) == 0], dtype=np.int64)
         rgba = m.geom_rgba.astype(np.float64).copy()
-        names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, g) or "" for g in range(m.ngeom)]
-        for g in self.robot_geoms:
-            rgba[g] = FOOT_RGBA if "foot" in names[g] or "ankle" in names[g] else ROBOT_RGBA
-        for g in self.world_geoms:
-            rgba[g, 3] = 1.0
+        default = np.array([0.5, 0.5, 0.5, 1.0])
+        for g in range(m.ngeom):
+            mat = int(m.geom_matid[g])
+            if mat >= 0 and np.allclose(rgba[g], default):
+                rgba[g] = m.mat_rgba[mat]
+        if palette:
+            names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, g) or "" for g in range(m.ngeom)]
+            for g in self.robot_geoms:
+                rgba[g] = FOOT_RGBA if "foot" in names[g] or "ankle" in names[g] else ROBOT_RGBA
+            m.geom_rgba[self.robot_geoms] = rgba[
+                self.robot_geoms
+            ]  # the GL renderer reads the model's colours
+        rgba[:, 3] = 1.0
         self.rgba = rgba
-        m.geom_rgba[:] = rgba  # the GL renderer reads the model's colours
+        ghost = np.broadcast_to(GHOST_RGBA, rgba.shape).copy()
+        self.ghost_rgba = ghost
         free = [j for j in range(m.njnt) if int(m.jnt_type[j]) == int(mujoco.mjtJoint.mjJNT_FREE)]
         self.root_qpos_address = int(m.jnt_qposadr[free[0]]) if free else None
         self.joint_qpos_address = {
@@ -196,6 +258,11 @@ class ScenePoser:
             for j in range(m.njnt)
             if int(m.jnt_type[j]) in (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
         }
+
+    def render_qpos(self, qpos: np.ndarray) -> np.ndarray:
+        """The render model's qpos (nq,) of a state ``qpos`` of the source model."""
+        qpos = np.asarray(qpos, dtype=np.float64)
+        return self.joint_map(qpos) if self.joint_map is not None else qpos
 
     @cold_path
     def qpos_from_pose(
@@ -205,7 +272,7 @@ class ScenePoser:
         joint_names: tuple[str, ...] | list[str],
         joint_pos: np.ndarray,
     ) -> np.ndarray:
-        """A full ``qpos`` (nq,): ``qpos0`` with the root pose (3,), (4,) wxyz and named joint angles (J,)."""
+        """A render-model ``qpos`` (nq,): ``qpos0`` with the root pose (3,), (4,) wxyz and named joints (J,)."""
         qpos = self.model.qpos0.astype(np.float64).copy()
         if self.root_qpos_address is not None:
             a = self.root_qpos_address
@@ -216,28 +283,38 @@ class ScenePoser:
         return qpos
 
     @cold_path
-    def pose(self, qpos: np.ndarray, geoms: np.ndarray, rgba: np.ndarray | None = None) -> GeomBatch:
-        """The ``geoms`` (G,) posed at ``qpos`` (nq,); colours ``rgba`` (4,) for all, or the palette."""
-        if len(geoms) == 0:
-            return GeomBatch.empty()
-        self.data.qpos[:] = qpos
-        mujoco.mj_kinematics(self.model, self.data)
-        m, d = self.model, self.data
-        colours = np.broadcast_to(rgba, (len(geoms), 4)).copy() if rgba is not None else self.rgba[geoms]
-        return GeomBatch(
-            m.geom_type[geoms].astype(np.int64),
-            m.geom_size[geoms].astype(np.float64),
-            d.geom_xpos[geoms].astype(np.float64).copy(),
-            d.geom_xmat[geoms].reshape(-1, 3, 3).astype(np.float64).copy(),
-            colours,
-        )
-
-    @cold_path
     def root_position(self, qpos: np.ndarray) -> np.ndarray:
-        """The root position (3,) of ``qpos`` (the origin when the model has no free joint)."""
+        """The root position (3,) of a render-model ``qpos`` (the origin when the model has no free joint)."""
         if self.root_qpos_address is None:
             return np.zeros(3)
         return np.asarray(qpos[self.root_qpos_address : self.root_qpos_address + 3], dtype=np.float64)
+
+    @cold_path
+    def ground_height(self, point: np.ndarray) -> float:
+        """Height of the world's geoms under ``point`` (3,): a ray cast down against the world's geom groups
+        (0 when they share a group with the robot, or nothing is hit), so the camera rises with the terrain."""
+        m = self.model
+        world = {int(m.geom_group[g]) for g in self.world_geoms if self.ray_groups[int(m.geom_group[g])]}
+        robot = {int(m.geom_group[g]) for g in self.robot_geoms}
+        if not world or world & robot or max(world) > 5:
+            return 0.0
+        groups = np.zeros(6, dtype=np.uint8)
+        groups[sorted(world)] = 1
+        geomid = np.zeros(1, dtype=np.int32)
+        hits = []
+        for dx, dy in _GROUND_PROBES:  # a ray through a mesh vertex or edge can slip between its triangles
+            start = np.array([point[0] + dx, point[1] + dy, point[2] + 2.0])
+            dist = mujoco.mj_ray(m, self.data, start, np.array([0.0, 0.0, -1.0]), groups, 1, -1, geomid)
+            if dist >= 0:
+                hits.append(float(start[2] - dist))
+        return max(hits) if hits else 0.0
+
+    @cold_path
+    def body_position(self, qpos: np.ndarray, body: str) -> np.ndarray:
+        """World position (3,) of ``body`` of the render model at a source-model state ``qpos``."""
+        self.data.qpos[:] = self.render_qpos(qpos)
+        mujoco.mj_kinematics(self.model, self.data)
+        return self.data.xpos[self.model.body(body).id].copy()
 
     @cold_path
     def scene(
@@ -248,16 +325,25 @@ class ScenePoser:
         ghost_qpos: np.ndarray | None = None,
         extra: GeomBatch | None = None,
         caption: list[str] | None = None,
+        render_space: bool = False,
     ) -> FrameScene:
-        """The frame of a robot at ``qpos`` (nq,), with an optional ghost at ``ghost_qpos`` and extra geoms."""
-        qpos = np.asarray(qpos, dtype=np.float64)
-        solid = self.pose(qpos, self.world_geoms).concat(self.pose(qpos, self.robot_geoms))
-        if extra is not None:
-            solid = solid.concat(extra)
+        """The frame of a robot at state ``qpos`` (the source model's (nq_source,); the render model's with
+        ``render_space``, as ``qpos_from_pose`` gives) with an optional ghost at the render-model
+        ``ghost_qpos`` and extra decoration geoms."""
+        qpos = np.asarray(qpos, dtype=np.float64) if render_space else self.render_qpos(qpos)
+        self.data.qpos[:] = qpos
+        mujoco.mj_kinematics(self.model, self.data)
+        layer = ModelLayer(self.model, self.data, self.geomgroup, self.ray_groups, self.rgba, True)
+        ghost_layer = None
+        if ghost_qpos is not None and len(self.robot_geoms):
+            self.ghost_data.qpos[:] = np.asarray(ghost_qpos, dtype=np.float64)
+            mujoco.mj_kinematics(self.model, self.ghost_data)
+            ghost_layer = ModelLayer(
+                self.model, self.ghost_data, self.geomgroup, self.ray_groups, self.ghost_rgba, False
+            )
         root = self.root_position(qpos)
-        shadows = [root[:2]]
-        ghost = GeomBatch.empty()
-        if ghost_qpos is not None:
-            ghost = self.pose(np.asarray(ghost_qpos, dtype=np.float64), self.robot_geoms, GHOST_RGBA)
-        lookat = np.array([root[0], root[1], camera.height])
-        return FrameScene(solid, ghost, lookat, np.array(shadows), list(caption or []))
+        lookat = np.array([root[0], root[1], self.ground_height(root) + camera.height])
+        solid = extra if extra is not None else GeomBatch.empty()
+        return FrameScene(
+            solid, GeomBatch.empty(), lookat, root[None, :2].copy(), list(caption or []), layer, ghost_layer
+        )

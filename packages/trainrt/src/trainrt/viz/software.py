@@ -1,16 +1,19 @@
-"""A NumPy ray caster for primitive geoms: the renderer that needs no GL library at all.
+"""A ray caster on the CPU: the renderer that needs no GL library at all.
 
-One ray per pixel from the camera; each geom is intersected in its own frame (all rays share the camera
-origin) over the screen rectangle its bounding sphere can cover. Shading is a head light plus a sky light,
-a checkered floor with distance fog, a soft contact shadow under the robot, and translucent ghost geoms
-blended over the solid ones. Modest resolutions (up to ~640x480) render at a few frames per second on a
-CPU core; it exists so that a CPU-only machine (and CI) can make real videos.
+One ray per pixel from the camera. The posed model (robot meshes, floor, terrain heightfields) is hit by
+MuJoCo's own ray casts (``mj_multiRay``, with surface normals); decoration primitives (arrows) are
+intersected here in NumPy, each in its own frame over the screen rectangle its bounding sphere can cover.
+Shading is a head light plus a sky light, the checkered floor of ``trainrt.viz.visual`` (the same squares and
+greys as the OpenGL renderers' floor material) with distance fog, a soft contact shadow under the robot, and
+the translucent ghost blended over the solid scene. Modest resolutions (up to ~640x480) render at a few
+frames per second on a CPU core; it exists so that a CPU-only machine (and CI) can make real videos.
 """
 
 from __future__ import annotations
 
 import math
 
+import mujoco
 import numpy as np
 
 from trainrt.hotpath import cold_path
@@ -24,14 +27,17 @@ from trainrt.viz.scene import (
     FollowCamera,
     FrameScene,
     GeomBatch,
+    ModelLayer,
 )
+from trainrt.viz.visual import FLOOR_CHECKER_M, FLOOR_MATERIAL, FLOOR_RGB1, FLOOR_RGB2
 
 _EPS = 1e-6
 _NEAR = 0.05
 _SKY_TOP = np.array([0.55, 0.68, 0.85])
 _SKY_HORIZON = np.array([0.86, 0.90, 0.95])
 _SUN = np.array([0.35, 0.25, 1.0]) / np.linalg.norm([0.35, 0.25, 1.0])
-_CHECKER_M = 0.5
+_CHECKER_M = FLOOR_CHECKER_M
+_RAY_CUTOFF_M = 200.0
 _FOG_START_M, _FOG_SPAN_M = 6.0, 18.0
 
 
@@ -228,6 +234,46 @@ class SoftwareRenderer:
         hit = cam_pos + np.where(np.isfinite(depth), depth, 0.0)[..., None] * rays
         return depth, normal, rgba, hit
 
+    def _cast_model(
+        self, layer: ModelLayer, rays: np.ndarray, cam_pos: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """MuJoCo's ray casts into a posed model: distance (H, W), normal (H, W, 3), rgba (H, W, 4), and
+        whether the hit is floor or terrain (H, W)."""
+        h, w = self.height, self.width
+        n = h * w
+        geomid = np.zeros(n, dtype=np.int32)
+        dist = np.zeros(n)
+        normal = np.zeros(3 * n)
+        flat = np.ascontiguousarray(rays.reshape(-1), dtype=np.float64)
+        mujoco.mj_multiRay(
+            layer.model, layer.data, cam_pos.astype(np.float64), flat, layer.ray_groups,
+            int(layer.static), -1, geomid, dist, normal, n, _RAY_CUTOFF_M,
+        )  # fmt: skip
+        hit = geomid >= 0
+        depth = np.where(hit, dist, np.inf).reshape(h, w)
+        normal = normal.reshape(h, w, 3)
+        facing = np.where((normal * rays).sum(axis=2, keepdims=True) > 0.0, -1.0, 1.0)
+        normal = normal * facing  # faces seen from behind (open meshes) are lit as seen from the front
+        ids = np.where(hit, geomid, 0)
+        rgba = np.where(hit[:, None], layer.rgba[ids], 0.0).reshape(h, w, 4)
+        m = layer.model
+        floor = self._floor_geoms(m)
+        on_floor = (hit & floor[ids]).reshape(h, w)
+        if on_floor.any():
+            point = cam_pos + np.where(np.isfinite(depth), depth, 0.0)[..., None] * rays
+            checker = (np.floor(point[..., 0] / _CHECKER_M) + np.floor(point[..., 1] / _CHECKER_M)) % 2
+            tiles = np.where(checker[..., None] > 0, np.array(FLOOR_RGB1), np.array(FLOOR_RGB2))
+            rgba[..., :3] = np.where(on_floor[..., None], tiles, rgba[..., :3])
+        return depth, normal, rgba, on_floor
+
+    @staticmethod
+    def _floor_geoms(model: mujoco.MjModel) -> np.ndarray:
+        """Per geom (ngeom,): whether it wears the floor material (floor and terrain of a render model)."""
+        material = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_MATERIAL, FLOOR_MATERIAL)
+        if material < 0:
+            return np.zeros(model.ngeom, dtype=bool)
+        return np.asarray(model.geom_matid == material)
+
     def _shade(self, normal: np.ndarray, rgba: np.ndarray, forward: np.ndarray) -> np.ndarray:
         """Lit colour (H, W, 3) from a head light and a sky light."""
         head = np.clip(-(normal @ forward), 0.0, 1.0)
@@ -242,11 +288,21 @@ class SoftwareRenderer:
         basis = np.stack([right, up, forward])
         rays = self._rays(forward, right, up)
         depth, normal, rgba, hit = self._cast(scene.solid, rays, cam_pos, basis)
+        on_floor = np.zeros(depth.shape, dtype=bool)
+        if scene.model is not None:
+            m_depth, m_normal, m_rgba, on_floor = self._cast_model(scene.model, rays, cam_pos)
+            closer = m_depth < depth
+            depth = np.where(closer, m_depth, depth)
+            normal = np.where(closer[..., None], m_normal, normal)
+            rgba = np.where(closer[..., None], m_rgba, rgba)
+            on_floor &= closer
+        else:
+            on_floor = (np.abs(hit[..., 2]) < 1e-3) & np.isfinite(depth)
+        hit = cam_pos + np.where(np.isfinite(depth), depth, 0.0)[..., None] * rays
         sky_mix = np.clip(rays[..., 2:3] * 2.5, 0.0, 1.0)
         sky = _SKY_HORIZON * (1.0 - sky_mix) + _SKY_TOP * sky_mix
         colour = self._shade(normal, rgba, forward)
         if len(scene.shadow_xy):
-            on_floor = (np.abs(hit[..., 2]) < 1e-3) & np.isfinite(depth)
             darkness = np.zeros(depth.shape)
             for xy in scene.shadow_xy:
                 dist2 = (hit[..., 0] - xy[0]) ** 2 + (hit[..., 1] - xy[1]) ** 2
@@ -254,8 +310,13 @@ class SoftwareRenderer:
             colour = colour * (1.0 - np.where(on_floor, darkness, 0.0))[..., None]
         fog = np.clip((depth - _FOG_START_M) / _FOG_SPAN_M, 0.0, 1.0)[..., None]
         image = np.where(np.isfinite(depth)[..., None], colour * (1.0 - fog) + sky * fog, sky)
-        if len(scene.ghost):
-            g_depth, g_normal, g_rgba, _ = self._cast(scene.ghost, rays, cam_pos, basis)
+        for ghost in (scene.ghost_model, scene.ghost if len(scene.ghost) else None):
+            if ghost is None:
+                continue
+            if isinstance(ghost, GeomBatch):
+                g_depth, g_normal, g_rgba, _ = self._cast(ghost, rays, cam_pos, basis)
+            else:
+                g_depth, g_normal, g_rgba, _ = self._cast_model(ghost, rays, cam_pos)
             g_colour = self._shade(g_normal, g_rgba, forward)
             alpha = np.where(g_depth < depth, g_rgba[..., 3], 0.0)[..., None]
             image = image * (1.0 - alpha) + g_colour * alpha

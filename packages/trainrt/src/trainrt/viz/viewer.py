@@ -1,5 +1,8 @@
 """``trainrt play --viewer``: MuJoCo's interactive viewer showing env 0 driven by the policy.
 
+The viewer shows the render model (``trainrt.viz.visual``: the robot's visual meshes and the task's terrain)
+posed from the simulated state; the tracking task adds its reference pose as a translucent ghost.
+
 Walking task keys: arrow up/down change the forward speed, left/right the yaw rate, page up/down the
 lateral speed, space stops (the command then stays what the keys set, instead of the task's resampling).
 """
@@ -10,6 +13,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -63,12 +67,22 @@ def view_run(
     import mujoco.viewer
 
     from trainrt.viz.record import load_run_policy
+    from trainrt.viz.visual import poser_for
 
     env, agent, facts = load_run_policy(
         run_dir, num_envs=1, sim=sim, checkpoint=checkpoint, motion_file=motion_file
     )
-    model = env.backend.mj_model
+    poser = poser_for(env.backend.mj_model)
+    model = poser.model
     data = mujoco.MjData(model)
+    motion = next(
+        (
+            env.command_manager.get_term(n)
+            for n in (env.cfg.commands or {})
+            if hasattr(env.command_manager.get_term(n), "clip")
+        ),
+        None,
+    )
     velocity = next(
         (
             env.command_manager.get_term(n)
@@ -85,6 +99,7 @@ def view_run(
     with mujoco.viewer.launch_passive(
         model, data, key_callback=keys if velocity is not None else None
     ) as view:
+        view.opt.geomgroup[:] = poser.geomgroup
         while view.is_running():
             started = time.perf_counter()
             obs = env.step(agent.act(obs, deterministic=True)).obs
@@ -93,7 +108,42 @@ def view_run(
                 velocity.is_heading_env[0] = False
                 velocity.is_standing_env[0] = False
             with view.lock():
-                data.qpos[:] = env.backend.qpos[0].double().cpu().numpy()
+                data.qpos[:] = poser.render_qpos(env.backend.qpos[0].double().cpu().numpy())
                 mujoco.mj_forward(model, data)
+                if motion is not None:
+                    _draw_ghost(view, poser, motion)
             view.sync()
             time.sleep(max(0.0, env.step_dt - (time.perf_counter() - started)))
+
+
+@cold_path
+def _draw_ghost(view: Any, poser: Any, motion: Any) -> None:
+    """Put env 0's reference pose (``motion``: the tracking command) into the viewer's user scene as the
+    translucent ghost."""
+    import mujoco
+
+    frame = int(motion.frame[0])
+    clip = motion.clip
+    qpos = poser.qpos_from_pose(
+        clip.root_pos_w[frame].double().cpu().numpy(),
+        clip.root_quat_w[frame].double().cpu().numpy(),
+        clip.joint_names,
+        clip.joint_pos[frame].double().cpu().numpy(),
+    )
+    poser.ghost_data.qpos[:] = qpos
+    mujoco.mj_kinematics(poser.model, poser.ghost_data)
+    scene = view.user_scn
+    scene.ngeom = 0
+    mujoco.mjv_addGeoms(
+        poser.model,
+        poser.ghost_data,
+        view.opt,
+        mujoco.MjvPerturb(),
+        int(mujoco.mjtCatBit.mjCAT_DYNAMIC),
+        scene,
+    )
+    for i in range(scene.ngeom):
+        geom = scene.geoms[i]
+        geom.rgba[:] = poser.ghost_rgba[int(geom.objid)].astype(np.float32)
+        geom.matid = -1
+        geom.transparent = 1
