@@ -4,6 +4,8 @@ PYTHON ?= python3
 # uv comes from PyPI through pip when it is not already on PATH.
 UV := $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
 PYTEST_ARGS ?=
+# Test processes (pytest-xdist); each uses one torch thread, so one per core.
+TEST_WORKERS ?= 2
 
 .PHONY: setup uv assets test test-fast test-gpu check format train demo bench clean
 
@@ -15,11 +17,11 @@ setup: uv
 	@$(UV) run --frozen python -m trainrt.robots fetch
 
 test: setup
-	$(UV) run --frozen pytest $(PYTEST_ARGS)
+	$(UV) run --frozen pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # The quick loop: every test file's cheap tests, leaving out those marked slow (end-to-end runs, compiles).
 test-fast: setup
-	$(UV) run --frozen pytest -m "not slow" $(PYTEST_ARGS)
+	$(UV) run --frozen pytest -n $(TEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
 
 test-gpu: setup
 	$(UV) run --frozen pytest -m gpu $(PYTEST_ARGS)
