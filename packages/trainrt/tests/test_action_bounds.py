@@ -19,7 +19,7 @@ from trainrt.managers import ActionTermCfg, JointPositionAction
 from trainrt.motion import load_motion
 from trainrt.robots import G1
 from trainrt.tasks import make_task_cfg
-from trainrt.tasks.tracking.mdp import resolve_motion_file
+from trainrt.tasks.tracking.command import resolve_motion_file
 
 NUM_ENVS = 2
 

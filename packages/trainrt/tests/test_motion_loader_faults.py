@@ -19,7 +19,7 @@ from trainrt.motion import (
     load_motion,
     read_motion_arrays,
 )
-from trainrt.motion.loader import JOINT_LIMIT_TOLERANCE_RAD
+from trainrt.motion.checks import JOINT_LIMIT_TOLERANCE_RAD
 from trainrt.viz.motion_info import format_motion_info, motion_info
 
 

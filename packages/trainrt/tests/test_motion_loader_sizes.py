@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from g1_assets import g1_clip_or_skip
 
-import trainrt.motion.loader as loader
+import trainrt.motion.files as files
 import trainrt.runner.build as build
 from trainrt.motion import read_motion_arrays
-from trainrt.motion.loader import MAX_MOTION_ARRAY_BYTES, npz_array_bytes
+from trainrt.motion.files import MAX_MOTION_ARRAY_BYTES, npz_array_bytes
 
 
 def _write_lying_npz(path, shape=(10**8, 36)) -> None:
@@ -55,7 +55,7 @@ def test_a_small_file_that_decompresses_past_the_bound_is_refused(tmp_path, monk
     path = tmp_path / "zeros.npz"
     np.savez_compressed(path, fps=np.array(50.0), joint_pos=np.zeros((2**16, 36)))  # 18 MiB of zeros
     assert path.stat().st_size < 2**16
-    monkeypatch.setattr(loader, "MAX_MOTION_ARRAY_BYTES", 2**20)
+    monkeypatch.setattr(files, "MAX_MOTION_ARRAY_BYTES", 2**20)
     with pytest.raises(ValueError, match=r"holds 18 MiB of arrays once decompressed .*more than the 1 MiB"):
         read_motion_arrays(path)
 

@@ -17,6 +17,7 @@ from trainrt.tasks.g1_motion_tracking.env_cfg import (
     g1_motion_tracking_env_cfg,
 )
 from trainrt.tasks.tracking import mdp as tracking
+from trainrt.tasks.tracking.command import resolve_motion_file
 
 NUM_ENVS = 4
 EXP_REWARDS = (
@@ -212,8 +213,8 @@ def test_unknown_motion_file_names_the_available_clips():
     with pytest.raises(
         FileNotFoundError, match=r"motion file 'no_such_clip.npz' not found \(G1 asset clips: \["
     ):
-        tracking.resolve_motion_file("no_such_clip.npz")
-    assert tracking.resolve_motion_file(None).name == DEFAULT_MOTION_FILE
+        resolve_motion_file("no_such_clip.npz")
+    assert resolve_motion_file(None).name == DEFAULT_MOTION_FILE
 
 
 def test_the_clip_refuses_a_step_other_than_its_frame_time(env):

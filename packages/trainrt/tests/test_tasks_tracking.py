@@ -20,21 +20,27 @@ from trainrt.envs import ManagerBasedRlEnv
 from trainrt.motion import load_motion
 from trainrt.robots import G1, ROBOTS, RobotDescription
 from trainrt.tasks import make_task_cfg
+from trainrt.tasks.tracking.command import resolve_motion_file, robots_driving
 from trainrt.tasks.tracking.env_cfg import motion_tracking_env_cfg
-from trainrt.tasks.tracking.mdp import resolve_motion_file, robots_driving
 
 STORED = Path(__file__).with_name("g1_motion_tracking_env_cfg.json")
 """``describe(g1_motion_tracking_env_cfg())`` as the task factory built it before the tracking task took a robot
 (written once from that code; terms by qualname, effective params, a summary of the model)."""
-MOVED = ("trainrt.tasks.g1_motion_tracking.mdp:", "trainrt.tasks.tracking.mdp:")
-"""The one change: the tracking terms moved, unchanged, from the G1 task's folder to ``tasks/tracking``."""
+MOVED = (
+    ("trainrt.tasks.g1_motion_tracking.mdp:MotionCommand", "trainrt.tasks.tracking.command:MotionCommand"),
+    ("trainrt.tasks.g1_motion_tracking.mdp:", "trainrt.tasks.tracking.mdp:"),
+)
+"""The only changes, applied in order: the tracking terms moved, unchanged, from the G1 task's folder to
+``tasks/tracking``, and the motion command from there to its own module, ``tasks/tracking/command.py``."""
 
 
 def test_the_g1_registration_builds_the_tracking_config_of_before():
     require_g1_assets()
     stored = STORED.read_text()
-    assert MOVED[0] in stored
-    expected = json.loads(stored.replace(*MOVED))
+    for old, new in MOVED:
+        assert old in stored
+        stored = stored.replace(old, new)
+    expected = json.loads(stored)
     actual = json.loads(json.dumps(describe(make_task_cfg("g1_motion_tracking"))))
     differing = [key for key in expected.keys() | actual.keys() if expected.get(key) != actual.get(key)]
     assert not differing, f"g1_motion_tracking's config changed in {sorted(differing)}"

@@ -47,6 +47,7 @@ HOT_ENTRY_POINTS: Mapping[str, str | frozenset[str]] = {
     "mdp/rewards.py": EVERY_FUNCTION,
     "mdp/term_bases.py": EVERY_FUNCTION,
     "mdp/terminations.py": EVERY_FUNCTION,
+    "tasks/tracking/command.py": EVERY_FUNCTION,
     "tasks/tracking/mdp.py": EVERY_FUNCTION,
     # the collector and the learner update
     "runner/collector.py": frozenset(

@@ -27,7 +27,7 @@ app.add_typer(motion_app, name="motion")
 def _clip_path(clip: Path) -> Path:
     """CLIP as a file: a path, or the name of a G1 asset clip (as ``task.motion_file`` takes it)."""
     from trainrt.robots import G1
-    from trainrt.tasks.tracking.mdp import resolve_motion_file
+    from trainrt.tasks.tracking.command import resolve_motion_file
 
     return resolve_motion_file(clip, (G1,))
 

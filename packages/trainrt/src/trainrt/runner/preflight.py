@@ -18,7 +18,7 @@
     ``sim.nconmax``/``sim.njmax``; CPU MuJoCo's ``MjData``) and the env's own tensors, observations and the
     actor's acting pass (``ENV_BYTES_PER_OBS_UNIT``).
 ``motion clips``
-    the tracked clips on the device (read off the probe, which loads them; ``trainrt.motion.loader`` refuses a
+    the tracked clips on the device (read off the probe, which loads them; ``trainrt.motion.files`` refuses a
     file whose arrays would not fit before decompressing it).
 ``runtime``
     on CUDA, what a run holds whatever its sizes (``CUDA_RUNTIME_BYTES``).

@@ -78,13 +78,13 @@ def check_term_overrides(task: str, section: str, overrides: Mapping[str, Any]) 
 @cold_path
 def check_motion_file(task: str, motion_file: str) -> str:
     """``motion_file`` as the config keeps it: an existing path made absolute, or the name of an asset clip of
-    the task's robot (``tracking.mdp.resolve_motion_file``).
+    the task's robot (``tracking.command.resolve_motion_file``).
 
     ValueError for a task without a motion command, or a file that is neither (the message lists the clips).
     """
     env_cfg = task_spec(task).env_cfg_factory()()
     set_motion_file(env_cfg, task, motion_file)  # refuses tasks that track no clip
-    from trainrt.tasks.tracking.mdp import resolve_motion_file, robots_driving
+    from trainrt.tasks.tracking.command import resolve_motion_file, robots_driving
 
     try:
         if not Path(motion_file).is_file():

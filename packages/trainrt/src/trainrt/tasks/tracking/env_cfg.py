@@ -33,6 +33,7 @@ from trainrt.motion.scenes import clip_scene, needs_scene
 from trainrt.robots import RobotDescription
 from trainrt.tasks.robot_terms import foot_friction_event, joint_position_actions
 from trainrt.tasks.tracking import mdp as tracking
+from trainrt.tasks.tracking.command import MotionCommand, resolve_motion_file
 from trainrt.terrain.cfg import TerrainMeshCfg
 
 MOTION = "motion"
@@ -62,7 +63,7 @@ def clip_terrain_meshes(
     FileNotFoundError naming a clip or mesh file that does not exist."""
     if not needs_scene(motion_file):
         return ()
-    return clip_scene(tracking.resolve_motion_file(motion_file, robots))
+    return clip_scene(resolve_motion_file(motion_file, robots))
 
 
 @cold_path
@@ -168,7 +169,7 @@ def motion_tracking_env_cfg(
     scene.terrain_meshes = clip_terrain_meshes(motion_file, (robot,))
     commands = {
         MOTION: CommandTermCfg(
-            tracking.MotionCommand,
+            MotionCommand,
             params={
                 "motion_file": None if motion_file is None else str(motion_file),
                 "anchor_body": anchor_body,
