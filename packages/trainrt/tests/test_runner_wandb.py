@@ -19,12 +19,14 @@ class FakeRun:
         self.init = init
         self.logged: list[tuple[dict, int]] = []
         self.finished = 0
+        self.exit_codes: list[int] = []
 
     def log(self, data, step):
         self.logged.append((dict(data), step))
 
-    def finish(self):
+    def finish(self, exit_code=None):
         self.finished += 1
+        self.exit_codes.append(exit_code)
 
 
 @pytest.fixture
@@ -64,7 +66,7 @@ def test_wandb_gets_the_config_and_the_same_scalars_as_tensorboard(tmp_path, fak
     stored = load_resolved_config(run_dir)
     assert stored.training.wandb.enabled and stored.training.wandb.project == "walkers"
     assert run.init["config"] == stored.model_dump(mode="json")
-    assert run.finished == 1
+    assert run.finished == 1 and run.exit_codes == [0]
 
     accumulator = event_accumulator.EventAccumulator(str(run_dir / "tensorboard"))
     accumulator.Reload()
@@ -99,3 +101,17 @@ def test_wandb_is_off_by_default(tmp_path, monkeypatch):
     cfg = tiny_config(tmp_path / "run")
     assert cfg.training.wandb.enabled is False
     OffPolicyRunner(cfg)  # no wandb needed
+
+
+def test_a_run_that_fails_ends_its_wandb_run_with_exit_code_1(tmp_path, fake_wandb, monkeypatch):
+    def fail(self):
+        raise RuntimeError("the learner broke")
+
+    monkeypatch.setattr(OffPolicyRunner, "_train", fail)
+    runner = OffPolicyRunner(
+        tiny_config(tmp_path / "run", "sac", "g1_walk_flat", "training.wandb.enabled=true")
+    )
+    with pytest.raises(RuntimeError, match="the learner broke"):
+        runner.run()
+    (run,) = fake_wandb.runs
+    assert run.exit_codes == [1]  # W&B shows the run as failed, not finished

@@ -249,12 +249,14 @@ class OffPolicyRunner:
     def run(self) -> RunSummary:
         """Set up, warm up, train, finish; always leaves a validated ``run_summary.json`` behind."""
         self.signals.install()
+        completed = False
         try:
             try:
                 self._set_up()
                 self._warm_up()
                 self._train()
                 self._finish()
+                completed = True
             except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM or SIGHUP: save what completed, then stop
                 stop = self.signals.first_stop(exc)
                 error = self.checkpoints.save_on_interrupt(
@@ -275,7 +277,7 @@ class OffPolicyRunner:
                     raise
                 raise raised from exc
             finally:
-                self.run_log.close()
+                self.run_log.close(failed=not completed)
             summary = self.summary_writer.write("completed", None)
         finally:
             self.signals.restore()

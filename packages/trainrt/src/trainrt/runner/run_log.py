@@ -142,12 +142,13 @@ class RunLog:
         self.progress.close()
 
     @cold_path
-    def close(self) -> None:
-        """Take the progress line off and close the scalar sinks (idempotent)."""
+    def close(self, failed: bool = False) -> None:
+        """Take the progress line off and close the scalar sinks (idempotent); ``failed``: the run did not
+        complete (an error or a stop), which a sink may record."""
         self.progress.close()
         sinks, self.sinks = self.sinks, []
         for sink in sinks:
-            sink.close()
+            sink.close(failed)
 
     def _progress(self, iteration: int) -> Progress:
         """Where the run stands after ``iteration`` (its end counted in the smoothed rate)."""

@@ -35,7 +35,7 @@ class TensorBoardSink:
         for tag, value in scalars.items():
             self.writer.add_scalar(tag, value, step)
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
         self.writer.close()
 
 
@@ -65,8 +65,10 @@ class WandbSink:
     def add_scalars(self, scalars: Mapping[str, float], step: int) -> None:
         self.run.log(dict(scalars), step=step)
 
-    def close(self) -> None:
-        self.run.finish()
+    def close(self, failed: bool = False) -> None:
+        """End the W&B run; one that failed or was stopped ends with exit code 1, so W&B does not show it as
+        finished."""
+        self.run.finish(exit_code=1 if failed else 0)
 
 
 @cold_path
