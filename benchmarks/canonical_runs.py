@@ -19,7 +19,7 @@ NAME:KEY=VALUE[,KEY=VALUE...]`` (repeatable): set NAME runs the presets with tho
 ``trainrt train`` takes them, interleaved with the other sets; the runs' ``config.json`` records them, e.g.
 
     python benchmarks/canonical_runs.py --algos sac --sets preset \
-        --override-set unpadded:algo.params.gemm_alignment=1
+        --override-set programs_64:algo.params.norm_backward_programs=64
 
 ``--learner-variant NAME`` (repeatable) makes a set of one of ``learner_variants.py``'s variants (no bf16 weight
 copies, inductor options for the update's parts, ...): its learner config overrides

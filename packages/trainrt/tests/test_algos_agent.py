@@ -540,3 +540,30 @@ def test_a_config_naming_an_unknown_part_is_refused_with_the_names_there_are():
             NUM_ACTIONS,
             "cpu",
         )
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_the_kernel_settings_of_the_config_reach_every_copy_of_the_networks(algo):
+    """``gemm_alignment`` (and SAC's ``fused_norm_kernel`` and ``norm_backward_programs``) are the networks' own
+    settings, in the live, target and acting copies; the defaults are the library's."""
+    from trainrt.algos import fused_norm, networks
+
+    def settings(agent) -> set[tuple]:
+        found = set()
+        for net in (agent.actor, agent.critic, agent.critic_target, agent.acting_actor):
+            for layer in net.modules():
+                if hasattr(layer, "gemm_alignment"):
+                    found.add(("gemm_alignment", layer.gemm_alignment))
+                if isinstance(layer, networks.StackedLayerNormMlp):
+                    found |= {("fused", layer.fused_norm_kernel), ("programs", layer.norm_backward_programs)}
+        return found
+
+    sac_only = {"fused_norm_kernel": False, "norm_backward_programs": 64} if algo == "sac" else {}
+    changed = make_agent(algo, SMALL[algo](gemm_alignment=1, **sac_only), OBS_DIMS, NUM_ACTIONS, "cpu")
+    default = make_agent(algo, SMALL[algo](), OBS_DIMS, NUM_ACTIONS, "cpu")
+    if algo == "sac":
+        assert settings(changed) == {("gemm_alignment", 1), ("fused", False), ("programs", 64)}
+        programs = fused_norm._TARGET_PROGRAMS
+        assert settings(default) == {("gemm_alignment", 8), ("fused", True), ("programs", programs)}
+    else:
+        assert settings(changed) == {("gemm_alignment", 1)} and settings(default) == {("gemm_alignment", 8)}

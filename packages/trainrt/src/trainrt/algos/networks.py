@@ -164,6 +164,7 @@ class StackedLayerNormMlp(nn.Module):
         super().__init__()
         self.members = members
         self.fused_norm_kernel = FUSED_NORM_KERNEL
+        self.norm_backward_programs: int | None = None  # the kernel's default (`fused_norm._TARGET_PROGRAMS`)
         self.linears = nn.ModuleList()
         self.norms = nn.ModuleList()
         width = in_dim
@@ -179,7 +180,12 @@ class StackedLayerNormMlp(nn.Module):
         for linear, norm in zip(self.linears, self.norms):
             if fused:
                 x = fused_norm.layer_norm_silu(
-                    linear.product(x), linear.bias, norm.weight, norm.bias, norm.eps
+                    linear.product(x),
+                    linear.bias,
+                    norm.weight,
+                    norm.bias,
+                    norm.eps,
+                    self.norm_backward_programs,
                 )
             else:
                 x = F.silu(norm(linear(x)))

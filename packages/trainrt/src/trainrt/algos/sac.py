@@ -20,7 +20,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from trainrt.algos import sac_math, update_math
+from trainrt.algos import fused_norm, sac_math, update_math
 from trainrt.algos.agent import Agent, CheckedLearnerConfig, frozen
 from trainrt.algos.distributional import expected_value
 from trainrt.algos.execution import Part, UpdateParts, check_part_names
@@ -105,6 +105,11 @@ class SacConfig(CheckedLearnerConfig):
     fused_norm_kernel: bool = Field(
         FUSED_NORM_KERNEL,
         description="hidden layers end in the fused LayerNorm + SiLU Triton kernel on CUDA (docs/perf/tuning/0023)",
+    )
+    norm_backward_programs: int = Field(
+        fused_norm._TARGET_PROGRAMS,
+        ge=1,
+        description="about how many programs the fused kernel's backward spreads the rows over (docs/perf/tuning/0023)",
     )
     uncompiled_parts: tuple[str, ...] = ()
     horizontal_fusion_parts: tuple[str, ...] = ()
@@ -196,6 +201,7 @@ class SacAgent(Agent):
         for net in (actor, critic):
             set_gemm_alignment(net, cfg.gemm_alignment)
             net.net.fused_norm_kernel = cfg.fused_norm_kernel
+            net.net.norm_backward_programs = cfg.norm_backward_programs
         self._init_learner(actor, critic, actor_dim, critic_dim)
         self.target_entropy = cfg.target_entropy_per_action * num_actions
         self._declare_losses(  # recorded by every update first, then by actor updates only
