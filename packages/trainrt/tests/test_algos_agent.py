@@ -514,13 +514,13 @@ def test_a_part_compiles_with_its_own_inductor_options():
 
     keep = ("_record_losses", "_advance_lr_schedule")
     others = tuple(name for name in _part_names(type(_agent_with_data("sac")[0].parts)) if name not in keep)
-    torch._dynamo.reset()
-    agent, buffer = _agent_with_data("sac", seed=0, uncompiled_parts=others)
-    assert agent._part_options("_critic_step") == {}
     fused, _ = _agent_with_data("sac", seed=0, horizontal_fusion_parts=("_critic_step",))
     assert fused._part_options("_critic_step") == HORIZONTAL_FUSION_OPTIONS
     assert fused._part_options("_actor_step") == {}
-    agent.cfg = agent.cfg.model_copy(update={"inductor_options": {"no_such_inductor_option": True}})
+    torch._dynamo.reset()
+    unknown = {"no_such_inductor_option": True}
+    agent, buffer = _agent_with_data("sac", seed=0, uncompiled_parts=others, inductor_options=unknown)
+    assert agent._part_options("_record_losses") == unknown
     agent._compile_parts()
     agent.update(buffer.sample(32, agent.update_rng))
     assert not agent.compile_enabled
