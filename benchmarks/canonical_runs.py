@@ -14,16 +14,17 @@ status is 1 when a run did not complete. With ``--physics`` the bare physics is 
 (``trainrt bench physics``) and every row reports its ratio to that physics-only rate. The number that
 counts is each run's ``tail_env_steps_per_sec`` from its ``run_summary.json``.
 
-A/B runs of a tuned constant that no config reaches (a kernel's launch geometry, say) take ``--constant-set
-NAME:MODULE.ATTR=VALUE[,MODULE.ATTR=VALUE...]`` (repeatable): set NAME runs the presets with those module
-attributes replaced in the training process before the CLI starts, interleaved with the other sets, e.g.
+A/B runs of a learner setting (a kernel or compiler variant, say) take ``--override-set
+NAME:KEY=VALUE[,KEY=VALUE...]`` (repeatable): set NAME runs the presets with those config overrides added, as
+``trainrt train`` takes them, interleaved with the other sets; the runs' ``config.json`` records them, e.g.
 
     python benchmarks/canonical_runs.py --algos sac --sets preset \
-        --constant-set programs_64:trainrt.algos.fused_norm._TARGET_PROGRAMS=64
+        --override-set programs_64:algo.params.norm_backward_programs=64
 
 ``--learner-variant NAME`` (repeatable) makes a set of one of ``learner_variants.py``'s variants (no bf16 weight
-copies, inductor options for single parts, ...): the training process runs the CLI inside that script's
-``applied(NAME)``, so the same change measured on the learner alone is measured end to end, e.g.
+copies, inductor options for the update's parts, ...): its learner config overrides
+(``learner_variants.config_overrides``) for each workload, so the same change measured on the learner alone is
+measured end to end, e.g.
 
     python benchmarks/canonical_runs.py --algos flashsac --sets preset \
         --learner-variant cast_unfused --learner-variant cast_weights
@@ -80,79 +81,49 @@ CANONICAL = [
 ]
 
 
-_WITH_CONSTANTS = """
-import importlib, json, runpy, sys
-for target, value in json.loads(sys.argv[1]).items():
-    module_name, _, attr = target.rpartition(".")
-    module = importlib.import_module(module_name)
-    if not hasattr(module, attr):
-        sys.exit(f"--constant-set: {module_name} has no attribute {attr!r}; name an existing module constant")
-    setattr(module, attr, value)
-    print(f"constant set: {target} = {value!r}", file=sys.stderr, flush=True)
-sys.argv = ["trainrt", *sys.argv[2:]]
-runpy.run_module("trainrt", run_name="__main__", alter_sys=True)
-"""
-"""Run as ``python -c``: set the module attributes given as JSON in argv[1], then run the ``trainrt`` CLI."""
-
-_WITH_VARIANT = """
-import runpy, sys
-sys.path.insert(0, sys.argv[1])
-import learner_variants
-with learner_variants.applied(sys.argv[2]):
-    print(f"learner variant: {sys.argv[2]} = {learner_variants.VARIANTS[sys.argv[2]]!r}", file=sys.stderr, flush=True)
-    sys.argv = ["trainrt", *sys.argv[3:]]
-    runpy.run_module("trainrt", run_name="__main__", alter_sys=True)
-"""
-"""Run as ``python -c``: import ``learner_variants`` from the folder in argv[1], then run the ``trainrt`` CLI
-inside ``applied(argv[2])``."""
-
-END_TO_END_CHANGES = frozenset(
-    {
-        "gemm_alignment",
-        "fused_norm_kernel",
-        "bf16_weight_copies",
-        "zeroed_grads",
-        "part_options",
-        "uncompiled_parts",
-        "uncompiled_steps",
-        "inductor",
-    }
-)
-"""The kinds of learner-variant change ``learner_variants.applied`` makes by itself, so a training run can
-carry them (``freeze_norm_affine`` and ``eager_sample`` act on a built agent or replay, in that script only)."""
-
-
 def end_to_end_variants() -> dict[str, dict]:
-    """``learner_variants.VARIANTS`` that a training run can carry (see ``END_TO_END_CHANGES``)."""
+    """``learner_variants.VARIANTS`` that a training run can carry: those made of learner settings alone (not
+    ``learner_variants.MEASUREMENTS``)."""
+    variants = _learner_variants()
+    return {
+        name: changes
+        for name, changes in variants.VARIANTS.items()
+        if not set(changes) & variants.MEASUREMENTS
+    }
+
+
+def variant_overrides(variant: str, algo: str) -> list[str]:
+    """The config overrides of learner variant ``variant`` for ``algo``."""
+    return _learner_variants().config_overrides(variant, algo)
+
+
+def _learner_variants():
+    """``benchmarks/learner_variants.py``, imported from this script's folder."""
     sys.path.insert(0, str(Path(__file__).parent))
     try:
         import learner_variants
     finally:
         sys.path.pop(0)
-    return {name: c for name, c in learner_variants.VARIANTS.items() if set(c) <= END_TO_END_CHANGES}
+    return learner_variants
 
 
-def parse_constant_set(text: str) -> tuple[str, dict[str, object]]:
-    """``NAME:MODULE.ATTR=VALUE[,...]`` -> (NAME, {"MODULE.ATTR": value}); values parse as JSON, else stay
-    strings."""
+def parse_override_set(text: str) -> tuple[str, list[str]]:
+    """``NAME:KEY=VALUE[,...]`` -> (NAME, ["KEY=VALUE", ...]): config overrides as ``trainrt train`` takes them."""
     name, sep, assignments = text.partition(":")
     valid = bool(name) and bool(sep) and name not in SETS
-    constants: dict[str, object] = {}
+    overrides: list[str] = []
     for item in assignments.split(",") if valid else []:
-        target, eq, raw = item.strip().partition("=")
-        if not eq or not raw or "." not in target.strip("."):
+        key, eq, raw = item.strip().partition("=")
+        if not eq or not raw or "." not in key.strip("."):
             valid = False
             break
-        try:
-            constants[target] = json.loads(raw)
-        except json.JSONDecodeError:
-            constants[target] = raw
-    if not valid or not constants:
+        overrides.append(f"{key.strip()}={raw}")
+    if not valid or not overrides:
         raise argparse.ArgumentTypeError(
-            f"{text!r}: expected NAME:MODULE.ATTR=VALUE[,MODULE.ATTR=VALUE...] with a NAME that is not one of the "
-            f"override sets {list(SETS)}, e.g. programs_64:trainrt.algos.fused_norm._TARGET_PROGRAMS=64"
+            f"{text!r}: expected NAME:KEY=VALUE[,KEY=VALUE...] (config overrides) with a NAME that is not one of "
+            f"the override sets {list(SETS)}, e.g. unpadded:algo.params.gemm_alignment=1"
         )
-    return name, constants
+    return name, overrides
 
 
 def parse_tree(text: str) -> tuple[str, Path]:
@@ -174,25 +145,9 @@ def tree_environment(root: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([*sources, *([rest] if rest else [])])}
 
 
-def train_command(
-    algo: str,
-    task: str,
-    run_dir: Path,
-    extra: list[str],
-    constants: dict[str, object] | None = None,
-    variant: str | None = None,
-) -> list[str]:
-    """The command line of one canonical run; with ``constants``, the CLI starts after setting them; with a
-    learner ``variant``, it runs inside ``learner_variants.applied(variant)``."""
-    if variant and constants:
-        raise ValueError("a run takes either constants or a learner variant, not both")
-    if variant:
-        start = ["-c", _WITH_VARIANT, str(Path(__file__).parent), variant]
-    elif constants:
-        start = ["-c", _WITH_CONSTANTS, json.dumps(constants)]
-    else:
-        start = ["-m", "trainrt"]
-    cmd = [sys.executable, *start, "train", "--algo", algo, "--task", task, "--sim", "mjwarp"]
+def train_command(algo: str, task: str, run_dir: Path, extra: list[str]) -> list[str]:
+    """The command line of one canonical run, with the overrides ``extra`` after the canonical ones."""
+    cmd = [sys.executable, "-m", "trainrt", "train", "--algo", algo, "--task", task, "--sim", "mjwarp"]
     return [*cmd, *CANONICAL, f"training.run_dir={run_dir}", *extra]
 
 
@@ -245,13 +200,12 @@ def run_one(
     task: str,
     run_dir: Path,
     extra: list[str],
-    constants: dict[str, object] | None = None,
     variant: str | None = None,
     tree: Path | None = None,
 ) -> dict:
     """Train one run through the CLI (from the checkout at ``tree`` when given); return the fields of its
-    summary we tabulate."""
-    cmd = train_command(algo, task, run_dir, extra, constants, variant)
+    summary we tabulate. ``variant`` names the learner variant whose overrides ``extra`` holds."""
+    cmd = train_command(algo, task, run_dir, extra)
     env = tree_environment(tree) if tree is not None else None
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
@@ -260,7 +214,6 @@ def run_one(
         "algo": algo,
         "task": task,
         "overrides": extra,
-        "constants": constants or {},
         "learner_variant": variant,
         "tree": str(tree) if tree is not None else None,
         "exit_code": proc.returncode,
@@ -302,19 +255,19 @@ def main() -> int:
     parser.add_argument("--eager-iterations", type=int, default=20)
     parser.add_argument("--physics", action="store_true", help="time the bare physics first")
     parser.add_argument(
-        "--constant-set",
+        "--override-set",
         action="append",
         default=[],
-        type=parse_constant_set,
-        metavar="NAME:MODULE.ATTR=VALUE[,...]",
-        help="a set that runs the presets with module constants replaced in the training process",
+        type=parse_override_set,
+        metavar="NAME:KEY=VALUE[,...]",
+        help="a set that runs the presets with these config overrides added",
     )
     parser.add_argument(
         "--learner-variant",
         action="append",
         default=[],
         metavar="NAME",
-        help="a set that runs the presets inside learner_variants.py's applied(NAME)",
+        help="a set that runs the presets with learner_variants.py's variant NAME (its config overrides)",
     )
     parser.add_argument(
         "--tree",
@@ -334,20 +287,20 @@ def main() -> int:
     unknown = sorted(set(names) - set(SETS))
     if unknown:
         parser.error(f"unknown override sets {unknown}; valid: {list(SETS)}")
-    constant_sets = dict(args.constant_set)
-    if len(constant_sets) != len(args.constant_set):
-        parser.error("two --constant-set options share a NAME; give each set its own")
+    override_sets = dict(args.override_set)
+    if len(override_sets) != len(args.override_set):
+        parser.error("two --override-set options share a NAME; give each set its own")
     variants = list(dict.fromkeys(args.learner_variant))
     if variants:
         carried = end_to_end_variants()
         bad = [v for v in variants if v not in carried]
         if bad:
             parser.error(f"--learner-variant {bad}: a training run can carry {sorted(carried)}")
-        clash = sorted((set(variants) & set(constant_sets)) | (set(variants) & set(SETS)))
+        clash = sorted((set(variants) & set(override_sets)) | (set(variants) & set(SETS)))
         if clash:
             parser.error(f"--learner-variant {clash}: already the name of another set")
     trees = dict(args.tree)
-    clash = sorted(set(trees) & (set(constant_sets) | set(variants)))
+    clash = sorted(set(trees) & (set(override_sets) | set(variants)))
     if len(trees) != len(args.tree) or clash:
         parser.error(
             f"--tree: each tree needs its own NAME, not shared with another set ({clash or 'repeated'})"
@@ -362,14 +315,19 @@ def main() -> int:
     physics = physics_rate(args.root) if args.physics else None
     rows = []
     for repeat in range(args.repeats):
-        for name in [*names, *constant_sets, *variants, *trees]:
+        for name in [*names, *override_sets, *variants, *trees]:
             iterations = args.eager_iterations if name == "eager" else args.iterations
             for algo, task in workloads:
-                overrides = SETS[name][algo] if name in SETS else []
+                variant = name if name in variants else None
+                if name in SETS:
+                    overrides = SETS[name][algo]
+                elif variant:
+                    overrides = variant_overrides(variant, algo)
+                else:
+                    overrides = override_sets.get(name, [])
                 extra = [*overrides, f"algo.max_iterations={iterations}", "training.overwrite=true"]
                 run_dir = args.root / f"{algo}_{task}_{name}_{repeat}"
-                variant = name if name in variants else None
-                row = run_one(algo, task, run_dir, extra, constant_sets.get(name), variant, trees.get(name))
+                row = run_one(algo, task, run_dir, extra, variant, trees.get(name))
                 row["set"] = name
                 row["physics_env_steps_per_sec"] = physics
                 if physics and row.get("tail_env_steps_per_sec"):

@@ -4,21 +4,21 @@
         [--rounds 2] [--profile] [--out result.json]
 
 Fills one replay buffer from the preset's own collector, then for each round and each variant in turn
-builds a fresh agent from the same seed under that variant, captures all updates of an iteration as one
+builds a fresh agent from the same seed under that variant's config, captures all updates of an iteration as one
 compiled graph and times it as `trainrt bench learner` does (``fused`` mode). Variants:
 
 - ``padded``: the runtime as shipped (the twin critics' GEMM widths padded to a multiple of 8, docs/perf/tuning/0013;
   SAC's hidden layers ending in the fused LayerNorm + SiLU kernel, docs/perf/tuning/0023);
 - ``compiled_norm``: padded, with SAC's hidden-layer tails as torch operations that inductor fuses on its own
-  (``networks.FUSED_NORM_KERNEL = False``, the learner before docs/perf/tuning/0023). FlashSAC has no such layers;
+  (``algo.params.fused_norm_kernel=false``, the learner before docs/perf/tuning/0023). FlashSAC has no such layers;
 - ``fused_adamw``: padded, with every optimizer step of the agent left out of the compiled parts
-  (``optimizer_step_parts``), as before docs/perf/tuning/0025: torch's fused AdamW kernel, and SAC's target EMA as its own
+  (its parts' ``optimizer_steps`` in ``algo.params.uncompiled_parts``), as before docs/perf/tuning/0025: torch's fused AdamW kernel, and SAC's target EMA as its own
   kernel;
 - ``eager_sample``: padded, with the replay's row picking and gathers run eagerly, as before docs/perf/tuning/0025
   (about twenty small kernels per sample);
-- ``unpadded``: ``networks.GEMM_ALIGNMENT = 1``;
+- ``unpadded``: ``algo.params.gemm_alignment=1``;
 - ``cast_weights``: padded, with FlashSAC's unit-norm layers keeping no bf16 copies of their weights
-  (``flashsac.BF16_WEIGHT_COPIES = False``, before docs/perf/tuning/0029 was accepted), so every product casts its weight;
+  (``algo.params.bf16_weight_copies=false``, before docs/perf/tuning/0029 was accepted), so every product casts its weight;
   SAC has no such layers;
 - ``frozen_norm_affine`` (a measurement, not a learner): padded, with the normalization layers' scales and
   shifts frozen, so the update computes no gradient for them. What it saves against ``padded`` is the cost
@@ -30,8 +30,9 @@ compiled graph and times it as `trainrt bench learner` does (``fused`` mode). Va
 - ``eager_bookkeeping`` (a measurement): padded, with the learning-rate step and the loss recording left out of
   the compiled parts, as before they were compiled. What ``padded`` saves against it is their ~35 small kernels
   per update;
-- ``combo_kernels``, ``aggressive_fusion``, ``autotune_pointwise``: padded, with that inductor option on
-  (horizontal fusion of independent kernels; fusion past the default profitability checks; benchmarking
+- ``combo_kernels``, ``aggressive_fusion``, ``autotune_pointwise``: padded, with that inductor option on for
+  every compiled part of the update (``algo.params.inductor_options``; the replay's sample and the collector
+  compile with the defaults) (horizontal fusion of independent kernels; fusion past the default profitability checks; benchmarking
   more Triton configurations for pointwise and reduction kernels). A variant whose option this torch does
   not have is reported as skipped;
 - ``combo_projections``: padded, with inductor's horizontal fusion for the parts that update many
@@ -50,6 +51,8 @@ With ``--profile`` each variant's first round also profiles one replay of the it
 `benchmarks/profile_iteration.py` profiles the learner (GPU time per kernel family, the top kernels, the
 idle gaps), so two variants' kernels can be compared side by side; ``--profile-top 0`` lists every kernel
 and ``--trace-dir`` also writes each profiled timeline, kernels in launch order.
+Every variant but the measurements (`MEASUREMENTS`) is a set of learner config overrides (`config_overrides`), so
+``canonical_runs.py --learner-variant NAME`` runs the same change end to end and the run's ``config.json`` shows it.
 Interleaving puts machine drift on every variant alike. The acceptance number stays
 ``tail_env_steps_per_sec`` of a training run.
 """
@@ -58,6 +61,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import statistics
 import sys
@@ -67,11 +71,16 @@ from typing import Any
 import torch
 import torch._inductor.config as inductor_config
 
-from trainrt.algos import flashsac, networks, sac
+from trainrt.algos import ALGORITHMS, flashsac_networks, networks
 from trainrt.algos.bench import learner_benchmark
+from trainrt.algos.flashsac import HORIZONTAL_FUSION_PARTS, FlashSacParts
+from trainrt.algos.sac import SacParts
 from trainrt.config.resolve import resolve_train_config
 from trainrt.runner.build import build_agent, build_env, build_replay
 from trainrt.runner.collector import Collector
+
+OPTIMIZER_STEPS = {"sac": SacParts.optimizer_steps, "flashsac": FlashSacParts.optimizer_steps}
+"""The parts that step an optimizer, per algorithm (``fused_adamw`` leaves them uncompiled)."""
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "padded": {},
@@ -83,39 +92,59 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "frozen_norm_affine": {"freeze_norm_affine": True},
     "zeroed_grads": {"zeroed_grads": True},
     "eager_bookkeeping": {"uncompiled_parts": ("_advance_lr_schedule", "_record_losses")},
-    "combo_kernels": {"inductor": {"combo_kernels": True}},
-    "aggressive_fusion": {"inductor": {"aggressive_fusion": True}},
-    "autotune_pointwise": {"inductor": {"max_autotune_pointwise": True}},
-    "autotune_gemm": {"inductor": {"max_autotune_gemm": True}},
-    "combo_projections": {
-        "part_options": {
-            part: dict(flashsac.HORIZONTAL_FUSION_OPTIONS)
-            # SAC's critic step and FlashSAC's critic optimizer step; an agent ignores names it lacks
-            for part in ("_critic_step", *flashsac.HORIZONTAL_FUSION_PARTS)
-        }
-    },
-    "unfused_projections": {"part_options": {}},
-    "cast_unfused": {"bf16_weight_copies": False, "part_options": {}},
+    "combo_kernels": {"inductor_options": {"combo_kernels": True}},
+    "aggressive_fusion": {"inductor_options": {"aggressive_fusion": True}},
+    "autotune_pointwise": {"inductor_options": {"max_autotune_pointwise": True}},
+    "autotune_gemm": {"inductor_options": {"max_autotune_gemm": True}},
+    # SAC's critic step and FlashSAC's projections and optimizer steps; an algorithm ignores names it lacks
+    "combo_projections": {"horizontal_fusion_parts": ("_critic_step", *HORIZONTAL_FUSION_PARTS)},
+    "unfused_projections": {"horizontal_fusion_parts": ()},
+    "cast_unfused": {"bf16_weight_copies": False, "horizontal_fusion_parts": ()},
     "triton_gemm": {
-        "inductor": {
+        "inductor_options": {
             "max_autotune_gemm": True,
             "max_autotune_gemm_backends": "TRITON",
             "prologue_fusion": True,
         }
     },
 }
-"""Variant name -> changes: ``gemm_alignment`` (networks.GEMM_ALIGNMENT), ``fused_norm_kernel``
-(networks.FUSED_NORM_KERNEL), ``bf16_weight_copies`` (flashsac.BF16_WEIGHT_COPIES), ``inductor`` option values and
-``freeze_norm_affine`` (`freeze_norm_affine`), ``zeroed_grads`` (`zeroed_grads`), ``uncompiled_parts`` (update
-parts the agents then leave uncompiled), ``uncompiled_steps`` (the agents' ``optimizer_step_parts`` leave their
-compiled parts), ``part_options`` (inductor options for single parts, by name: they replace every agent's
-``part_compile_options``, so ``{}`` compiles every part with inductor's defaults) and ``eager_sample`` (the replay samples eagerly)."""
+"""Variant name -> changes. Most are learner config fields (``algo.params.*``; `config_overrides` turns them into
+overrides, dropping a field the algorithm's config lacks and part names it does not have): ``gemm_alignment``,
+``fused_norm_kernel`` (SAC), ``bf16_weight_copies`` (FlashSAC), ``uncompiled_parts``, ``horizontal_fusion_parts``
+(replacing the algorithm's own, so ``()`` compiles every part with inductor's defaults) and ``inductor_options``
+(every compiled part's). ``uncompiled_steps`` leaves the algorithm's optimizer-step parts uncompiled. The rest act
+in this script only (`MEASUREMENTS`)."""
 
-AGENT_CLASSES: tuple[type, ...] = (sac.SacAgent, flashsac.FlashSacAgent)
-"""The agents whose compiled parts a variant's ``uncompiled_parts`` and ``uncompiled_steps`` remove from."""
+MEASUREMENTS = frozenset({"freeze_norm_affine", "zeroed_grads", "eager_sample"})
+"""Changes that are measurements rather than learner settings: ``freeze_norm_affine`` (`freeze_norm_affine`, on the
+built agent), ``zeroed_grads`` (`zeroed_grads`) and ``eager_sample`` (the replay samples eagerly). A training run
+cannot carry them."""
 
-NORM_LAYERS: tuple[type, ...] = (networks.StackedLayerNorm, flashsac._BatchNorm, flashsac._RmsNorm)
+NORM_LAYERS: tuple[type, ...] = (
+    networks.StackedLayerNorm,
+    flashsac_networks._BatchNorm,
+    flashsac_networks._RmsNorm,
+)
 """The normalization layers of SAC and FlashSAC whose affine parameters ``frozen_norm_affine`` freezes."""
+
+
+def config_overrides(variant: str, algo: str) -> list[str]:
+    """``variant``'s learner settings for ``algo`` as config overrides (``algo.params.KEY=JSON``)."""
+    fields = ALGORITHMS[algo][1].model_fields
+    parts = {
+        f"_{field.name}" for field in dataclasses.fields({"sac": SacParts, "flashsac": FlashSacParts}[algo])
+    }
+    changes = {k: v for k, v in VARIANTS[variant].items() if k not in MEASUREMENTS}
+    if changes.pop("uncompiled_steps", False):
+        changes["uncompiled_parts"] = OPTIMIZER_STEPS[algo]
+    overrides = []
+    for key, value in changes.items():
+        if key not in fields:
+            continue  # say, FlashSAC has no fused LayerNorm kernel
+        if key.endswith("_parts"):
+            value = [name for name in value if name in parts]
+        overrides.append(f"algo.params.{key}={json.dumps(value)}")
+    return overrides
 
 
 def freeze_norm_affine(agent: Any) -> int:
@@ -150,45 +179,8 @@ def zeroed_grads() -> Iterator[None]:
 
 def missing_options(variant: str) -> list[str]:
     """The inductor options of ``variant`` this torch does not have."""
-    changes = VARIANTS[variant]
-    names = set(changes.get("inductor", {}))
-    for options in changes.get("part_options", {}).values():
-        names |= set(options)
+    names = set(VARIANTS[variant].get("inductor_options", {}))
     return sorted(k for k in names if not hasattr(inductor_config, k))
-
-
-@contextlib.contextmanager
-def applied(variant: str) -> Iterator[None]:
-    """``variant``'s changes for the duration of the block (then the defaults again)."""
-    changes = VARIANTS[variant]
-    alignment = networks.GEMM_ALIGNMENT
-    networks.GEMM_ALIGNMENT = changes.get("gemm_alignment", alignment)
-    fused_norm_kernel = networks.FUSED_NORM_KERNEL
-    networks.FUSED_NORM_KERNEL = changes.get("fused_norm_kernel", fused_norm_kernel)
-    weight_copies = flashsac.BF16_WEIGHT_COPIES
-    flashsac.BF16_WEIGHT_COPIES = changes.get("bf16_weight_copies", weight_copies)
-    grads = zeroed_grads() if changes.get("zeroed_grads") else contextlib.nullcontext()
-    parts = {cls: cls.compiled_parts for cls in AGENT_CLASSES}
-    part_options = {cls: cls.part_compile_options for cls in AGENT_CLASSES}
-    if "part_options" in changes:  # replaces every agent's own options (empty: none), else they stay
-        for cls in AGENT_CLASSES:
-            wanted = changes["part_options"]
-            cls.part_compile_options = {k: v for k, v in wanted.items() if k in cls.compiled_parts}
-    for cls in AGENT_CLASSES:
-        removed = set(changes.get("uncompiled_parts", ()))
-        if changes.get("uncompiled_steps"):
-            removed |= set(cls.optimizer_step_parts)
-        cls.compiled_parts = tuple(p for p in cls.compiled_parts if p not in removed)
-    try:
-        with inductor_config.patch(changes.get("inductor", {})), grads:
-            yield
-    finally:
-        networks.GEMM_ALIGNMENT = alignment
-        networks.FUSED_NORM_KERNEL = fused_norm_kernel
-        flashsac.BF16_WEIGHT_COPIES = weight_copies
-        for cls, names in parts.items():
-            cls.compiled_parts = names
-            cls.part_compile_options = part_options[cls]
 
 
 def _profile_iteration() -> Any:
@@ -269,10 +261,17 @@ def main(argv: list[str] | None = None) -> int:
     fallbacks: dict[str, str] = {}
     profiles: dict[str, Any] = {}
     profile_kernels = _profile_iteration().profile_kernels if args.profile else None
+    variant_cfgs = {
+        v: resolve_train_config(
+            args.algo, args.task, args.sim, [*args.overrides, *config_overrides(v, args.algo)], "auto"
+        )[0]
+        for v in names
+    }
     for round_index in range(args.rounds):
         for variant in names:
-            with applied(variant):
-                agent = build_agent(cfg, env.obs_dims, env.num_actions, env.device)
+            grads = zeroed_grads() if VARIANTS[variant].get("zeroed_grads") else contextlib.nullcontext()
+            with grads:
+                agent = build_agent(variant_cfgs[variant], env.obs_dims, env.num_actions, env.device)
                 if VARIANTS[variant].get("freeze_norm_affine"):
                     freeze_norm_affine(agent)
                 if env.device.type != "cuda":
@@ -314,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
         "torch": torch.__version__,
         "variants": {v: VARIANTS[v] for v in names},
+        "overrides": {v: config_overrides(v, args.algo) for v in names},
         "skipped": skipped,
         "ms_per_update": runs,
         "compile_fallback_reason": fallbacks,

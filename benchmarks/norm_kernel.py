@@ -13,8 +13,8 @@ in the learner:
    (``TILExPROGRAMSxBACKWARDTILExSTAGES``: `fused_norm._TILE_ELEMENTS`, `fused_norm._TARGET_PROGRAMS`,
    `fused_norm._BACKWARD_TILE_ELEMENTS` and `fused_norm._BACKWARD_STAGES`; the last two may be left out);
 2. the twin critic as a network (`StackedLayerNormMlp` at the walk's sizes), compiled, forward plus backward,
-   with the kernel under each geometry and without it (``networks.FUSED_NORM_KERNEL = False``): the kernel's
-   effect where inductor also fuses the layers' neighbours, which an opaque op prevents.
+   with the kernel under each geometry and without it (the network's ``fused_norm_kernel`` off, as
+   ``SacConfig.fused_norm_kernel=false`` sets it): the kernel's effect where inductor also fuses the layers' neighbours, which an opaque op prevents.
 
 Without CUDA it is a smoke test: the layers run in Triton's interpreter (set ``TRITON_INTERPRET=1``), the
 reference runs eagerly, the times are CPU wall times, and the network is skipped. The learner-level
@@ -180,16 +180,12 @@ def network_times(
 
         return time_per_call_us(step, repeats, device)
 
-    saved = networks.FUSED_NORM_KERNEL
-    try:
-        networks.FUSED_NORM_KERNEL = False
-        times = {"without kernel": arm()}
-        networks.FUSED_NORM_KERNEL = True
-        for values in geometries:
-            with launch_geometry(values):
-                times[f"kernel {label(values)}"] = arm()
-    finally:
-        networks.FUSED_NORM_KERNEL = saved
+    critic.fused_norm_kernel = False
+    times = {"without kernel": arm()}
+    critic.fused_norm_kernel = True
+    for values in geometries:
+        with launch_geometry(values):
+            times[f"kernel {label(values)}"] = arm()
     return times
 
 

@@ -1,5 +1,5 @@
-"""`benchmarks/canonical_runs.py` without a GPU: the constant sets' parsing and the training process that
-applies them before the CLI starts (the runs themselves need MuJoCo Warp on a GPU)."""
+"""`benchmarks/canonical_runs.py` without a GPU: the override sets' parsing, the learner variants' overrides and
+the training command lines (the runs themselves need MuJoCo Warp on a GPU)."""
 
 import argparse
 import re
@@ -10,57 +10,37 @@ from pathlib import Path
 import pytest
 from benchmark_scripts import load
 
-PROGRAMS = "trainrt.algos.fused_norm._TARGET_PROGRAMS"
+UNPADDED = "algo.params.gemm_alignment=1"
 
 
-def test_a_constant_set_parses_json_values_and_keeps_other_values_as_strings():
+def test_an_override_set_keeps_its_config_overrides_as_the_cli_takes_them():
     script = load("canonical_runs")
-    name, constants = script.parse_constant_set(f"programs_64:{PROGRAMS}=64,trainrt.algos.networks.X=fast")
-    assert name == "programs_64"
-    assert constants == {PROGRAMS: 64, "trainrt.algos.networks.X": "fast"}
-    assert isinstance(constants[PROGRAMS], int)
+    name, overrides = script.parse_override_set(f"two:{UNPADDED}, training.overlap=false")
+    assert name == "two"
+    assert overrides == [UNPADDED, "training.overlap=false"]
 
 
 @pytest.mark.parametrize(
     "text",
     [
-        f"{PROGRAMS}=64",  # no NAME
-        "programs_64:",  # no assignment
-        "programs_64:_TARGET_PROGRAMS=64",  # no module
-        f"programs_64:{PROGRAMS}=",  # no value
-        f"preset:{PROGRAMS}=64",  # the name of an override set
+        UNPADDED,  # no NAME
+        "unpadded:",  # no assignment
+        "unpadded:gemm_alignment=1",  # no section
+        "unpadded:algo.params.gemm_alignment=",  # no value
+        f"preset:{UNPADDED}",  # the name of an override set
     ],
 )
-def test_a_malformed_constant_set_is_refused_with_the_expected_form(text):
+def test_a_malformed_override_set_is_refused_with_the_expected_form(text):
     script = load("canonical_runs")
-    with pytest.raises(argparse.ArgumentTypeError, match=r"NAME:MODULE\.ATTR=VALUE"):
-        script.parse_constant_set(text)
+    with pytest.raises(argparse.ArgumentTypeError, match=r"NAME:KEY=VALUE"):
+        script.parse_override_set(text)
 
 
-def _child(constants, cli_args):
-    """The training command of a constant set, with the CLI's arguments replaced by ``cli_args``."""
+def test_a_run_is_the_cli_with_its_overrides_after_the_canonical_ones():
     script = load("canonical_runs")
-    cmd = script.train_command("sac", "g1_walk_flat", Path("unused"), [], constants)
-    assert cmd[1] == "-c" and cmd[4] == "train"  # python -c SNIPPET CONSTANTS train ...
-    return subprocess.run([*cmd[:4], *cli_args], capture_output=True, text=True, timeout=300, check=False)
-
-
-@pytest.mark.slow
-def test_the_training_process_sets_the_constants_then_runs_the_cli():
-    script = load("canonical_runs")
-    assert script.train_command("sac", "g1_walk_flat", Path("r"), ["a=1"])[1:4] == ["-m", "trainrt", "train"]
-    result = _child({PROGRAMS: 64}, ["train", "--help"])
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert f"constant set: {PROGRAMS} = 64" in result.stderr
-    assert "--algo" in result.stdout  # the CLI's own help: it ran after the constant was set
-
-
-@pytest.mark.slow
-def test_a_constant_the_module_does_not_have_stops_the_run_and_names_it():
-    result = _child({"trainrt.algos.fused_norm._TARGET_PROGRAM": 64}, ["train", "--help"])
-    assert result.returncode != 0
-    assert "trainrt.algos.fused_norm has no attribute '_TARGET_PROGRAM'" in result.stderr
-    assert "usage" not in result.stdout  # the CLI never started
+    cmd = script.train_command("sac", "g1_walk_flat", Path("r"), [UNPADDED])
+    assert cmd[1:4] == ["-m", "trainrt", "train"] and cmd[-1] == UNPADDED
+    assert cmd.index("algo.num_envs=2048") < cmd.index(UNPADDED)
 
 
 @pytest.mark.slow
@@ -94,21 +74,12 @@ def test_a_summary_without_completed_iterations_is_tabulated_without_tail_means(
     assert row["collector_graph_enabled"] and row["learner_graph_enabled"]
 
 
-@pytest.mark.slow
-def test_a_learner_variant_runs_the_cli_inside_that_variants_changes():
+def test_a_learner_variant_runs_the_cli_with_that_variants_config_overrides():
     script = load("canonical_runs")
-    cmd = script.train_command("flashsac", "g1_motion_tracking", Path("unused"), [], variant="cast_weights")
-    assert (
-        cmd[1] == "-c" and cmd[4] == "cast_weights" and cmd[5] == "train"
-    )  # python -c SNIPPET DIR NAME train
-    result = subprocess.run(
-        [*cmd[:5], "train", "--help"], capture_output=True, text=True, timeout=300, check=False
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "learner variant: cast_weights = {'bf16_weight_copies': False}" in result.stderr
-    assert "--algo" in result.stdout
-    with pytest.raises(ValueError, match="either constants or a learner variant"):
-        script.train_command("sac", "g1_walk_flat", Path("r"), [], {PROGRAMS: 64}, "cast_weights")
+    assert script.variant_overrides("cast_weights", "flashsac") == ["algo.params.bf16_weight_copies=false"]
+    assert script.variant_overrides("cast_weights", "sac") == []  # SAC has no unit-norm layers
+    assert "cast_unfused" in script.end_to_end_variants()
+    assert "zeroed_grads" not in script.end_to_end_variants()  # a measurement, in learner_variants.py only
 
 
 @pytest.mark.slow
@@ -121,7 +92,7 @@ def test_a_learner_variant_runs_the_cli_inside_that_variants_changes():
         ),
         (["--learner-variant", "no_such"], r"can carry \[.*'cast_weights'"),
         (
-            ["--constant-set", f"cast_weights:{PROGRAMS}=64", "--learner-variant", "cast_weights"],
+            ["--override-set", f"cast_weights:{UNPADDED}", "--learner-variant", "cast_weights"],
             r"already the name of another set",
         ),
     ],

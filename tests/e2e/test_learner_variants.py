@@ -100,80 +100,52 @@ def test_zeroed_grads_fills_gradients_inside_the_block_only():
     assert param.grad is None
 
 
-def test_eager_bookkeeping_leaves_only_those_parts_uncompiled_inside_the_block():
-    variants = _script()
-    from trainrt.algos.flashsac import FlashSacAgent
-    from trainrt.algos.sac import SacAgent
-
-    before = (SacAgent.compiled_parts, FlashSacAgent.compiled_parts)
-    bookkeeping = ("_advance_lr_schedule", "_record_losses")
-    with variants.applied("eager_bookkeeping"):
-        for cls, parts in zip((SacAgent, FlashSacAgent), before, strict=True):
-            assert cls.compiled_parts == tuple(p for p in parts if p not in bookkeeping) != parts
-    assert (SacAgent.compiled_parts, FlashSacAgent.compiled_parts) == before
-
-
-def test_compiled_norm_turns_the_fused_kernel_off_inside_the_block_only():
-    from trainrt.algos import networks
-
-    variants = _script()
-    assert networks.FUSED_NORM_KERNEL
-    with variants.applied("compiled_norm"):
-        assert not networks.FUSED_NORM_KERNEL
-        assert networks.GEMM_ALIGNMENT == 8  # padded otherwise
-    assert networks.FUSED_NORM_KERNEL
-
-
-def test_cast_weights_turns_flashsac_weight_copies_off_inside_the_block_only():
-    from trainrt.algos import flashsac
-
-    variants = _script()
-    assert flashsac.BF16_WEIGHT_COPIES  # as shipped (docs/perf/tuning/0029)
-    with variants.applied("cast_weights"):
-        assert not flashsac.BF16_WEIGHT_COPIES
-    assert flashsac.BF16_WEIGHT_COPIES
+OVERRIDES = {
+    ("padded", "sac"): [],
+    ("unpadded", "flashsac"): ["algo.params.gemm_alignment=1"],
+    ("compiled_norm", "sac"): ["algo.params.fused_norm_kernel=false"],
+    ("compiled_norm", "flashsac"): [],  # FlashSAC has no fused LayerNorm kernel
+    ("cast_weights", "flashsac"): ["algo.params.bf16_weight_copies=false"],
+    ("cast_weights", "sac"): [],
+    ("eager_bookkeeping", "flashsac"): [
+        'algo.params.uncompiled_parts=["_advance_lr_schedule", "_record_losses"]'
+    ],
+    ("fused_adamw", "sac"): ['algo.params.uncompiled_parts=["_critic_step", "_actor_step"]'],
+    ("fused_adamw", "flashsac"): [
+        'algo.params.uncompiled_parts=["_critic_optimizer_step", "_actor_step", "_temperature_step"]'
+    ],
+    ("combo_projections", "sac"): ['algo.params.horizontal_fusion_parts=["_critic_step", "_actor_step"]'],
+    ("cast_unfused", "flashsac"): [
+        "algo.params.bf16_weight_copies=false",
+        "algo.params.horizontal_fusion_parts=[]",
+    ],
+    ("combo_kernels", "sac"): ['algo.params.inductor_options={"combo_kernels": true}'],
+    ("frozen_norm_affine", "sac"): [],  # a measurement on the built agent, no setting
+}
+"""A variant's learner config overrides per algorithm: a field the algorithm lacks and part names it does not
+have are dropped."""
 
 
-def test_combo_projections_sets_inductor_options_for_single_parts_inside_the_block_only():
-    from trainrt.algos import flashsac
-    from trainrt.algos.flashsac import FlashSacAgent
-    from trainrt.algos.sac import SacAgent
-
-    variants = _script()
-    shipped = dict(FlashSacAgent.part_compile_options)
-    assert set(shipped) == set(flashsac.HORIZONTAL_FUSION_PARTS) and not SacAgent.part_compile_options
-    with variants.applied("combo_projections"):
-        # FlashSAC's own, as shipped (docs/perf/tuning/0033)
-        assert FlashSacAgent.part_compile_options == shipped
-        assert set(SacAgent.part_compile_options) == {"_critic_step", "_actor_step"}
-        assert all(o["combo_kernels"] for o in SacAgent.part_compile_options.values())
-    assert FlashSacAgent.part_compile_options == shipped and not SacAgent.part_compile_options
-    assert variants.missing_options("combo_projections") == []  # this torch has both options
+@pytest.mark.parametrize(("variant", "algo"), sorted(OVERRIDES))
+def test_a_variant_is_its_learner_config_overrides(variant, algo):
+    assert _script().config_overrides(variant, algo) == OVERRIDES[variant, algo]
 
 
-def test_cast_unfused_is_flashsacs_update_before_the_copies_and_the_fusion_inside_the_block_only():
-    from trainrt.algos import flashsac
-    from trainrt.algos.flashsac import FlashSacAgent
+@pytest.mark.parametrize("algo", ["sac", "flashsac"])
+def test_every_variant_resolves_to_a_valid_config_that_differs_only_where_it_says(algo):
+    """Each variant's overrides resolve (the fields exist, the values validate, the parts are the algorithm's)
+    into a config whose learner settings differ from the preset's exactly in the overridden fields."""
+    from trainrt.algos import make_agent
+    from trainrt.config.resolve import resolve_train_config
 
     variants = _script()
-    shipped = dict(FlashSacAgent.part_compile_options)
-    for name, copies in (("unfused_projections", True), ("cast_unfused", False)):
-        with variants.applied(name):
-            assert FlashSacAgent.part_compile_options == {}
-            assert flashsac.BF16_WEIGHT_COPIES is copies
-        assert FlashSacAgent.part_compile_options == shipped and flashsac.BF16_WEIGHT_COPIES
-
-
-def test_fused_adamw_leaves_every_optimizer_step_out_of_the_compiled_parts_and_restores_them():
-    from trainrt.algos.flashsac import FlashSacAgent
-    from trainrt.algos.sac import SacAgent
-
-    variants = _script()
-    before = {cls: cls.compiled_parts for cls in (SacAgent, FlashSacAgent)}
-    for cls in before:
-        assert set(cls.optimizer_step_parts) <= set(cls.compiled_parts)  # compiled as shipped
-    with variants.applied("fused_adamw"):
-        for cls, parts in before.items():
-            assert cls.compiled_parts == tuple(p for p in parts if p not in cls.optimizer_step_parts)
-            assert len(cls.compiled_parts) == len(parts) - len(cls.optimizer_step_parts)
-    assert {cls: cls.compiled_parts for cls in before} == before
+    base = resolve_train_config(algo, "g1_walk_flat", "mujoco", TINY_LEARNER, "cpu-demo")[0].algo.params
+    assert base.model_dump()["gemm_alignment"] == 8 and base.uncompiled_parts == ()
+    for variant in variants.VARIANTS:
+        overrides = variants.config_overrides(variant, algo)
+        cfg, _ = resolve_train_config(algo, "g1_walk_flat", "mujoco", [*TINY_LEARNER, *overrides], "cpu-demo")
+        mine, theirs = cfg.algo.params.model_dump(), base.model_dump()
+        changed = {key for key in mine if mine[key] != theirs[key]}
+        named = {override.split("=")[0].removeprefix("algo.params.") for override in overrides}
+        assert changed <= named, variant
+        make_agent(algo, cfg.algo.params, {"policy": 12, "critic": 14}, 3, "cpu", seed=0)  # parts known

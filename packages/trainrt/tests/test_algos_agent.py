@@ -25,6 +25,22 @@ SMALL = {
     ),
 }
 ALGOS = sorted(SMALL)
+UNCOMPILED_BUT_LOSSES_AND_ACTOR_STEP = (
+    "_advance_lr_schedule",
+    "_normalize",
+    "_critic_target",
+    "_critic_loss",
+    "_actor_loss",
+    "_critic_step",
+)
+"""SAC's parts but ``_record_losses`` and ``_actor_step``: the config that compiles those two alone."""
+
+
+def _part_names(parts: type) -> list[str]:
+    """Every part name of an algorithm's `UpdateParts` class, in order."""
+    import dataclasses
+
+    return [f"_{field.name}" for field in dataclasses.fields(parts)]
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -285,13 +301,11 @@ def test_the_bookkeeping_parts_compile_whole_and_match_the_eager_update(algo):
     for compiled in (False, True):
         torch.manual_seed(0)
         agent, buffer = _agent_with_data(algo, seed=0, actor_update_period=2, lr_decay_updates=8, **schedule)
-        assert set(bookkeeping) <= set(type(agent).compiled_parts)
+        assert set(bookkeeping) <= set(agent.parts.named())
         if compiled:
             torch._dynamo.reset()
-            agent._parts = {
-                name: torch.compile(getattr(agent, name), fullgraph=True, dynamic=False)
-                for name in bookkeeping
-            }
+            for part in (agent.parts.advance_lr_schedule, agent.parts.record_losses):
+                part.compile()
         seen = []
         for update in range(10):
             with torch._dynamo.config.patch(error_on_recompile=compiled and update >= 2):
@@ -326,15 +340,14 @@ def test_the_optimizer_step_parts_compile_whole_and_match_the_eager_update(algo)
     for compiled in (False, True):
         torch.manual_seed(0)
         agent, buffer = _agent_with_data(algo, seed=0, actor_update_period=2, lr_decay_updates=8, **schedule)
-        assert type(agent).optimizer_step_parts == steps
-        assert set(steps) <= set(type(agent).compiled_parts)
+        assert type(agent.parts).optimizer_steps == steps
+        named = agent.parts.named()
         if compiled:
             torch._dynamo.reset()
             for optimizer in (agent.actor_optimizer, agent.critic_optimizer, agent.alpha_optimizer):
                 init_adamw_state(optimizer)
-            agent._parts = {
-                name: torch.compile(getattr(agent, name), fullgraph=True, dynamic=False) for name in steps
-            }
+            for name in steps:
+                assert named[name].compile()
         for update in range(8):
             with torch._dynamo.config.patch(error_on_recompile=compiled and update >= 2):
                 agent.update(buffer.sample(32, agent.update_rng))
@@ -409,29 +422,29 @@ def test_adamw_step_with_given_gradients_matches_the_step_on_backward_gradients(
         adamw_step(pair, [torch.ones(1)])
 
 
-def test_a_part_that_cannot_compile_runs_plain_and_the_others_stay_compiled(monkeypatch):
+def test_a_part_that_cannot_compile_runs_plain_and_the_others_stay_compiled():
     """Compiled parts fall back one by one: a part torch.compile cannot trace whole (here a host branch on a
     tensor value) runs its plain method from its first call on, the reason names it, the other parts stay
     compiled, and the updates equal the eager ones to float rounding."""
     import torch._dynamo
 
-    algo_cls = type(_agent_with_data("sac")[0])
-    monkeypatch.setattr(algo_cls, "compiled_parts", ("_record_losses", "_actor_step"))
-    monkeypatch.setattr(algo_cls, "optimizer_step_parts", ("_actor_step",))
-    original_step = algo_cls._actor_step
+    from trainrt.algos.execution import Part
+    from trainrt.algos.update_math import optimizer_step
 
-    def untraceable_step(self) -> None:
+    def untraceable_step(agent) -> None:
         if bool(
-            self.log_alpha.detach() > -1e9
+            agent.log_alpha.detach() > -1e9
         ):  # a host read of a tensor: a graph break, refused in fullgraph
-            original_step(self)
+            optimizer_step(agent.actor_optimizer)
 
-    monkeypatch.setattr(algo_cls, "_actor_step", untraceable_step)
     finals = {}
     for compiled in (False, True):
         torch.manual_seed(0)
         torch._dynamo.reset()
-        agent, buffer = _agent_with_data("sac", seed=0, actor_update_period=1)
+        agent, buffer = _agent_with_data(
+            "sac", seed=0, actor_update_period=1, uncompiled_parts=UNCOMPILED_BUT_LOSSES_AND_ACTOR_STEP
+        )
+        agent.parts.actor_step = Part(lambda agent=agent: untraceable_step(agent))
         if compiled:
             agent._compile_parts()
         for _ in range(3):
@@ -440,7 +453,7 @@ def test_a_part_that_cannot_compile_runs_plain_and_the_others_stay_compiled(monk
     agent = finals[True]
     assert agent.compile_enabled
     assert agent.compile_fallback_reason.startswith("_actor_step: compiling failed: ")
-    assert agent._parts["_record_losses"].compiled and not agent._parts["_actor_step"].compiled
+    assert agent.parts.record_losses.compiled and not agent.parts.actor_step.compiled
     assert agent.update_diagnostics()["compile_fallback_reason"] == agent.compile_fallback_reason
     for mine, theirs in zip(agent.actor.parameters(), finals[False].actor.parameters()):
         torch.testing.assert_close(mine, theirs, rtol=1e-6, atol=1e-7)
@@ -450,17 +463,18 @@ def test_a_part_that_cannot_compile_runs_plain_and_the_others_stay_compiled(monk
 
 
 @pytest.mark.parametrize("algo", ALGOS)
-def test_optimizer_steps_stay_eager_while_step_hooks_average_gradients(algo, monkeypatch):
+def test_optimizer_steps_stay_eager_while_step_hooks_average_gradients(algo):
     """Data-parallel training averages gradients in optimizer step pre-hooks, which only `Optimizer.step()`
     runs. With hooks on the optimizers, compiling the update keeps every optimizer-step part plain (the
     reason names the hooks), every step runs its hooks (the critic's each update, the actor's and the
     temperature's each actor update), and the result is the eager update's."""
-    algo_cls = type(_agent_with_data(algo)[0])
-    monkeypatch.setattr(algo_cls, "compiled_parts", ("_record_losses", *algo_cls.optimizer_step_parts))
+    parts = type(_agent_with_data(algo)[0].parts)
+    steps = set(parts.optimizer_steps)
+    others = tuple(name for name in _part_names(parts) if name not in steps | {"_record_losses"})
     finals = {}
     for hooked in (False, True):
         torch.manual_seed(0)
-        agent, buffer = _agent_with_data(algo, seed=0, actor_update_period=2)
+        agent, buffer = _agent_with_data(algo, seed=0, actor_update_period=2, uncompiled_parts=others)
         calls = {"actor": 0, "critic": 0, "alpha": 0}
         if hooked:
             for name in calls:
@@ -470,9 +484,9 @@ def test_optimizer_steps_stay_eager_while_step_hooks_average_gradients(algo, mon
 
                 getattr(agent, f"{name}_optimizer").register_step_pre_hook(count)
             agent._compile_parts()
-            steps = set(algo_cls.optimizer_step_parts)
-            assert not any(agent._parts[name].compiled for name in steps)
-            assert agent._parts["_record_losses"].compiled
+            named = agent.parts.named()
+            assert not any(named[name].compiled for name in steps)
+            assert agent.parts.record_losses.compiled
             assert "have step hooks (data-parallel gradient averaging)" in agent.compile_fallback_reason
             assert all(
                 f"{name}: the actor, critic, alpha optimizers" in agent.compile_fallback_reason
@@ -491,20 +505,67 @@ def test_optimizer_steps_stay_eager_while_step_hooks_average_gradients(algo, mon
     assert torch.equal(finals[True].log_alpha, finals[False].log_alpha)
 
 
-def test_a_part_compiles_with_its_own_inductor_options(monkeypatch):
-    """`part_compile_options` reach torch.compile for that part alone: an option inductor does not know makes
-    that part fall back at its first call, naming the option, and the other parts compile."""
+def test_a_part_compiles_with_its_own_inductor_options():
+    """A config's ``inductor_options`` reach torch.compile for every part it compiles, its
+    ``horizontal_fusion_parts`` add horizontal fusion to those alone, and its ``uncompiled_parts`` stay plain
+    and out of the reasons: an option inductor does not know makes each compiled part fall back at its first
+    call, naming the option."""
     import torch._dynamo
 
-    algo_cls = type(_agent_with_data("sac")[0])
-    monkeypatch.setattr(algo_cls, "compiled_parts", ("_record_losses", "_advance_lr_schedule"))
-    monkeypatch.setattr(
-        algo_cls, "part_compile_options", {"_record_losses": {"no_such_inductor_option": True}}
-    )
+    from trainrt.algos.execution import HORIZONTAL_FUSION_OPTIONS
+
+    keep = ("_record_losses", "_advance_lr_schedule")
+    others = tuple(name for name in _part_names(type(_agent_with_data("sac")[0].parts)) if name not in keep)
+    fused, _ = _agent_with_data("sac", seed=0, horizontal_fusion_parts=("_critic_step",))
+    assert fused._part_options("_critic_step") == HORIZONTAL_FUSION_OPTIONS
+    assert fused._part_options("_actor_step") == {}
     torch._dynamo.reset()
-    agent, buffer = _agent_with_data("sac", seed=0)
+    unknown = {"no_such_inductor_option": True}
+    agent, buffer = _agent_with_data("sac", seed=0, uncompiled_parts=others, inductor_options=unknown)
+    assert agent._part_options("_record_losses") == unknown
     agent._compile_parts()
     agent.update(buffer.sample(32, agent.update_rng))
-    assert agent._parts["_advance_lr_schedule"].compiled and not agent._parts["_record_losses"].compiled
-    assert agent.compile_fallback_reason.startswith("_record_losses: ")
+    assert not agent.compile_enabled
     assert "no_such_inductor_option" in agent.compile_fallback_reason
+    assert set(agent._compiling) == set(keep)
+    assert not agent.parts.critic_loss.compiled
+
+
+def test_a_config_naming_an_unknown_part_is_refused_with_the_names_there_are():
+    with pytest.raises(ValueError, match=r"uncompiled_parts names unknown update parts \['_critic_stepp'\]"):
+        make_agent("sac", SMALL["sac"](uncompiled_parts=("_critic_stepp",)), OBS_DIMS, NUM_ACTIONS, "cpu")
+    with pytest.raises(ValueError, match="horizontal_fusion_parts names unknown update parts"):
+        make_agent(
+            "flashsac",
+            SMALL["flashsac"](horizontal_fusion_parts=("_critic_step",)),
+            OBS_DIMS,
+            NUM_ACTIONS,
+            "cpu",
+        )
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_the_kernel_settings_of_the_config_reach_every_copy_of_the_networks(algo):
+    """``gemm_alignment`` (and SAC's ``fused_norm_kernel`` and ``norm_backward_programs``) are the networks' own
+    settings, in the live, target and acting copies; the defaults are the library's."""
+    from trainrt.algos import fused_norm, networks
+
+    def settings(agent) -> set[tuple]:
+        found = set()
+        for net in (agent.actor, agent.critic, agent.critic_target, agent.acting_actor):
+            for layer in net.modules():
+                if hasattr(layer, "gemm_alignment"):
+                    found.add(("gemm_alignment", layer.gemm_alignment))
+                if isinstance(layer, networks.StackedLayerNormMlp):
+                    found |= {("fused", layer.fused_norm_kernel), ("programs", layer.norm_backward_programs)}
+        return found
+
+    sac_only = {"fused_norm_kernel": False, "norm_backward_programs": 64} if algo == "sac" else {}
+    changed = make_agent(algo, SMALL[algo](gemm_alignment=1, **sac_only), OBS_DIMS, NUM_ACTIONS, "cpu")
+    default = make_agent(algo, SMALL[algo](), OBS_DIMS, NUM_ACTIONS, "cpu")
+    if algo == "sac":
+        assert settings(changed) == {("gemm_alignment", 1), ("fused", False), ("programs", 64)}
+        programs = fused_norm._TARGET_PROGRAMS
+        assert settings(default) == {("gemm_alignment", 8), ("fused", True), ("programs", programs)}
+    else:
+        assert settings(changed) == {("gemm_alignment", 1)} and settings(default) == {("gemm_alignment", 8)}

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from trainrt.algos import FlashSacConfig, SacConfig, make_agent
-from trainrt.algos.flashsac import _BatchNorm, _RmsNorm, _UnitLinear, sample_hold_steps, zeta_hold_cdf
+from trainrt.algos.flashsac import sample_hold_steps, zeta_hold_cdf
+from trainrt.algos.flashsac_networks import _BatchNorm, _RmsNorm, _UnitLinear
 from trainrt.replay import DeviceReplayBuffer
 
 OBS_DIMS = {"policy": 6, "critic": 9}
@@ -265,7 +266,7 @@ def test_a_reward_scale_set_by_the_largest_return_is_reported_with_the_fix():
 
 
 def test_the_temperature_step_is_adamw_on_the_autograd_gradient_of_its_loss():
-    """`_temperature_step` takes the gradient of alpha * (entropy - target) in log alpha without a backward:
+    """The temperature step (`flashsac_math.temperature_step`) takes the gradient of alpha * (entropy - target) in log alpha without a backward:
     bit for bit the AdamW step on the gradient autograd gives, over several steps (moments included)."""
     agent, _ = _agent_and_buffer()
     reference = torch.nn.Parameter(agent.log_alpha.detach().clone())
@@ -275,7 +276,7 @@ def test_the_temperature_step_is_adamw_on_the_autograd_gradient_of_its_loss():
     g = torch.Generator().manual_seed(3)
     for _ in range(4):
         log_prob = torch.randn(48, generator=g) * 2.0 - 1.0
-        alpha_loss, entropy = agent._temperature_step(log_prob)
+        alpha_loss, entropy = agent.parts.temperature_step(log_prob)
         expected_entropy = -log_prob.mean()
         expected_loss = reference.exp() * (expected_entropy - agent.target_entropy)
         optimizer.zero_grad()
@@ -309,8 +310,7 @@ def test_the_whole_update_compiles_part_by_part_and_matches_the_eager_update():
         finals[compiled] = agent
     eager, fused = finals[False], finals[True]
     assert fused.compile_enabled and fused.compile_fallback_reason == ""
-    assert all(part.compiled for part in fused._parts.values())
-    assert set(fused._parts) == set(type(fused).compiled_parts)
+    assert all(part.compiled for part in fused.parts.named().values())
     for net in ("actor", "critic", "critic_target"):
         for (name, mine), theirs in zip(
             getattr(fused, net).state_dict().items(), getattr(eager, net).state_dict().values()

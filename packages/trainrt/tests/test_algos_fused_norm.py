@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from trainrt.algos import fused_norm, networks
+from trainrt.algos import fused_norm
 from trainrt.algos.fused_norm import backward_split, kernel_supported, layer_norm_silu
 from trainrt.algos.networks import StackedLayerNormMlp
 
@@ -181,7 +181,7 @@ def test_cuda_network_takes_the_kernel_and_matches_the_unfused_network(monkeypat
     with torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False):
         fused = net(x).float()
         assert len(calls) == 3  # one per hidden layer
-        monkeypatch.setattr(networks, "FUSED_NORM_KERNEL", False)
+        net.fused_norm_kernel = False
         unfused = net(x).float()
     assert len(calls) == 3
     torch.testing.assert_close(fused, unfused, rtol=0.05, atol=0.05)

@@ -122,10 +122,9 @@ def test_compiled_learner_graph_matches_the_eager_update(algo):
     torch.cuda.synchronize()
     fused = _params(agent)
     agent.load_state_dict(start)
-    compiled_parts, agent._parts = agent._parts, {}  # plain parts, eager kernels, same schedule
+    agent._uncompile_parts("the eager reference")  # plain parts, eager kernels, same schedule
     agent.update_graph_enabled = False
     agent.replay_updates(2)
-    agent.update_graph_enabled, agent._parts = True, compiled_parts
     # fused kernels reorder float sums: one iteration from the same state agrees to rounding
     for a, b in zip(fused, _params(agent)):
         torch.testing.assert_close(a, b, rtol=1e-3, atol=2e-4)
@@ -222,16 +221,16 @@ def test_replay_add_and_sample_capture_in_a_graph():
 
 
 def test_flashsac_bf16_weight_copies_stay_in_step_inside_the_compiled_learner_graph():
-    """As shipped (`flashsac.BF16_WEIGHT_COPIES`, docs/perf/tuning/0029) the networks hold bf16 copies of their unit-norm
+    """As shipped (`FlashSacConfig.bf16_weight_copies`, docs/perf/tuning/0029) the networks hold bf16 copies of their unit-norm
     weights. Replayed inside the compiled learner graph, with the projections and optimizer steps fused
     horizontally (docs/perf/tuning/0033), every projection and the target's EMA rewrite them: after the replays (and
     publishing) each copy is exactly its weight in bf16, in the actor, critic, target and acting actor."""
     from test_algos_flashsac import _copies_in_step
 
-    from trainrt.algos import flashsac
+    from trainrt.algos import FlashSacConfig, flashsac
 
-    assert flashsac.BF16_WEIGHT_COPIES
-    assert set(flashsac.FlashSacAgent.part_compile_options) == set(flashsac.HORIZONTAL_FUSION_PARTS)
+    assert FlashSacConfig().bf16_weight_copies
+    assert FlashSacConfig().horizontal_fusion_parts == flashsac.HORIZONTAL_FUSION_PARTS
     agent, buffer = _filled("flashsac", bf16_autocast=True)
     assert agent.keeps_bf16_weight_copies
     agent.capture_update(

@@ -117,7 +117,7 @@ def test_delayed_actor_updates_follow_the_period():
 
 def test_critic_target_matches_a_float64_soft_bellman_reference(monkeypatch):
     """Target atoms = r + discount * bootstrap * (z - alpha * log pi(a'|s')), per sample, before projection."""
-    from trainrt.algos import sac as sac_module
+    from trainrt.algos import sac_math as sac_module
 
     cfg = _config(obs_normalization=False, alpha_init=0.2, autotune_alpha=False)
     agent = make_agent("sac", cfg, OBS_DIMS, NUM_ACTIONS, "cpu", seed=3)

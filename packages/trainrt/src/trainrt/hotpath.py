@@ -62,12 +62,20 @@ HOT_ENTRY_POINTS: Mapping[str, str | frozenset[str]] = {
     # the evaluation rollout's step (replayed as a CUDA graph on CUDA)
     "runner/evaluate.py": frozenset({"_RolloutStep.step"}),
     "algos/agent.py": frozenset(
-        {"act", "end_episodes", "update", "replay_update", "replay_updates", "publish_policy", "_update_step"}
+        {"act", "end_episodes", "_update_step"}
         # base-class helpers the algorithms' update steps call (calls are followed within a module only)
         | {"_normalized_groups", "_advance_lr_schedule", "_record_losses", "_autocast", "_policy_noise"}
     ),
+    "algos/execution.py": frozenset({"update", "replay_update", "replay_updates", "publish_policy"}),
     "algos/sac.py": frozenset({"act", "_stochastic_action", "forward", "_update_step"}),
-    "algos/flashsac.py": frozenset({"act", "_stochastic_action", "end_episodes", "forward", "_update_step"}),
+    "algos/flashsac.py": frozenset({"act", "_stochastic_action", "end_episodes", "_update_step"}),
+    # the update's math, called through its parts
+    "algos/update_math.py": EVERY_FUNCTION,
+    "algos/sac_math.py": EVERY_FUNCTION,
+    "algos/flashsac_math.py": EVERY_FUNCTION,
+    "algos/flashsac_networks.py": frozenset(
+        {"forward", "backward", "project_", "project_to_unit_norm", "refresh_bf16_weight_copies"}
+    ),
     "algos/distributional.py": EVERY_FUNCTION,
     "algos/lr_schedule.py": frozenset({"LrSchedule.factor_tensor"}),
     "algos/networks.py": EVERY_FUNCTION,

@@ -4,7 +4,8 @@ from typing import Literal
 
 import torch
 
-from trainrt.algos.agent import Agent, SampleFn
+from trainrt.algos.agent import Agent
+from trainrt.algos.execution import SampleFn
 from trainrt.algos.flashsac import FlashSacAgent, FlashSacConfig
 from trainrt.algos.sac import SacAgent, SacConfig
 

@@ -1,58 +1,34 @@
-"""The `Agent` base: what the runner codes against, plus the learner-graph lifecycle both algorithms share.
+"""The `Agent` base: what the runner codes against, around the math of each algorithm.
 
-Each algorithm module (`sac`, `flashsac`) builds its actor and critic (under `_seeded_init`) and
-implements `act` and `_update_step`; this base owns what surrounds the networks (`_init_learner`: the
-target critic, the observation normalizers, the C51 support, the temperature, the optimizers), the
-random generators, the loss tensors, the actor-update schedule, the learning-rate schedule, the acting
-copy of the policy, checkpoint state, the exported policy (`ExportedPolicy`) and the CUDA graphs that
-replay `sample + update`.
-
-Learner graph lifecycle:
-    agent.capture_update(lambda generator: buffer.sample(cfg.batch_size, generator),
-                         updates_per_replay=cfg.updates_per_iteration, compile=True)
-    agent.replay_updates(cfg.updates_per_iteration)   # one graph replay for all of them on CUDA
-
-On CUDA, capture runs `warmup_updates` real eager updates on a side stream (they allocate the capturable
-optimizer state and compile the fused parts when `compile` is set), then captures
-one graph per single-update variant (with and without the delayed actor step) and, when the actor
-period divides `updates_per_replay`, one graph holding all `updates_per_replay` updates with their
-actor pattern. The host picks the graph from its update counter, so the schedule is deterministic
-and needs no device branch. Every optimizer step drops its gradients before the next backward
-(`zero_grad()` sets them to None), so a backward hands its gradients to the parameters without a fill
-or an addition; inside a graph they live in the graph's memory pool and nothing outside an update
-reads them. On CPU, when disabled, or when capture fails, updates run eagerly and
-`update_fallback_reason` says why. Each compiled part falls back on its own: a part that cannot compile runs
-its plain method while the others stay compiled, and `compile_fallback_reason` names it and says why; an
-update that still fails during warm-up turns every part back to its plain method and says so there.
-
-Acting copy: `act` reads `acting_actor` / `acting_obs_normalizer`, a copy of the learner's actor that
-`publish_policy` refreshes. A collector can then act while the learner updates the live weights on
-another stream (the runner's overlap schedule); `policy_version` is the number of updates the acting
-copy has seen.
+Each algorithm module (`sac`, `flashsac`) builds its actor and critic (under `_seeded_init`), lists its update's
+parts (`trainrt.algos.execution.UpdateParts`: its math from `sac_math` / `flashsac_math` / `update_math`, bound to
+its modules) and implements `act` and `_update_step`; this base owns what surrounds the networks
+(`_init_learner`: the target critic, the observation normalizers, the C51 support, the temperature, the
+optimizers), the random generators, the loss tensors, the learning-rate schedule, checkpoint state and the
+exported policy (`ExportedPolicy`). How the update runs (compiled parts, the CUDA graphs that replay
+`sample + update`, eager fallbacks and their reasons, the acting copy of the policy) is
+`trainrt.algos.execution.LearnerExecution`'s.
 """
 
 import abc
 import contextlib
 import copy
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, ClassVar, Protocol
 
 import torch
 from pydantic import BaseModel, ConfigDict, model_validator
 from torch import nn
 
-from simcore import garbage_held_during_capture
-from trainrt.algos.adamw_step import adamw_step, has_step_hooks, init_adamw_state
+from trainrt.algos import update_math
 from trainrt.algos.distributional import categorical_support, check_support_range
+from trainrt.algos.execution import LearnerExecution, Part, UpdateParts
 from trainrt.algos.lr_schedule import LrSchedule, lr_schedule_from
 from trainrt.algos.networks import check_log_std_range
 from trainrt.algos.normalizer import RunningObsNormalizer
-from trainrt.compiled import CompiledOnFirstCall, joined_reasons
 from trainrt.hotpath import cold_path
 from trainrt.replay import Batch
-
-SampleFn = Callable[[torch.Generator], Batch]
 
 # Offset between the acting generator's seed and the learner's: the two streams never overlap.
 _UPDATE_SEED_OFFSET = 0x5EED
@@ -77,6 +53,9 @@ class LearnerConfig(Protocol):
     weight_decay: float
     tau: float
     lr_schedule: str
+    uncompiled_parts: tuple[str, ...]
+    horizontal_fusion_parts: tuple[str, ...]
+    inductor_options: dict[str, Any]
 
 
 LEARNER_FIELD_DESCRIPTIONS: dict[str, str] = {
@@ -107,6 +86,10 @@ LEARNER_FIELD_DESCRIPTIONS: dict[str, str] = {
     "obs_normalization": "running mean/std normalization of observations",
     "actor_obs_group": "observation group the actor reads",
     "critic_obs_group": "observation group the critics read",
+    "gemm_alignment": "member-stacked CUDA products pad their widths to a multiple of this (1: unpadded)",
+    "uncompiled_parts": "update parts that stay eager when the update compiles (names as compile_fallback_reason)",
+    "horizontal_fusion_parts": "update parts compiled with inductor's horizontal fusion (docs/perf/tuning/0033)",
+    "inductor_options": "inductor options every compiled update part gets (benchmarks' variants)",
 }
 """What the hyperparameters both agents have mean (``trainrt config show`` prints them): the one place their
 descriptions are written. A field whose meaning is its algorithm's own is described by its ``Field(description=...)``
@@ -138,7 +121,7 @@ class CheckedLearnerConfig(BaseModel):
         return self
 
 
-class Agent(abc.ABC):
+class Agent(LearnerExecution, abc.ABC):
     """An off-policy agent on one device: acting, one gradient update, checkpoint state, export.
 
     Attributes:
@@ -165,6 +148,7 @@ class Agent(abc.ABC):
         actor_optimizer: AdamW over the actor's parameters (scheduled learning rate).
         critic_optimizer: AdamW over the critic's parameters (scheduled learning rate).
         alpha_optimizer: AdamW over `log_alpha` alone (no weight decay, constant learning rate).
+        parts: the update's pieces (`UpdateParts`), each run plain or compiled as `LearnerExecution` decides.
     """
 
     algo: ClassVar[str]
@@ -183,6 +167,7 @@ class Agent(abc.ABC):
     actor_optimizer: torch.optim.Optimizer
     critic_optimizer: torch.optim.Optimizer
     alpha_optimizer: torch.optim.Optimizer
+    parts: UpdateParts
 
     def __init__(self, cfg: LearnerConfig, num_actions: int, device: torch.device | str, seed: int):
         self.cfg = cfg
@@ -197,30 +182,12 @@ class Agent(abc.ABC):
         # bf16 autocast only on CUDA: CPU runs (tests, CI) stay float32.
         self.autocast_enabled = cfg.bf16_autocast and self.device.type == "cuda"
         self.num_updates = 0
-        self.update_graph_enabled = False
-        self.update_fallback_reason = "not captured"
-        self.update_warmup_updates = 0
-        self._sample_fn: SampleFn | None = None
-        self._graphs: dict[bool, Any] = {}  # update_actor -> torch.cuda.CUDAGraph
-        self._graph_replays = 0
         self._loss_values: dict[str, torch.Tensor] = {}
-        self._multi_graph: Any = None  # torch.cuda.CUDAGraph of `updates_per_replay` updates
-        self._multi_graph_updates = 0
-        self._multi_graph_offset = 0
-        self._multi_graph_replays = 0
-        # Parts of the update that `capture_update(compile=True)` compiles (name -> callable), and why none
-        # are compiled ("" once they are; each part then records its own fallback).
-        self._parts: dict[str, Callable[..., Any]] = {}
-        self._compile_refusal = "not requested"
         # Learning-rate schedule: a device update counter and per-optimizer tensor learning rates.
         self._lr_schedule: LrSchedule | None = None
         self._lr_targets: list[tuple[dict[str, Any], float]] = []
         self._schedule_step = torch.zeros((), device=self.device, dtype=torch.float32)
-        self.policy_version = 0
-        self.acting_actor: nn.Module | None = None
-        self.acting_obs_normalizer: nn.Module | None = None
-        # The stochastic action's math (after the eager draws from `rng`); eager until `compile_act`.
-        self._sample_action = CompiledOnFirstCall(self._stochastic_action)
+        self._init_execution()
 
     # ----------------------------------------------------------------------------------------------
     # construction shared by both algorithms
@@ -285,6 +252,20 @@ class Agent(abc.ABC):
         )
         self._init_acting_policy()
 
+    @cold_path
+    def _shared_parts(self) -> dict[str, Part]:
+        """The parts every update has (`UpdateParts`' own fields): the learning-rate step, the observation
+        normalization and the loss recording; call after `_init_learner`."""
+        actor_normalizer, critic_normalizer = self.actor_obs_normalizer, self.critic_obs_normalizer
+        shared = self.shared_obs_group
+        return {
+            "advance_lr_schedule": Part(self._advance_lr_schedule),
+            "normalize": Part(
+                lambda *obs: update_math.normalize(actor_normalizer, critic_normalizer, shared, *obs)
+            ),
+            "record_losses": Part(self._record_losses),
+        }
+
     # ----------------------------------------------------------------------------------------------
     # what each algorithm provides
     # ----------------------------------------------------------------------------------------------
@@ -298,30 +279,6 @@ class Agent(abc.ABC):
         `act` drew from `rng` beforehand; no draws of its own, so `compile_act` can fuse it."""
 
     @cold_path
-    def compile_act(self) -> bool:
-        """Fuse the stochastic action's math (normalizer, acting actor, noise, tanh) with torch.compile.
-
-        The random numbers are still drawn eagerly from `rng`, in the same order, before the compiled part.
-        It compiles at its first call (make that an eager warm-up step, before any CUDA graph capture); if
-        it cannot, it runs eagerly and `act_compile_fallback_reason` says why. Returns whether
-        torch.compile accepted it."""
-        return self._sample_action.compile()
-
-    @cold_path
-    def uncompile_act(self, reason: str) -> None:
-        """Run the stochastic action's math eagerly again, recording ``reason``."""
-        self._sample_action.uncompile(reason)
-
-    @property
-    def act_compiled(self) -> bool:
-        """Whether the stochastic action's math runs compiled."""
-        return self._sample_action.compiled
-
-    @property
-    def act_compile_fallback_reason(self) -> str:
-        """Why the stochastic action's math runs eagerly ("" when compiled)."""
-        return self._sample_action.fallback_reason
-
     def end_episodes(self, done: torch.Tensor) -> None:
         """Forget per-env exploration state of rows whose episode ended, ``done`` (num_envs,) bool; sync-free.
 
@@ -386,29 +343,11 @@ class Agent(abc.ABC):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Update the running statistics with this batch, then normalize actor/critic obs and next obs."""
         cfg = self.cfg
-        return self._part("_normalize")(
+        return self.parts.normalize(
             batch.obs[cfg.actor_obs_group],
             batch.next_obs[cfg.actor_obs_group],
             batch.obs[cfg.critic_obs_group],
             batch.next_obs[cfg.critic_obs_group],
-        )
-
-    def _normalize(
-        self,
-        actor_obs: torch.Tensor,
-        next_actor_obs: torch.Tensor,
-        critic_obs: torch.Tensor,
-        next_critic_obs: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The statistics update and the four normalizations of `_normalized_groups` (a compilable part)."""
-        self.actor_obs_normalizer.update(actor_obs)
-        if not self.shared_obs_group:
-            self.critic_obs_normalizer.update(critic_obs)
-        return (
-            self.actor_obs_normalizer(actor_obs),
-            self.actor_obs_normalizer(next_actor_obs),
-            self.critic_obs_normalizer(critic_obs),
-            self.critic_obs_normalizer(next_critic_obs),
         )
 
     actor_eval_kwargs: ClassVar[dict[str, Any]] = {}
@@ -421,265 +360,6 @@ class Agent(abc.ABC):
             copy.deepcopy(self.actor_obs_normalizer), copy.deepcopy(self.actor), **self.actor_eval_kwargs
         )
         return policy.eval().requires_grad_(False)
-
-    # ----------------------------------------------------------------------------------------------
-    # updates
-    # ----------------------------------------------------------------------------------------------
-    @property
-    def update_graph_capturable(self) -> bool:
-        """Whether `capture_update` can put the update in a CUDA graph on this device."""
-        return self.device.type == "cuda"
-
-    def update(self, batch: Batch) -> None:
-        """One eager gradient update from `batch`, then publish the policy; losses stay on the device."""
-        self._update_step(batch, self._actor_due())
-        self.num_updates += 1
-        self.publish_policy()
-
-    @cold_path
-    def capture_update(
-        self,
-        sample_fn: SampleFn,
-        *,
-        enabled: bool = True,
-        warmup_updates: int = 2,
-        updates_per_replay: int = 1,
-        compile: bool = False,
-    ) -> None:
-        """Prepare `replay_updates`: capture `sample_fn(update_rng)` + updates into CUDA graphs.
-
-        Args:
-            sample_fn: draws a fixed-shape `Batch` from persistent storage using the given generator,
-                e.g. `lambda g: buffer.sample(batch_size, g)`; it must not synchronize.
-            enabled: False forces the eager path (A/B runs); the reason is recorded.
-            warmup_updates: real eager updates run before capture (at least one; they count as updates).
-            updates_per_replay: M, updates the runner asks for at once; when the actor period divides M,
-                one graph replays all M (one launch per iteration).
-            compile: compile the update's network parts with torch.compile (CUDA only) before capture.
-        """
-        if updates_per_replay < 1:
-            raise ValueError(f"updates_per_replay must be >= 1, got {updates_per_replay}")
-        self._sample_fn = sample_fn
-        self._graphs = {}
-        self._multi_graph = None
-        self.update_graph_enabled = False
-        if self.device.type != "cuda":
-            self.update_fallback_reason = "cpu device"
-            self._compile_refusal = "cpu device" if compile else "not requested"
-            return
-        if not enabled:
-            self.update_fallback_reason = "disabled by configuration"
-            return
-        if compile:
-            self._compile_parts()
-        try:
-            self._warm_up_updates(sample_fn, max(1, warmup_updates))
-        except Exception as exc:
-            if not self.compile_enabled:
-                raise
-            # A compiled part that fails at its first call: record why, warm up uncompiled instead.
-            self._uncompile_parts(f"compiled update failed: {type(exc).__name__}: {exc}"[:500])
-            self._warm_up_updates(sample_fn, max(1, warmup_updates))
-        try:
-            with garbage_held_during_capture():
-                self._capture_update_graphs(sample_fn, updates_per_replay)
-        except Exception as exc:  # capture is best effort: record why and run eagerly
-            self._graphs = {}
-            self._multi_graph = None
-            self.update_fallback_reason = f"capture failed: {type(exc).__name__}: {exc}"[:500]
-            return
-        self.update_graph_enabled = True
-        self.update_fallback_reason = ""
-
-    @cold_path
-    def _capture_update_graphs(self, sample_fn: SampleFn, updates_per_replay: int) -> None:
-        """Capture the single-update graphs (with and without the actor) and, if asked, the multi-update one."""
-        variants = [True] if self.actor_update_period == 1 else [True, False]
-        pool = None
-        for update_actor in variants:
-            graph = torch.cuda.CUDAGraph()
-            graph.register_generator_state(self.update_rng)
-            with torch.cuda.graph(graph, pool=pool):
-                self._update_step(sample_fn(self.update_rng), update_actor=update_actor)
-            pool = graph.pool()
-            self._graphs[update_actor] = graph
-        if updates_per_replay > 1 and updates_per_replay % self.actor_update_period == 0:
-            offset = self.num_updates % self.actor_update_period
-            graph = torch.cuda.CUDAGraph()
-            graph.register_generator_state(self.update_rng)
-            with torch.cuda.graph(graph, pool=pool):
-                for index in range(updates_per_replay):
-                    due = (offset + index) % self.actor_update_period == 0
-                    self._update_step(sample_fn(self.update_rng), update_actor=due)
-            self._multi_graph = graph
-            self._multi_graph_updates = updates_per_replay
-            self._multi_graph_offset = offset
-
-    @cold_path
-    def _warm_up_updates(self, sample_fn: SampleFn, count: int) -> None:
-        """Real eager full updates on a side stream: they create every optimizer state (and compile the parts)."""
-        current = torch.cuda.current_stream(self.device)
-        side = torch.cuda.Stream(self.device)
-        side.wait_stream(current)
-        with torch.cuda.stream(side):
-            for _ in range(count):
-                self._update_step(sample_fn(self.update_rng), update_actor=True)
-                self.num_updates += 1
-        current.wait_stream(side)
-        self.update_warmup_updates += count
-
-    @cold_path
-    def _compile_parts(self) -> None:
-        """Replace the update's declared parts by torch.compile'd versions (fused kernels, same math).
-
-        Each part compiles at its first call (a warm-up update); one that cannot runs its plain method from
-        then on and keeps its reason (`compile_fallback_reason`), while the others stay compiled. The
-        optimizer-step parts stay plain while an optimizer has step hooks (data-parallel training averages
-        gradients in one), since only ``Optimizer.step()`` runs them.
-        """
-        optimizers = (self.actor_optimizer, self.critic_optimizer, self.alpha_optimizer)
-        hooked = [name for name, opt in zip(("actor", "critic", "alpha"), optimizers) if has_step_hooks(opt)]
-        plain_steps = set(self.optimizer_step_parts) if hooked else set()
-        if (set(self.optimizer_step_parts) - plain_steps) & set(self.compiled_parts):
-            for optimizer in optimizers:
-                init_adamw_state(optimizer)  # a compiled `adamw_step` traces the state it steps
-        parts = {name: CompiledOnFirstCall(getattr(self, name)) for name in self.compiled_parts}
-        for name, part in parts.items():
-            if name in plain_steps:
-                which = f"the {', '.join(hooked)} optimizer" + (" has" if len(hooked) == 1 else "s have")
-                part.uncompile(
-                    f"{which} step hooks (data-parallel gradient averaging), which only an eager "
-                    "Optimizer.step() runs"
-                )
-            else:  # compiles at its first call; refused at once (say, an unknown option), it runs plain
-                part.compile(self.part_compile_options.get(name))
-        self._parts = dict(parts)
-        self._compile_refusal = ""
-
-    @cold_path
-    def _uncompile_parts(self, reason: str) -> None:
-        """Back to the plain parts, recording why."""
-        self._parts = {}
-        self._compile_refusal = reason[:500]
-
-    @property
-    def compile_enabled(self) -> bool:
-        """Whether any part of the update runs compiled."""
-        return any(getattr(part, "compiled", True) for part in self._parts.values())
-
-    @property
-    def compile_fallback_reason(self) -> str:
-        """Why the update's parts run eagerly: "" when every part compiled, the one reason when none did for
-        the same reason, else ``"part: reason; ..."`` for the parts that fell back."""
-        if self._compile_refusal or not self._parts:
-            return self._compile_refusal or "not requested"
-        eager = {
-            name: part.fallback_reason
-            for name, part in self._parts.items()
-            if not getattr(part, "compiled", True)
-        }
-        return joined_reasons(eager, parts=len(self._parts))
-
-    compiled_parts: ClassVar[tuple[str, ...]] = ()
-    """Names of the methods `_update_step` calls through `_part` (the compilable network math)."""
-
-    part_compile_options: ClassVar[dict[str, dict[str, Any]]] = {}
-    """Inductor options for single parts, by name (none here; FlashSAC fuses its projections and optimizer steps
-    horizontally, docs/perf/tuning/0033; `benchmarks/learner_variants.py` sets some to measure them)."""
-
-    optimizer_step_parts: ClassVar[tuple[str, ...]] = ("_critic_step", "_actor_step")
-    """The parts `_update_step` calls that step an optimizer through `adamw_step`; compiling any of them needs
-    the optimizers' state created first (`init_adamw_state`)."""
-
-    def _critic_step(self) -> None:
-        """The critic's AdamW step, then the target critic's EMA toward it (a compilable part: inductor fuses
-        the two over all the critic's tensors). SAC calls it and `_actor_step`; FlashSAC projects its weights
-        between the step and the EMA, so it calls `_actor_step` and its own critic step (docs/perf/tuning/0025)."""
-        adamw_step(self.critic_optimizer)
-        with torch.no_grad():
-            torch._foreach_lerp_(self._target_params, self._critic_params, self.cfg.tau)
-
-    def _actor_step(self) -> None:
-        """The actor's AdamW step (a compilable part)."""
-        adamw_step(self.actor_optimizer)
-
-    def _part(self, name: str) -> Callable[..., Any]:
-        """The compiled version of update part `name` when compiled, the method itself otherwise."""
-        return self._parts.get(name) or getattr(self, name)
-
-    def replay_update(self) -> None:
-        """One update: replay the captured graph, or eagerly sample and update when there is none."""
-        self.replay_updates(1)
-
-    def replay_updates(self, count: int, *, publish: bool = True) -> None:
-        """`count` updates: one replay of the all-updates graph when it fits, else one per update.
-
-        Args:
-            count: updates to run.
-            publish: refresh the acting copy afterwards (`publish_policy`). The runner's overlap
-                schedule passes False and publishes at iteration boundaries, while no collector acts.
-        """
-        if self._sample_fn is None:
-            raise RuntimeError("replay_update() needs capture_update(sample_fn) first")
-        fits = (
-            self.update_graph_enabled
-            and self._multi_graph is not None
-            and count == self._multi_graph_updates
-            and self.num_updates % self.actor_update_period == self._multi_graph_offset
-        )
-        if fits:
-            self._multi_graph.replay()
-            self._multi_graph_replays += 1
-            self.num_updates += count
-        else:
-            for _ in range(count):
-                update_actor = self._actor_due()
-                if self.update_graph_enabled:
-                    self._graphs[update_actor].replay()
-                    self._graph_replays += 1
-                else:
-                    self._update_step(self._sample_fn(self.update_rng), update_actor)
-                self.num_updates += 1
-        if publish:
-            self.publish_policy()
-
-    def _actor_due(self) -> bool:
-        """Whether the next update includes the (delayed) actor and temperature step."""
-        return self.num_updates % self.actor_update_period == 0
-
-    # ----------------------------------------------------------------------------------------------
-    # the acting copy
-    # ----------------------------------------------------------------------------------------------
-    @cold_path
-    def _init_acting_policy(self) -> None:
-        """Create the acting copy of actor and normalizer (`_init_learner` calls this once, last)."""
-        self.acting_actor = copy.deepcopy(self.actor).requires_grad_(False)
-        self.acting_obs_normalizer = copy.deepcopy(self.actor_obs_normalizer)
-        self._pair_acting_tensors()
-        self.policy_version = self.num_updates
-
-    @cold_path
-    def _pair_acting_tensors(self) -> None:
-        """List the (acting, live) tensor pairs `publish_policy` copies: every parameter and buffer of the
-        actor and the normalizer. Call again when a module gains a buffer."""
-        self._acting_pairs = [
-            (dst, src)
-            for live, acting in (
-                (self.actor, self.acting_actor),
-                (self.actor_obs_normalizer, self.acting_obs_normalizer),
-            )
-            for dst, src in zip(
-                [*acting.parameters(), *acting.buffers()], [*live.parameters(), *live.buffers()], strict=True
-            )
-        ]
-
-    def publish_policy(self) -> None:
-        """Copy the learner's actor and normalizer into the acting copy (sync-free, fixed addresses)."""
-        if self.acting_actor is None:
-            return
-        with torch.no_grad():
-            torch._foreach_copy_([d for d, _ in self._acting_pairs], [s for _, s in self._acting_pairs])
-        self.policy_version = self.num_updates
 
     # ----------------------------------------------------------------------------------------------
     # learning-rate schedule
@@ -750,25 +430,6 @@ class Agent(abc.ABC):
             return
         for name, value in values.items():
             self._loss_values[name].copy_(value.detach().float())
-
-    @cold_path
-    def update_diagnostics(self) -> dict[str, Any]:
-        """Learner graph facts for run_summary.json."""
-        return {
-            "algo": self.algo,
-            "update_graph_capturable": self.update_graph_capturable,
-            "update_graph_enabled": self.update_graph_enabled,
-            "update_fallback_reason": self.update_fallback_reason,
-            "update_graph_variants": len(self._graphs),
-            "update_graph_replays": self._graph_replays,
-            "update_warmup_updates": self.update_warmup_updates,
-            "updates_per_graph_replay": self._multi_graph_updates if self._multi_graph is not None else 1,
-            "update_multi_graph_replays": self._multi_graph_replays,
-            "compile_enabled": self.compile_enabled,
-            "compile_fallback_reason": self.compile_fallback_reason,
-            "policy_version": self.policy_version,
-            "num_updates": self.num_updates,
-        }
 
     # ----------------------------------------------------------------------------------------------
     # helpers for subclasses

@@ -20,7 +20,8 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import simcore
-from trainrt.algos.agent import Agent, SampleFn
+from trainrt.algos.agent import Agent
+from trainrt.algos.execution import SampleFn
 from trainrt.hotpath import cold_path
 
 

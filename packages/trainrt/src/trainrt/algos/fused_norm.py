@@ -29,7 +29,7 @@ except ImportError:  # pragma: no cover - platforms without Triton
 KERNEL_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 """Activation dtypes the kernel takes; its parameters must be float32 (the modules' own)."""
 
-OP_NAME = "layer_norm_silu_v2"
+OP_NAME = "layer_norm_silu_v3"
 """The forward op's name in the ``trainrt`` namespace (the backward's adds ``_backward``). The version moves
 whenever the ops' signatures or the gradient formula change: torch.compile's on-disk caches key a compiled
 graph by the names of the ops it calls, not by their Python code, so an entry compiled against older code
@@ -45,7 +45,9 @@ size (the parameter gradients, summed across rows once at the end), so its tile 
 _TARGET_PROGRAMS = 128
 """About how many programs the backward spreads the rows over (each writes one partial row of sums per
 parameter). 128 is about one per multiprocessor of an H200 (132): the backward runs in one wave and, while
-the collector runs beside the learner, leaves it room; docs/perf/tuning/0023 has the measurements."""
+the collector runs beside the learner, leaves it room; docs/perf/tuning/0023 has the measurements. The default
+of `SacConfig.norm_backward_programs`, which the SAC networks pass to every call; a call without a count (a
+layer on its own, as `benchmarks/norm_kernel.py` sweeps it) reads this constant."""
 
 _BACKWARD_STAGES = 1
 """Loop iterations of a backward program whose loads are in flight at once (Triton's software pipelining;
@@ -69,6 +71,7 @@ def layer_norm_silu(
     weight: torch.Tensor,
     bias: torch.Tensor,
     eps: float,
+    backward_programs: int | None = None,
 ) -> torch.Tensor:
     """``silu(layer_norm(h + linear_bias) * weight + bias)`` per member, from the kernel; differentiable in all
     four inputs.
@@ -79,6 +82,7 @@ def layer_norm_silu(
         weight: (M, 1, D) the normalization's per-member scale (float32).
         bias: (M, 1, D) the normalization's per-member shift (float32).
         eps: added to the variance.
+        backward_programs: about how many programs the backward spreads the rows over (None: `_TARGET_PROGRAMS`).
 
     Returns:
         (M, B, D) in ``h``'s dtype. On a CPU tensor the kernel runs in Triton's interpreter, which needs
@@ -92,7 +96,8 @@ def layer_norm_silu(
     members, _, width = h.shape
     if linear_bias is None:
         linear_bias = torch.zeros(members, 1, width, device=h.device, dtype=torch.float32)
-    out, _, _ = getattr(torch.ops.trainrt, OP_NAME)(h, linear_bias, weight, bias, eps)
+    programs = _TARGET_PROGRAMS if backward_programs is None else backward_programs
+    out, _, _ = getattr(torch.ops.trainrt, OP_NAME)(h, linear_bias, weight, bias, eps, programs)
     return out
 
 
@@ -105,12 +110,15 @@ def _block_sizes(width: int, tile_elements: int) -> tuple[int, int]:
     return max(1, tile_elements // block_d), block_d
 
 
-def backward_split(rows_per_member: int, members: int, block_r: int) -> tuple[int, int]:
+def backward_split(
+    rows_per_member: int, members: int, block_r: int, target_programs: int | None = None
+) -> tuple[int, int]:
     """(rows per backward program, programs per member): whole tiles of one member's rows per program, about
-    ``_TARGET_PROGRAMS`` programs in all, and no more programs than tiles. The last program of a member may
-    hold fewer rows (masked)."""
+    ``target_programs`` (None: `_TARGET_PROGRAMS`) programs in all, and no more programs than tiles. The last
+    program of a member may hold fewer rows (masked)."""
+    target = _TARGET_PROGRAMS if target_programs is None else target_programs
     tiles = triton.cdiv(rows_per_member, block_r)
-    wanted = max(1, min(tiles, _TARGET_PROGRAMS // members))
+    wanted = max(1, min(tiles, target // members))
     rows_per_program = triton.cdiv(tiles, wanted) * block_r
     return rows_per_program, triton.cdiv(rows_per_member, rows_per_program)
 
@@ -234,9 +242,15 @@ if triton is not None:
 # --------------------------------------------------------------------------------------------------
 @torch.library.custom_op(f"trainrt::{OP_NAME}", mutates_args=())
 def _layer_norm_silu_op(
-    h: torch.Tensor, linear_bias: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float
+    h: torch.Tensor,
+    linear_bias: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor,
+    eps: float,
+    backward_programs: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(y (M, B, D) in h's dtype, mean (M*B,), rstd (M*B,)) from the kernel."""
+    """(y (M, B, D) in h's dtype, mean (M*B,), rstd (M*B,)) from the kernel; ``backward_programs`` is for the
+    backward (`_setup_context` keeps it)."""
     h = h.contiguous()
     members, rows_per_member, width = h.shape
     total = members * rows_per_member
@@ -253,7 +267,7 @@ def _layer_norm_silu_op(
 
 
 @_layer_norm_silu_op.register_fake
-def _layer_norm_silu_fake(h, linear_bias, weight, bias, eps):
+def _layer_norm_silu_fake(h, linear_bias, weight, bias, eps, backward_programs):
     total = h.shape[0] * h.shape[1]
     stats = h.new_empty(total, dtype=torch.float32)
     return torch.empty_like(h, memory_format=torch.contiguous_format), stats, stats.clone()
@@ -269,6 +283,7 @@ def _layer_norm_silu_backward_op(
     mean: torch.Tensor,
     rstd: torch.Tensor,
     param_grads: bool,
+    backward_programs: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Gradients of h (h's dtype), linear_bias, weight and bias (float32, (M, 1, D)) from the kernel. Without
     ``param_grads`` (the parameters are frozen) the last three are empty and the kernel skips their sums."""
@@ -276,7 +291,7 @@ def _layer_norm_silu_backward_op(
     grad = grad.contiguous()
     members, rows_per_member, width = h.shape
     block_r, block_d = _block_sizes(width, _BACKWARD_TILE_ELEMENTS)
-    rows_per_program, programs = backward_split(rows_per_member, members, block_r)
+    rows_per_program, programs = backward_split(rows_per_member, members, block_r, backward_programs)
     grad_h = torch.empty_like(h)
     shape = (members, 1, width) if param_grads else (0,)
     grad_weight, grad_bias, grad_linear_bias = (h.new_empty(shape, dtype=torch.float32) for _ in range(3))
@@ -298,7 +313,9 @@ def _layer_norm_silu_backward_op(
 
 
 @_layer_norm_silu_backward_op.register_fake
-def _layer_norm_silu_backward_fake(grad, h, linear_bias, weight, bias, mean, rstd, param_grads):
+def _layer_norm_silu_backward_fake(
+    grad, h, linear_bias, weight, bias, mean, rstd, param_grads, backward_programs
+):
     members, _, width = h.shape
     shape = (members, 1, width) if param_grads else (0,)
     params = [h.new_empty(shape, dtype=torch.float32) for _ in range(3)]
@@ -306,20 +323,21 @@ def _layer_norm_silu_backward_fake(grad, h, linear_bias, weight, bias, mean, rst
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    h, linear_bias, weight, bias, _ = inputs
+    h, linear_bias, weight, bias, _, backward_programs = inputs
     _, mean, rstd = output
     ctx.save_for_backward(h, linear_bias, weight, bias, mean, rstd)
+    ctx.backward_programs = backward_programs
 
 
 def _backward(ctx, grad_y, _grad_mean, _grad_rstd):
     h, linear_bias, weight, bias, mean, rstd = ctx.saved_tensors
     param_grads = any(ctx.needs_input_grad[1:4])  # the critic is frozen during the actor's step
     grad_h, grad_linear_bias, grad_weight, grad_bias = _layer_norm_silu_backward_op(
-        grad_y, h, linear_bias, weight, bias, mean, rstd, param_grads
+        grad_y, h, linear_bias, weight, bias, mean, rstd, param_grads, ctx.backward_programs
     )
     if not param_grads:
-        return grad_h, None, None, None, None
-    return grad_h, grad_linear_bias, grad_weight, grad_bias, None
+        return grad_h, None, None, None, None, None
+    return grad_h, grad_linear_bias, grad_weight, grad_bias, None, None
 
 
 _layer_norm_silu_op.register_autograd(_backward, setup_context=_setup_context)

@@ -56,12 +56,15 @@ def tanh_gaussian_sample(
 # aligned batched GEMM
 # --------------------------------------------------------------------------------------------------
 GEMM_ALIGNMENT = 8
-"""Multiple the inner and output widths of a CUDA GEMM are zero-padded to (8 bf16 elements = 16 bytes).
-1 turns padding off; `benchmarks/learner_variants.py --variants padded,unpadded` measures the difference."""
+"""Multiple the inner and output widths of a CUDA GEMM are zero-padded to (8 bf16 elements = 16 bytes): the
+default of the learner configs' ``gemm_alignment``, which `set_gemm_alignment` hands to the layers. 1 turns
+padding off; `benchmarks/learner_variants.py --variants padded,unpadded` measures the difference."""
 
 
-def aligned_bmm(x: torch.Tensor, weight: torch.Tensor, *, pad: bool | None = None) -> torch.Tensor:
-    """Batched product ``x @ weight`` with the inner and output widths zero-padded to `GEMM_ALIGNMENT`.
+def aligned_bmm(
+    x: torch.Tensor, weight: torch.Tensor, *, pad: bool | None = None, alignment: int = GEMM_ALIGNMENT
+) -> torch.Tensor:
+    """Batched product ``x @ weight`` with the inner and output widths zero-padded to a multiple of ``alignment``.
 
     Args:
         x: (B, K) shared by every member, or (M, B, K) one input per member.
@@ -78,8 +81,8 @@ def aligned_bmm(x: torch.Tensor, weight: torch.Tensor, *, pad: bool | None = Non
     members, k, n = weight.shape
     if pad is None:
         pad = x.is_cuda and members > 1
-    pad_k = -k % GEMM_ALIGNMENT if pad else 0
-    pad_n = -n % GEMM_ALIGNMENT if pad else 0
+    pad_k = -k % alignment if pad else 0
+    pad_n = -n % alignment if pad else 0
     if pad_k:
         x = F.pad(x, (0, pad_k))  # before any member expansion: the shared input is padded once
     if pad_k or pad_n:
@@ -106,6 +109,7 @@ class StackedLinear(nn.Module):
         self.members = members
         self.in_features = in_features
         self.out_features = out_features
+        self.gemm_alignment = GEMM_ALIGNMENT
         bound = 1.0 / math.sqrt(in_features)
         self.weight = nn.Parameter(torch.empty(members, in_features, out_features).uniform_(-bound, bound))
         self.bias = (
@@ -119,7 +123,7 @@ class StackedLinear(nn.Module):
 
     def product(self, x: torch.Tensor) -> torch.Tensor:
         """The bias-free part of `forward`, (M, B, out), for a caller that adds the bias in a fused step."""
-        return aligned_bmm(x, self.weight.to(x.dtype))
+        return aligned_bmm(x, self.weight.to(x.dtype), alignment=self.gemm_alignment)
 
     def extra_repr(self) -> str:
         """Summary line for `print(module)`."""
@@ -144,8 +148,9 @@ class StackedLayerNorm(nn.Module):
 
 FUSED_NORM_KERNEL = True
 """Hidden layers of `StackedLayerNormMlp` on CUDA end in one Triton kernel each way (bias, LayerNorm, scale
-and shift, SiLU; `fused_norm`, docs/perf/tuning/0023). False runs them as torch operations that torch.compile fuses on its
-own; `benchmarks/learner_variants.py --variants padded,compiled_norm` measures the two."""
+and shift, SiLU; `fused_norm`, docs/perf/tuning/0023): the default of `SacConfig.fused_norm_kernel`, which sets
+the networks' ``fused_norm_kernel``. False runs them as torch operations that torch.compile fuses on its own;
+`benchmarks/learner_variants.py --variants padded,compiled_norm` measures the two."""
 
 
 class StackedLayerNormMlp(nn.Module):
@@ -158,6 +163,8 @@ class StackedLayerNormMlp(nn.Module):
     def __init__(self, members: int, in_dim: int, hidden_dims: list[int], out_dim: int):
         super().__init__()
         self.members = members
+        self.fused_norm_kernel = FUSED_NORM_KERNEL
+        self.norm_backward_programs: int | None = None  # the kernel's default (`fused_norm._TARGET_PROGRAMS`)
         self.linears = nn.ModuleList()
         self.norms = nn.ModuleList()
         width = in_dim
@@ -169,12 +176,25 @@ class StackedLayerNormMlp(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Inputs (B, in) (shared) or (M, B, in) -> outputs (M, B, out)."""
-        fused = FUSED_NORM_KERNEL and fused_norm.kernel_supported(x.device, self.output.weight.dtype)
+        fused = self.fused_norm_kernel and fused_norm.kernel_supported(x.device, self.output.weight.dtype)
         for linear, norm in zip(self.linears, self.norms):
             if fused:
                 x = fused_norm.layer_norm_silu(
-                    linear.product(x), linear.bias, norm.weight, norm.bias, norm.eps
+                    linear.product(x),
+                    linear.bias,
+                    norm.weight,
+                    norm.bias,
+                    norm.eps,
+                    self.norm_backward_programs,
                 )
             else:
                 x = F.silu(norm(linear(x)))
         return self.output(x)
+
+
+def set_gemm_alignment(module: nn.Module, alignment: int) -> None:
+    """Pad the member-stacked products of every layer in ``module`` to a multiple of ``alignment`` (the learner
+    config's ``gemm_alignment``; 1: unpadded)."""
+    for layer in module.modules():
+        if hasattr(layer, "gemm_alignment"):
+            layer.gemm_alignment = alignment

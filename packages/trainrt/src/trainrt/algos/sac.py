@@ -13,22 +13,23 @@ C51 cross-entropy, its optimizer step and the soft target update (one compiled p
 the whole update captures as one graph.
 """
 
-from typing import Literal
+import dataclasses
+from typing import ClassVar, Literal
 
 import torch
-import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
+from trainrt.algos import fused_norm, sac_math, update_math
 from trainrt.algos.agent import Agent, CheckedLearnerConfig, frozen
-from trainrt.algos.distributional import (
-    categorical_projection,
-    expected_value,
-)
+from trainrt.algos.distributional import expected_value
+from trainrt.algos.execution import Part, UpdateParts, check_part_names
 from trainrt.algos.networks import (
+    FUSED_NORM_KERNEL,
+    GEMM_ALIGNMENT,
     StackedLayerNormMlp,
     bounded_log_std,
-    tanh_gaussian_sample,
+    set_gemm_alignment,
 )
 from trainrt.replay import Batch
 
@@ -99,6 +100,21 @@ class SacConfig(CheckedLearnerConfig):
     actor_obs_group: str = "policy"
     critic_obs_group: str = "critic"
 
+    # Execution: kernel and compiler variants (the update's math is the same under each; docs/performance.md).
+    gemm_alignment: int = Field(GEMM_ALIGNMENT, ge=1)
+    fused_norm_kernel: bool = Field(
+        FUSED_NORM_KERNEL,
+        description="hidden layers end in the fused LayerNorm + SiLU Triton kernel on CUDA (docs/perf/tuning/0023)",
+    )
+    norm_backward_programs: int = Field(
+        fused_norm._TARGET_PROGRAMS,
+        ge=1,
+        description="about how many programs the fused kernel's backward spreads the rows over (docs/perf/tuning/0023)",
+    )
+    uncompiled_parts: tuple[str, ...] = ()
+    horizontal_fusion_parts: tuple[str, ...] = ()
+    inductor_options: dict[str, bool | int | float | str] = Field(default_factory=dict)
+
 
 # --------------------------------------------------------------------------------------------------
 # networks
@@ -147,20 +163,26 @@ class SacCritic(nn.Module):
 # --------------------------------------------------------------------------------------------------
 # agent
 # --------------------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class SacParts(UpdateParts):
+    """SAC's update parts (`SacAgent._update_step` calls them in this order)."""
+
+    advance_lr_schedule: Part
+    normalize: Part
+    critic_target: Part  # sac_math.critic_target
+    critic_loss: Part  # sac_math.critic_loss
+    actor_loss: Part  # sac_math.actor_loss
+    critic_step: Part  # update_math.step_and_track: AdamW, then the target's EMA
+    actor_step: Part  # update_math.optimizer_step
+    record_losses: Part
+
+    optimizer_steps: ClassVar[tuple[str, ...]] = ("_critic_step", "_actor_step")
+
+
 class SacAgent(Agent):
     """FastSAC-style agent. Construct through `trainrt.algos.make_agent("sac", ...)`."""
 
     algo = "sac"
-    compiled_parts = (
-        "_advance_lr_schedule",
-        "_normalize",
-        "_critic_target",
-        "_critic_loss",
-        "_actor_loss",
-        "_critic_step",
-        "_actor_step",
-        "_record_losses",
-    )
 
     def __init__(
         self,
@@ -170,15 +192,45 @@ class SacAgent(Agent):
         device: torch.device | str,
         seed: int = 0,
     ):
+        check_part_names(SacParts, cfg)
         super().__init__(cfg, num_actions, device, seed)
         actor_dim, critic_dim = self._obs_group_dims(obs_dims)
         with self._seeded_init():
             actor = SacActor(actor_dim, num_actions, cfg.actor_hidden_dim, cfg.log_std_min, cfg.log_std_max)
             critic = SacCritic(critic_dim, num_actions, cfg.critic_hidden_dim, cfg.num_atoms)
+        for net in (actor, critic):
+            set_gemm_alignment(net, cfg.gemm_alignment)
+            net.net.fused_norm_kernel = cfg.fused_norm_kernel
+            net.net.norm_backward_programs = cfg.norm_backward_programs
         self._init_learner(actor, critic, actor_dim, critic_dim)
         self.target_entropy = cfg.target_entropy_per_action * num_actions
         self._declare_losses(  # recorded by every update first, then by actor updates only
             "critic_loss", "q_mean", "target_q_mean", "alpha", "actor_loss", "alpha_loss", "entropy"
+        )
+        self.parts = self._sac_parts()
+
+    def _sac_parts(self) -> SacParts:
+        """The update's math bound to this agent's modules and optimizers.
+
+        Each part is its own lambda, so torch.compile keeps one cache per part (a ``functools.partial`` would
+        share one code object, and its recompile limit, among all of them)."""
+        cfg, actor, critic, target_critic = self.cfg, self.actor, self.critic, self.critic_target
+        support, autocast = self.support, self._autocast
+        critic_optimizer, actor_optimizer = self.critic_optimizer, self.actor_optimizer
+        target_params, critic_params = self._target_params, self._critic_params
+        return SacParts(
+            **self._shared_parts(),
+            critic_target=Part(
+                lambda *batch: sac_math.critic_target(
+                    actor, target_critic, support, cfg.v_min, cfg.v_max, autocast, *batch
+                )
+            ),
+            critic_loss=Part(lambda *batch: sac_math.critic_loss(critic, support, autocast, *batch)),
+            actor_loss=Part(lambda *batch: sac_math.actor_loss(actor, critic, support, autocast, *batch)),
+            critic_step=Part(
+                lambda: update_math.step_and_track(critic_optimizer, target_params, critic_params, cfg.tau)
+            ),
+            actor_step=Part(lambda: update_math.optimizer_step(actor_optimizer)),
         )
 
     # ----------------------------------------------------------------------------------------------
@@ -208,59 +260,16 @@ class SacAgent(Agent):
     # ----------------------------------------------------------------------------------------------
     # learning
     # ----------------------------------------------------------------------------------------------
-    def _critic_target(
-        self,
-        next_actor_obs: torch.Tensor,
-        next_critic_obs: torch.Tensor,
-        reward: torch.Tensor,
-        continuation: torch.Tensor,
-        alpha: torch.Tensor,
-        noise: torch.Tensor,
-    ) -> torch.Tensor:
-        """Projected soft Bellman target distributions (2, B, K), one per target member; no gradients."""
-        with torch.no_grad(), self._autocast():
-            mean, log_std = self.actor(next_actor_obs)
-            next_action, next_log_prob = tanh_gaussian_sample(mean.float(), log_std.float(), noise)
-            target_probs = F.softmax(self.critic_target(next_critic_obs, next_action).float(), dim=-1)
-            # Soft value: every return atom is shifted by the entropy bonus before discounting.
-            target_atoms = reward.unsqueeze(-1) + continuation.unsqueeze(-1) * (
-                self.support - alpha * next_log_prob.unsqueeze(-1)
-            )
-            return categorical_projection(
-                target_probs, target_atoms.expand_as(target_probs), self.cfg.v_min, self.cfg.v_max
-            )
-
-    def _critic_loss(
-        self, critic_obs: torch.Tensor, action: torch.Tensor, target: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Cross-entropy of both members to their targets (summed over members) and the mean Q."""
-        with self._autocast():
-            logits = self.critic(critic_obs, action)
-        log_probs = F.log_softmax(logits.float(), dim=-1)
-        loss = -(target * log_probs).sum(-1).mean(-1).sum()
-        return loss, expected_value(log_probs.detach().exp(), self.support).mean()
-
-    def _actor_loss(
-        self, actor_obs: torch.Tensor, critic_obs: torch.Tensor, alpha: torch.Tensor, noise: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """alpha * log pi - mean twin Q and log pi (B,); call with the critic frozen."""
-        with self._autocast():
-            mean, log_std = self.actor(actor_obs)
-            action, log_prob = tanh_gaussian_sample(mean.float(), log_std.float(), noise)
-            q_probs = F.softmax(self.critic(critic_obs, action).float(), dim=-1)
-        q_value = expected_value(q_probs, self.support).mean(0)
-        return (alpha * log_prob - q_value).mean(), log_prob
-
     def _update_step(self, batch: Batch, update_actor: bool) -> None:
         """Critic, actor (when due), temperature, then target update; losses land in `losses()`."""
-        cfg = self.cfg
+        cfg, parts = self.cfg, self.parts
         actor_obs, next_actor_obs, critic_obs, next_critic_obs = self._normalized_groups(batch)
         alpha = self.log_alpha.exp().detach()
         batch_size = batch.batch_size
-        self._part("_advance_lr_schedule")()
+        parts.advance_lr_schedule()
 
         # Critic: cross-entropy to the projected soft Bellman target, one target per member.
-        target = self._part("_critic_target")(
+        target = parts.critic_target(
             next_actor_obs,
             next_critic_obs,
             batch.reward,
@@ -268,12 +277,12 @@ class SacAgent(Agent):
             alpha,
             self._policy_noise(batch_size),
         )
-        critic_loss, q_mean = self._part("_critic_loss")(critic_obs, batch.action, target)
+        critic_loss, q_mean = parts.critic_loss(critic_obs, batch.action, target)
         self.critic_optimizer.zero_grad()
         critic_loss.backward()
         # The critic's step and the target's EMA toward it. The actor's step below reads the online critic
         # only, so updating the target here, before it, is the same as after it.
-        self._part("_critic_step")()
+        parts.critic_step()
         losses = {
             "critic_loss": critic_loss,
             "q_mean": q_mean,
@@ -283,12 +292,12 @@ class SacAgent(Agent):
         if update_actor:
             # Actor: maximize the twin critics' mean value plus entropy.
             with frozen(self.critic):  # the critic's weight gradients are not needed
-                actor_loss, log_prob = self._part("_actor_loss")(
+                actor_loss, log_prob = parts.actor_loss(
                     actor_obs, critic_obs, alpha, self._policy_noise(batch_size)
                 )
             self.actor_optimizer.zero_grad()
             actor_loss.backward()
-            self._part("_actor_step")()
+            parts.actor_step()
             # Temperature: raise alpha when entropy falls below the target, lower it above.
             log_prob = log_prob.detach()
             alpha_loss = -(self.log_alpha.exp() * (log_prob + self.target_entropy)).mean()
@@ -299,4 +308,4 @@ class SacAgent(Agent):
             losses |= {"actor_loss": actor_loss, "alpha_loss": alpha_loss, "entropy": -log_prob.mean()}
 
         losses["alpha"] = self.log_alpha.exp()
-        self._part("_record_losses")(losses)
+        parts.record_losses(losses)
