@@ -83,6 +83,16 @@ def _pair(owner: str, name: str, value: Sequence[float], *, positive: bool = Fal
     return low, high
 
 
+def _ray_grid(params: Mapping[str, Any], size: tuple[float, float]) -> tuple[float, simcore.RayPattern]:
+    """The ray height (``params["ray_height"]``, meters above the body) and a grid of rays straight down from
+    it over ``size`` meters, ``params["resolution"]`` apart and at most ``params["max_distance"]`` long."""
+    ray_height = float(params["ray_height"])
+    pattern = simcore.RayPattern.grid(
+        size, float(params["resolution"]), height=ray_height, max_distance=params["max_distance"]
+    )
+    return ray_height, pattern
+
+
 class HeightScan(ManagerTermBase):
     """The ground's height under a grid of rays around a body, relative to it: ``(num_envs, R)``.
 
@@ -120,10 +130,8 @@ class HeightScan(ManagerTermBase):
         self.size = _pair(owner, "size", p["size"], positive=True)
         self.clip = _pair(owner, "clip", p["clip"])
         try:
-            self.ray_height, self.offset = float(p["ray_height"]), float(p["offset"])
-            pattern = simcore.RayPattern.grid(
-                self.size, float(p["resolution"]), height=self.ray_height, max_distance=p["max_distance"]
-            )
+            self.offset = float(p["offset"])
+            self.ray_height, pattern = _ray_grid(p, self.size)
         except (TypeError, ValueError) as err:
             raise ValueError(f"{owner}: {err}") from None
         self.rays = shared_ray_cast(f"observation term {owner}", env, body, pattern)
@@ -170,10 +178,7 @@ class RootHeightAboveTerrain(ManagerTermBase):
                 f"{owner}: set minimum_height (a termination) or target_height (a reward), not both"
             )
         side = float(p["footprint"])
-        self.ray_height = float(p["ray_height"])
-        pattern = simcore.RayPattern.grid(
-            (side, side), float(p["resolution"]), height=self.ray_height, max_distance=p["max_distance"]
-        )
+        self.ray_height, pattern = _ray_grid(p, (side, side))
         self.rays = shared_ray_cast(f"term {owner}", env, root_body_name(env), pattern)
         self.minimum = None if p["minimum_height"] is None else float(p["minimum_height"])
         self.target = None if p["target_height"] is None else float(p["target_height"])

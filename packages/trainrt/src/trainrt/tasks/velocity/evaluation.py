@@ -10,7 +10,7 @@ steps they were up.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -81,20 +81,23 @@ def _assign_scenario_commands(env: Any, scenarios: Sequence[EvalScenario], rows:
     assign_walk_commands(env, torch.tensor(commands).repeat_interleave(rows, dim=0))
 
 
-def _horizon(env: Any, options: Mapping[str, Any]) -> int:
-    return walk_horizon_steps(env, options.get("horizon_s", WALK_EVAL_HORIZON_S))
-
-
-def walk_evaluation() -> EvaluationSpec:
-    """The ``EvaluationSpec`` of a velocity-tracking task with a ``twist`` command (``g1_walk_flat``)."""
+def walk_spec(
+    scenarios: tuple[EvalScenario, ...],
+    *,
+    horizon_s: float,
+    scenario_help: str,
+    setup: Callable[[Any, Sequence[EvalScenario], int], None],
+    result: Callable[[Any, int, dict[str, dict[str, Any]]], dict[str, Any]],
+) -> EvaluationSpec:
+    """A walk's ``EvaluationSpec`` over ``scenarios``: the twist command pinned and pushes off
+    (``walk_eval_config``), the walk's metrics, one rollout of ``horizon_s`` simulated seconds unless the
+    ``horizon_s`` option says otherwise (at most one episode), and the ``commands`` option choosing scenarios
+    by name (``scenario_help`` says what the names are). ``setup`` and ``result`` as in ``EvaluationSpec``."""
     from trainrt import mdp
 
     return EvaluationSpec(
         config=lambda cfg: walk_eval_config(cfg, (0.0, 0.0, 0.0)),
-        scenarios=tuple(
-            EvalScenario(name, {"command": {"lin_vel_x": vx, "lin_vel_y": vy, "ang_vel_z": wz}})
-            for name, (vx, vy, wz) in WALK_EVAL_COMMANDS.items()
-        ),
+        scenarios=scenarios,
         metrics={
             "lin_vel_error_xy": lambda env: mdp.lin_vel_error_xy(env, command_name="twist"),
             "ang_vel_error_z": lambda env: mdp.ang_vel_error_z(env, command_name="twist"),
@@ -103,12 +106,26 @@ def walk_evaluation() -> EvaluationSpec:
             "mean_lin_vel_y": lambda env: env.robot.root_lin_vel_b[:, 1],
             "mean_ang_vel_z": lambda env: env.robot.root_ang_vel_b[:, 2],
         },
-        horizon=_horizon,
+        horizon=lambda env, options: walk_horizon_steps(env, options.get("horizon_s", horizon_s)),
         options={
-            "commands": f"walk command names (default all: {', '.join(WALK_EVAL_COMMANDS)})",
-            "horizon_s": f"simulated seconds per rollout (default {WALK_EVAL_HORIZON_S:g}, at most one episode)",
+            "commands": f"{scenario_help} (default all: {', '.join(s.name for s in scenarios)})",
+            "horizon_s": f"simulated seconds per rollout (default {horizon_s:g}, at most one episode)",
         },
         scenario_option="commands",
+        setup=setup,
+        result=result,
+    )
+
+
+def walk_evaluation() -> EvaluationSpec:
+    """The ``EvaluationSpec`` of a velocity-tracking task with a ``twist`` command (``g1_walk_flat``)."""
+    return walk_spec(
+        tuple(
+            EvalScenario(name, {"command": {"lin_vel_x": vx, "lin_vel_y": vy, "ang_vel_z": wz}})
+            for name, (vx, vy, wz) in WALK_EVAL_COMMANDS.items()
+        ),
+        horizon_s=WALK_EVAL_HORIZON_S,
+        scenario_help="walk command names",
         setup=_assign_scenario_commands,
         result=lambda env, horizon, rows: {"horizon_s": horizon * env.step_dt, "commands": rows},
     )

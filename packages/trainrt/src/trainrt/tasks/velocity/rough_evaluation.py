@@ -10,19 +10,14 @@ flat ground (the ``flat`` type's blocks).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from trainrt.hotpath import cold_path
 from trainrt.runner.evaluation_spec import EvalScenario, EvaluationSpec
-from trainrt.tasks.velocity.evaluation import (
-    _assign_scenario_commands,
-    walk_eval_config,
-    walk_evaluation,
-    walk_horizon_steps,
-)
+from trainrt.tasks.velocity.evaluation import _assign_scenario_commands, walk_spec
 
 ROUGH_EVAL_COMMANDS: dict[str, tuple[float, float, float]] = {
     "forward_0.5": (0.5, 0.0, 0.0),
@@ -84,25 +79,14 @@ def _result(env: Any, horizon: int, rows: dict[str, dict[str, Any]]) -> dict[str
     }
 
 
-def _horizon(env: Any, options: Mapping[str, Any]) -> int:
-    return walk_horizon_steps(env, options.get("horizon_s", ROUGH_EVAL_HORIZON_S))
-
-
 def rough_walk_evaluation() -> EvaluationSpec:
     """The ``EvaluationSpec`` of a rough velocity-tracking task on ``ROUGH_TERRAIN`` (``g1_walk_rough``)."""
     from trainrt.tasks.velocity.rough_env_cfg import ROUGH_TERRAIN
 
-    scenarios = _scenarios(tuple(name for name, cfg in ROUGH_TERRAIN.types.items() if cfg.proportion > 0))
-    return EvaluationSpec(
-        config=lambda cfg: walk_eval_config(cfg, (0.0, 0.0, 0.0)),
-        scenarios=scenarios,
-        metrics=walk_evaluation().metrics,
-        horizon=_horizon,
-        options={
-            "commands": f"terrain/command scenario names (default all: {', '.join(s.name for s in scenarios)})",
-            "horizon_s": f"simulated seconds per rollout (default {ROUGH_EVAL_HORIZON_S:g}, at most one episode)",
-        },
-        scenario_option="commands",
+    return walk_spec(
+        _scenarios(tuple(name for name, cfg in ROUGH_TERRAIN.types.items() if cfg.proportion > 0)),
+        horizon_s=ROUGH_EVAL_HORIZON_S,
+        scenario_help="terrain/command scenario names",
         setup=place_on_terrain,
         result=_result,
     )

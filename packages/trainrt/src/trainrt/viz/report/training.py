@@ -12,6 +12,7 @@ from typing import Any
 
 from trainrt.viz.report.data import (
     RunInputs,
+    Series,
     episode_series,
     loss_series,
     metric_series,
@@ -72,11 +73,7 @@ def metrics_figure(plt: Any, run: RunInputs) -> Any:
     curves = metric_series(run.scalars)
     if not curves:
         return "the run logged no task metrics (no Metrics/* scalars: no episode has ended, or the task has none)"
-    figure, axes = grid(plt, len(curves), f"task metrics (mean over each finished episode): {run.title}")
-    for axis, curve in zip(axes, curves):
-        trace(axis, curve, color="tab:purple")
-        style(axis, curve.label, run.iteration_label())
-    return figure
+    return _panel_per_curve(plt, run, curves, "task metrics (mean over each finished episode)", "tab:purple")
 
 
 def terminations_figure(plt: Any, run: RunInputs) -> Any:
@@ -107,13 +104,7 @@ def losses_figure(plt: Any, run: RunInputs) -> Any:
     curves = loss_series(run.scalars)
     if not curves:
         return "no update has run yet (no Loss/* scalars)"
-    figure, axes = grid(plt, len(curves), f"learner: {run.title}")
-    for axis, curve in zip(axes, curves):
-        trace(axis, curve, color="tab:blue")
-        if log_scale_fits([curve]):
-            axis.set_yscale("log")
-        style(axis, curve.label, run.iteration_label())
-    return figure
+    return _panel_per_curve(plt, run, curves, "learner", "tab:blue", log_scale=True)
 
 
 def throughput_figure(plt: Any, run: RunInputs) -> Any:
@@ -150,6 +141,20 @@ def throughput_figure(plt: Any, run: RunInputs) -> Any:
     else:
         steps.plot(curves["steps"].x, curves["steps"].y, color="tab:blue", linewidth=1.6)
         style(steps, "env steps against training time", "training wall-clock (s, no warm-up)", "env steps")
+    return figure
+
+
+def _panel_per_curve(
+    plt: Any, run: RunInputs, curves: list[Series], heading: str, color: str, *, log_scale: bool = False
+) -> Any:
+    """A figure of one panel per curve, each drawn in ``color`` against the iteration; ``log_scale``: a log
+    y axis on each panel whose values fit one (``log_scale_fits``)."""
+    figure, axes = grid(plt, len(curves), f"{heading}: {run.title}")
+    for axis, curve in zip(axes, curves):
+        trace(axis, curve, color=color)
+        if log_scale and log_scale_fits([curve]):
+            axis.set_yscale("log")
+        style(axis, curve.label, run.iteration_label())
     return figure
 
 
