@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 
 import mujoco
+import torch
 
 import simcore
 
@@ -46,6 +47,27 @@ SMALL_XML = """
 """A free box resting near a floor, a two-link arm with a position servo and a filtered (stateful) servo,
 a mocap body, and position / velocity / acceleration sensors: every carrier has a non-zero width."""
 
+
+def ball_and_cube_xml(ball_pos: str, cube_pos: str) -> str:
+    """A free ball (radius 5 cm) at ``ball_pos`` and a free cube (side 10 cm) at ``cube_pos`` ("x y z"), 1 kg
+    each, over no ground: a scene to put terrain under."""
+    return f"""
+<mujoco model="ball_and_cube">
+  <option timestep="0.005"/>
+  <worldbody>
+    <body name="ball" pos="{ball_pos}">
+      <freejoint/>
+      <geom name="ball" type="sphere" size="0.05" mass="1"/>
+    </body>
+    <body name="cube" pos="{cube_pos}">
+      <freejoint/>
+      <geom name="cube" type="box" size="0.05 0.05 0.05" mass="1"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
 BACKENDS = ("mujoco", "mjwarp")
 
 
@@ -68,3 +90,19 @@ def reference_data(backend: simcore.SimBackend, world: int) -> mujoco.MjData:
     data.mocap_quat[:] = backend.mocap_quat[world].double().cpu().numpy()
     mujoco.mj_forward(model, data)
     return data
+
+
+def load_xml(tmp_path, xml: str, **kwargs) -> mujoco.MjModel:
+    """``simcore.load_model(path, **kwargs)`` of ``xml`` written to ``tmp_path / "scene.xml"``."""
+    path = tmp_path / "scene.xml"
+    path.write_text(xml)
+    return simcore.load_model(path, **kwargs)
+
+
+def rest(name: str, model: mujoco.MjModel, steps: int) -> tuple[torch.Tensor, int]:
+    """Two worlds of backend ``name`` (on the CPU) after ``steps`` steps from the model's pose: their qpos
+    (float64) and the contact count."""
+    backend = simcore.make_backend(name, model, cpu_config(2))
+    for _ in range(steps):
+        backend.step()
+    return backend.qpos.double().clone(), backend.diagnostics().contacts

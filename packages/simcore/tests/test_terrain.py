@@ -12,28 +12,14 @@ import mujoco
 import numpy as np
 import pytest
 import torch
-from simcore_scenes import BACKENDS, cpu_config
+from simcore_scenes import BACKENDS, ball_and_cube_xml, cpu_config, load_xml, rest
 
 import simcore
 from simcore import Capability
 from simcore._src.capability import declared_capabilities
 from simcore._src.mujoco_backend import MujocoBackend
 
-BODIES_XML = """
-<mujoco model="terrain_bodies">
-  <option timestep="0.005"/>
-  <worldbody>
-    <body name="ball" pos="0.13 0.07 0.2">
-      <freejoint/>
-      <geom name="ball" type="sphere" size="0.05" mass="1"/>
-    </body>
-    <body name="cube" pos="-0.33 0.21 0.2">
-      <freejoint/>
-      <geom name="cube" type="box" size="0.05 0.05 0.05" mass="1"/>
-    </body>
-  </worldbody>
-</mujoco>
-"""
+BODIES_XML = ball_and_cube_xml(ball_pos="0.13 0.07 0.2", cube_pos="-0.33 0.21 0.2")
 
 MESH_XML = """
 <mujoco model="mesh_terrain">
@@ -70,12 +56,6 @@ def _wavy_heights(n: int = 21) -> np.ndarray:
     return 0.15 * np.sin(2.0 * gx) * np.cos(3.0 * gy) + 0.05 * gx
 
 
-def _load(tmp_path, xml: str, **kwargs) -> mujoco.MjModel:
-    path = tmp_path / "scene.xml"
-    path.write_text(xml)
-    return simcore.load_model(path, **kwargs)
-
-
 def _flat_with_bump() -> simcore.Heightfield:
     heights = np.full((11, 11), 0.1)
     heights[0, 0] = 0.3  # away from the bodies: the field is not flat, the bodies rest on its 0.1 plateau
@@ -97,7 +77,7 @@ def test_heightfield_validates_its_fields():
 def test_load_model_adds_a_heightfield_at_its_elevations(tmp_path):
     heights = _wavy_heights()
     field = simcore.Heightfield(heights, half_extent=(1.0, 0.8), pos=(0.2, -0.1, 0.05))
-    model = _load(tmp_path, BODIES_XML, add_floor=False, heightfields=[field])
+    model = load_xml(tmp_path, BODIES_XML, add_floor=False, heightfields=[field])
     geom = model.geom("terrain")
     assert geom.type[0] == mujoco.mjtGeom.mjGEOM_HFIELD
     assert geom.group[0] == simcore.TERRAIN_GEOM_GROUP
@@ -130,15 +110,15 @@ def test_add_heightfield_to_a_spec_and_duplicate_names(tmp_path):
 
 def test_colliding_meshes_are_refused_unless_asked_for(tmp_path):
     with pytest.raises(NotImplementedError, match="collision_meshes=True"):
-        _load(tmp_path, MESH_XML)
-    model = _load(tmp_path, MESH_XML, collision_meshes=True, add_floor=False)
+        load_xml(tmp_path, MESH_XML)
+    model = load_xml(tmp_path, MESH_XML, collision_meshes=True, add_floor=False)
     slab = model.geom("slab")
     assert slab.type[0] == mujoco.mjtGeom.mjGEOM_MESH
     assert (slab.contype[0], slab.conaffinity[0], slab.group[0]) == (1, 1, simcore.TERRAIN_GEOM_GROUP)
 
 
 def test_world_body_geoms_are_terrain(tmp_path):
-    model = _load(tmp_path, STEP_XML)
+    model = load_xml(tmp_path, STEP_XML)
     for name in ("step", "floor"):
         geom = model.geom(name)
         assert (geom.contype[0], geom.conaffinity[0], geom.group[0]) == (1, 1, simcore.TERRAIN_GEOM_GROUP)
@@ -149,7 +129,7 @@ def test_world_body_geoms_are_terrain(tmp_path):
 def test_the_floor_can_lie_under_a_terrain_with_pits(tmp_path):
     pit = np.zeros((11, 11))
     pit[3:8, 3:8] = -0.4
-    model = _load(
+    model = load_xml(
         tmp_path, BODIES_XML, heightfields=[simcore.Heightfield(pit, (1.0, 1.0))], floor_height=-1.4
     )
     floor = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "floor")
@@ -163,7 +143,7 @@ def test_the_floor_can_lie_under_a_terrain_with_pits(tmp_path):
     )
     assert distance == pytest.approx(1.4, abs=1e-6) and geomid[0] != floor
     with pytest.raises(ValueError, match="floor_height must be a finite number"):
-        _load(tmp_path, BODIES_XML, floor_height=float("nan"))
+        load_xml(tmp_path, BODIES_XML, floor_height=float("nan"))
 
 
 def test_both_backends_declare_terrain_and_rays():
@@ -185,31 +165,24 @@ class _Flat(MujocoBackend):
 
 
 def test_a_backend_without_terrain_capabilities_refuses_at_load(tmp_path):
-    hfield_model = _load(tmp_path, BODIES_XML, heightfields=[_flat_with_bump()])
+    hfield_model = load_xml(tmp_path, BODIES_XML, heightfields=[_flat_with_bump()])
     with pytest.raises(NotImplementedError, match=r"lacks HEIGHTFIELD for geom\(s\) \['terrain'\]") as err:
         _Flat(hfield_model, cpu_config(1))
     assert "use a backend that declares them" in str(err.value)
-    mesh_model = _load(tmp_path, MESH_XML, collision_meshes=True)
+    mesh_model = load_xml(tmp_path, MESH_XML, collision_meshes=True)
     with pytest.raises(NotImplementedError, match=r"lacks COLLISION_MESH for geom\(s\) \['slab'\]"):
         _Flat(mesh_model, cpu_config(1))
-    flat = _Flat(_load(tmp_path, BODIES_XML), cpu_config(1))  # primitives only: fine
+    flat = _Flat(load_xml(tmp_path, BODIES_XML), cpu_config(1))  # primitives only: fine
     with pytest.raises(NotImplementedError, match="lacks RAY_CAST"):
         flat.ray_cast("ball", simcore.RayPattern.grid((0.2, 0.2), 0.1))
 
 
 # ----------------------------------------------------------------------------------------------- contact parity
-def _rest(name: str, model: mujoco.MjModel, steps: int) -> tuple[torch.Tensor, int]:
-    backend = simcore.make_backend(name, model, cpu_config(2))
-    for _ in range(steps):
-        backend.step()
-    return backend.qpos.double().clone(), backend.diagnostics().contacts
-
-
 @pytest.mark.slow
 def test_bodies_resting_on_a_heightfield_agree_across_backends(tmp_path):
-    model = _load(tmp_path, BODIES_XML, add_floor=False, heightfields=[_flat_with_bump()])
-    cpu_qpos, cpu_contacts = _rest("mujoco", model, 30)
-    warp_qpos, warp_contacts = _rest("mjwarp", model, 30)
+    model = load_xml(tmp_path, BODIES_XML, add_floor=False, heightfields=[_flat_with_bump()])
+    cpu_qpos, cpu_contacts = rest("mujoco", model, 30)
+    warp_qpos, warp_contacts = rest("mjwarp", model, 30)
     torch.testing.assert_close(warp_qpos, cpu_qpos, atol=1e-4, rtol=0)
     assert cpu_qpos[0, 2].item() == pytest.approx(0.15, abs=2e-3)  # the ball rests on the 0.1 plateau
     assert cpu_qpos[0, 9].item() == pytest.approx(0.15, abs=2e-3)  # and so does the cube
@@ -218,9 +191,9 @@ def test_bodies_resting_on_a_heightfield_agree_across_backends(tmp_path):
 
 @pytest.mark.slow
 def test_a_ball_resting_on_a_collision_mesh_agrees_across_backends(tmp_path):
-    model = _load(tmp_path, MESH_XML, collision_meshes=True, add_floor=False)
-    cpu_qpos, cpu_contacts = _rest("mujoco", model, 30)
-    warp_qpos, warp_contacts = _rest("mjwarp", model, 30)
+    model = load_xml(tmp_path, MESH_XML, collision_meshes=True, add_floor=False)
+    cpu_qpos, cpu_contacts = rest("mujoco", model, 30)
+    warp_qpos, warp_contacts = rest("mjwarp", model, 30)
     torch.testing.assert_close(warp_qpos, cpu_qpos, atol=1e-4, rtol=0)
     assert cpu_qpos[0, 2].item() == pytest.approx(0.15, abs=2e-3)
     assert warp_contacts == cpu_contacts > 0
@@ -283,7 +256,7 @@ def _tilted_poses(backend: simcore.SimBackend, body_qpos: int) -> None:
 @pytest.mark.parametrize("alignment", ["yaw", "full"])
 def test_height_scan_on_a_heightfield_matches_mj_ray(tmp_path, name, alignment):
     heights = _wavy_heights()
-    model = _load(tmp_path, BODIES_XML, heightfields=[simcore.Heightfield(heights, (1.0, 1.0))])
+    model = load_xml(tmp_path, BODIES_XML, heightfields=[simcore.Heightfield(heights, (1.0, 1.0))])
     backend = simcore.make_backend(name, model, cpu_config(3))
     pattern = simcore.RayPattern.grid((0.6, 0.4), 0.1, height=0.3, alignment=alignment, max_distance=3.0)
     cast = backend.ray_cast("ball", pattern)
@@ -315,7 +288,7 @@ def test_height_scan_on_a_heightfield_matches_mj_ray(tmp_path, name, alignment):
 
 @pytest.mark.parametrize("name", BACKENDS)
 def test_rays_on_a_box_step_and_the_floor_and_misses(tmp_path, name):
-    model = _load(tmp_path, STEP_XML)
+    model = load_xml(tmp_path, STEP_XML)
     backend = simcore.make_backend(name, model, cpu_config(2))
     # three rays down: over the floor, over the step, and beyond max_distance; one ray up: nothing there
     offsets = np.array([[0.0, 0.0, 0.0], [0.5, 0.0, 0.0], [-3.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
@@ -345,7 +318,7 @@ def test_rays_on_a_box_step_and_the_floor_and_misses(tmp_path, name):
 
 @pytest.mark.parametrize("name", BACKENDS)
 def test_ray_casts_refresh_in_place_on_step_and_reset(tmp_path, name):
-    model = _load(tmp_path, STEP_XML)
+    model = load_xml(tmp_path, STEP_XML)
     backend = simcore.make_backend(name, model, cpu_config(2))
     version = backend.structure_version
     cast = backend.ray_cast("base", simcore.RayPattern(np.zeros((1, 3)), alignment="world"))
@@ -364,7 +337,7 @@ def test_ray_casts_refresh_in_place_on_step_and_reset(tmp_path, name):
 
 
 def test_ray_cast_rejects_unknown_bodies_and_groups_without_geoms(tmp_path):
-    backend = simcore.make_backend("mujoco", _load(tmp_path, STEP_XML), cpu_config(1))
+    backend = simcore.make_backend("mujoco", load_xml(tmp_path, STEP_XML), cpu_config(1))
     with pytest.raises(ValueError, match="unknown body name 'torso'"):
         backend.ray_cast("torso", simcore.RayPattern(np.zeros((1, 3))))
     with pytest.raises(ValueError, match=r"no visible geom lies in geom groups \[4\]"):
@@ -377,7 +350,7 @@ def test_ray_cast_rejects_unknown_bodies_and_groups_without_geoms(tmp_path):
 
 @pytest.mark.gpu
 def test_ray_cast_inside_a_captured_step_matches_eager(tmp_path):
-    model = _load(tmp_path, BODIES_XML, heightfields=[simcore.Heightfield(_wavy_heights(), (1.0, 1.0))])
+    model = load_xml(tmp_path, BODIES_XML, heightfields=[simcore.Heightfield(_wavy_heights(), (1.0, 1.0))])
     backend = simcore.make_backend("mjwarp", model, simcore.SimConfig(num_envs=4, device="cuda"))
     cast = backend.ray_cast("ball", simcore.RayPattern.grid((0.6, 0.4), 0.1, height=0.3))
     work = simcore.CapturedWork(backend.step, backend=backend, name="scan", require_graph=True)
@@ -412,7 +385,7 @@ def test_rays_on_an_mjcf_heightfield_and_a_collision_mesh_match_mj_ray(tmp_path,
         MESH_XML: simcore.RayPattern.grid((0.6, 0.6), 0.15, alignment="world"),
     }
     for xml, pattern in patterns.items():
-        model = _load(tmp_path, xml, collision_meshes=True, add_floor=False)
+        model = load_xml(tmp_path, xml, collision_meshes=True, add_floor=False)
         terrain = model.geom("slab" if xml is MESH_XML else "bumps")
         assert (terrain.group[0], terrain.conaffinity[0]) == (simcore.TERRAIN_GEOM_GROUP, 1)
         backend = simcore.make_backend(name, model, cpu_config(2))

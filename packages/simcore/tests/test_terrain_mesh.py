@@ -11,28 +11,14 @@ import mujoco
 import numpy as np
 import pytest
 import torch
-from simcore_scenes import cpu_config
+from simcore_scenes import ball_and_cube_xml, cpu_config, load_xml, rest
 
 import simcore
 from simcore import Capability
 from simcore._src.capability import declared_capabilities, model_capabilities
 from simcore._src.mujoco_backend import MujocoBackend
 
-BALL_XML = """
-<mujoco model="mesh_bodies">
-  <option timestep="0.005"/>
-  <worldbody>
-    <body name="ball" pos="0.0 -0.2 0.4">
-      <freejoint/>
-      <geom name="ball" type="sphere" size="0.05" mass="1"/>
-    </body>
-    <body name="cube" pos="1.5 0.0 0.4">
-      <freejoint/>
-      <geom name="cube" type="box" size="0.05 0.05 0.05" mass="1"/>
-    </body>
-  </worldbody>
-</mujoco>
-"""
+BALL_XML = ball_and_cube_xml(ball_pos="0.0 -0.2 0.4", cube_pos="1.5 0.0 0.4")
 
 
 def _box(x0, y0, z0, x1, y1, z1, first: int) -> tuple[list[str], list[str]]:
@@ -63,9 +49,7 @@ def _surface(model: mujoco.MjModel, x: float, y: float) -> tuple[float, str]:
 
 
 def _load(tmp_path, *meshes: simcore.TerrainMesh, **kwargs) -> mujoco.MjModel:
-    path = tmp_path / "scene.xml"
-    path.write_text(BALL_XML)
-    return simcore.load_model(path, terrain_meshes=meshes, **kwargs)
+    return load_xml(tmp_path, BALL_XML, terrain_meshes=meshes, **kwargs)
 
 
 def test_an_obj_becomes_one_mesh_geom_per_piece_where_its_pose_puts_it(tmp_path):
@@ -141,16 +125,9 @@ def test_bodies_resting_on_terrain_mesh_pieces_agree_across_backends(tmp_path):
     model = _load(
         tmp_path, simcore.TerrainMesh.from_obj(_two_boxes_obj(tmp_path), name="ground"), add_floor=False
     )
-    qpos = {}
-    for name in ("mujoco", "mjwarp"):
-        backend = simcore.make_backend(name, model, cpu_config(2))
-        for _ in range(30):
-            backend.step()
-        qpos[name] = backend.qpos.double().clone()
-        if name == "mujoco":
-            contacts = backend.diagnostics().contacts
-        else:
-            assert backend.diagnostics().contacts == contacts > 0
-    torch.testing.assert_close(qpos["mjwarp"], qpos["mujoco"], atol=1e-4, rtol=0)
-    assert qpos["mujoco"][0, 2].item() == pytest.approx(0.15, abs=2e-3)  # the ball on the slab
-    assert qpos["mujoco"][0, 9].item() == pytest.approx(0.35, abs=2e-3)  # the cube on the block
+    cpu_qpos, cpu_contacts = rest("mujoco", model, 30)
+    warp_qpos, warp_contacts = rest("mjwarp", model, 30)
+    torch.testing.assert_close(warp_qpos, cpu_qpos, atol=1e-4, rtol=0)
+    assert cpu_qpos[0, 2].item() == pytest.approx(0.15, abs=2e-3)  # the ball on the slab
+    assert cpu_qpos[0, 9].item() == pytest.approx(0.35, abs=2e-3)  # the cube on the block
+    assert warp_contacts == cpu_contacts > 0

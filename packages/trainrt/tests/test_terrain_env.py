@@ -7,9 +7,10 @@ import dataclasses
 import math
 from typing import ClassVar
 
+import mujoco
 import pytest
 import torch
-from managers_toy_scene import toy_cfg
+from managers_toy_scene import TOY_XML, toy_cfg
 
 import simcore
 from simcore._src.capability import Capability, declared_capabilities
@@ -26,29 +27,15 @@ from trainrt.terrain import (
 )
 from trainrt.terrain.mdp import HeightScan, RootHeightAboveTerrain, TerrainLevels, terrain_out_of_bounds
 
-BOX_XML = """
-<mujoco model="terrain_toy">
-  <option timestep="0.005"/>
-  <worldbody>
-    <body name="base" pos="0 0 0.5">
-      <freejoint name="root"/>
-      <geom name="box" type="box" size="0.1 0.1 0.05" mass="1"/>
-      <body name="arm_a" pos="0.1 0 0">
-        <joint name="hinge_a" type="hinge" axis="0 1 0" range="-1 1" limited="true" damping="0.1"/>
-        <geom type="capsule" fromto="0 0 0 0.2 0 0" size="0.02" mass="0.2"/>
-      </body>
-      <body name="arm_b" pos="-0.1 0 0">
-        <joint name="hinge_b" type="hinge" axis="1 0 0" range="-1.5 1.5" limited="true" damping="0.1"/>
-        <geom type="capsule" fromto="0 0 0 -0.2 0 0" size="0.02" mass="0.2"/>
-      </body>
-    </body>
-  </worldbody>
-  <actuator>
-    <position name="servo_a" joint="hinge_a" kp="20" kv="1"/>
-    <position name="servo_b" joint="hinge_b" kp="10" kv="0.5"/>
-  </actuator>
-</mujoco>
-"""
+
+def _without_floor(xml: str) -> str:
+    spec = mujoco.MjSpec.from_string(xml)
+    spec.delete(spec.geom("floor"))
+    return spec.to_xml()
+
+
+BOX_XML = _without_floor(TOY_XML)
+"""The toy scene without its floor plane: the terrain, and ``load_model``'s floor below it, stand in."""
 
 SLOPE = 0.2  # rise over run at every level (a fixed slope: the analytic height is known everywhere)
 INIT_HEIGHT = 0.5

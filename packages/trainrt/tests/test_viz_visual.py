@@ -28,6 +28,18 @@ def _g1_or_skip():
         pytest.skip("G1 assets are not fetched (python -m trainrt.robots fetch)")
 
 
+def _g1_clip_or_skip():
+    """The G1 model and its last motion clip without an object (float64); skips when either is not fetched."""
+    _g1_or_skip()
+    from trainrt.motion import load_motion
+
+    clips = [p for p in G1.motion_files() if "w_obj" not in p.name]
+    if not clips:
+        pytest.skip("G1 motion clips are not fetched")
+    sim = G1.model()
+    return sim, load_motion(clips[-1], sim, dtype=torch.float64)
+
+
 def _random_qpos(model: mujoco.MjModel, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)  # test data only
     qpos = model.qpos0.copy()
@@ -81,14 +93,7 @@ def test_terrain_heightfield_is_in_the_render_scene_at_the_simulated_heights():
 
 
 def test_ghost_layer_stands_at_the_reference_pose_of_the_clip():
-    _g1_or_skip()
-    from trainrt.motion import load_motion
-
-    clips = [p for p in G1.motion_files() if "w_obj" not in p.name]
-    if not clips:
-        pytest.skip("G1 motion clips are not fetched")
-    sim = G1.model()
-    clip = load_motion(clips[-1], sim, dtype=torch.float64)
+    sim, clip = _g1_clip_or_skip()
     poser = poser_for(sim)
     for frame in (0, clip.num_frames // 2, clip.num_frames - 1):
         ghost = poser.qpos_from_pose(
@@ -222,17 +227,11 @@ def test_rough_walk_frames_draw_the_simulated_terrain(one_thread):
 
 
 def test_viewer_ghost_stands_at_the_reference_pose():
-    _g1_or_skip()
     from types import SimpleNamespace
 
-    from trainrt.motion import load_motion
     from trainrt.viz.viewer import _draw_ghost
 
-    clips = [p for p in G1.motion_files() if "w_obj" not in p.name]
-    if not clips:
-        pytest.skip("G1 motion clips are not fetched")
-    sim = G1.model()
-    clip = load_motion(clips[-1], sim, dtype=torch.float64)
+    sim, clip = _g1_clip_or_skip()
     poser = poser_for(sim)
     option = mujoco.MjvOption()
     option.geomgroup[:] = poser.geomgroup
