@@ -14,7 +14,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-from simcore._src.terrain_mesh import TerrainMesh, add_terrain_mesh
+from simcore._src.terrain_mesh import TERRAIN_GEOM_GROUP, TerrainMesh, add_terrain_mesh
 
 # BeyondMimic-style gains: each joint is a second-order system with its reflected rotor inertia (armature) as
 # the dominant inertia; a 10 Hz natural frequency and a damping ratio of 2 (overdamped) give stiff but calm
@@ -27,10 +27,6 @@ FLOOR_NAME = "floor"
 SELF_COLLISION_SENSOR = "self_collision"
 """Name of the contact sensor ``load_model(self_collision_pairs=...)`` adds: per world, the number of contacts
 between the robot's own geoms (one float, ``data="found"``)."""
-
-TERRAIN_GEOM_GROUP = 5
-"""Geom group of the terrain: ``load_model`` puts the floor, its heightfields and every other colliding geom of
-the world body there, and ``RayPattern`` rays see this group only by default (robot models use groups 0-3)."""
 
 _MAX_COLLISION_PAIRS = 31  # contype/conaffinity bits 1..31; bit 0 is the floor's
 

@@ -16,6 +16,10 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
+TERRAIN_GEOM_GROUP = 5
+"""Geom group of the terrain: ``load_model`` puts the floor, its heightfields and every other colliding geom of
+the world body there, and ``RayPattern`` rays see this group only by default (robot models use groups 0-3)."""
+
 CONVEXITY_TOLERANCE_M = 1e-4
 """A vertex further than this outside the plane of one of its piece's faces makes the piece non-convex."""
 
@@ -190,7 +194,6 @@ def add_terrain_mesh(spec: mujoco.MjSpec, mesh: TerrainMesh, friction: float = 0
     """Add ``mesh`` to ``spec`` before compiling: a mesh asset and a static geom on the world body per piece
     (``<name>_<piece>``), colliding with everything, in ``TERRAIN_GEOM_GROUP`` (rays see it), with friction
     ``mesh.friction`` or ``friction``. Simulating the compiled model needs ``Capability.COLLISION_MESH``."""
-    from simcore._src.model import TERRAIN_GEOM_GROUP
 
     if not isinstance(mesh, TerrainMesh):
         raise ValueError(f"expected a simcore.TerrainMesh, got {type(mesh).__name__}")
