@@ -73,7 +73,8 @@ import torch._inductor.config as inductor_config
 
 from trainrt.algos import ALGORITHMS, flashsac_networks, networks
 from trainrt.algos.bench import learner_benchmark
-from trainrt.algos.flashsac import HORIZONTAL_FUSION_PARTS, FlashSacParts
+from trainrt.algos.flashsac import FlashSacParts
+from trainrt.algos.flashsac_config import HORIZONTAL_FUSION_PARTS
 from trainrt.algos.sac import SacParts
 from trainrt.config.resolve import resolve_train_config
 from trainrt.runner.build import build_agent, build_env, build_replay

@@ -227,10 +227,10 @@ def test_flashsac_bf16_weight_copies_stay_in_step_inside_the_compiled_learner_gr
     publishing) each copy is exactly its weight in bf16, in the actor, critic, target and acting actor."""
     from test_algos_flashsac import _copies_in_step
 
-    from trainrt.algos import FlashSacConfig, flashsac
+    from trainrt.algos import FlashSacConfig, flashsac_config
 
     assert FlashSacConfig().bf16_weight_copies
-    assert FlashSacConfig().horizontal_fusion_parts == flashsac.HORIZONTAL_FUSION_PARTS
+    assert FlashSacConfig().horizontal_fusion_parts == flashsac_config.HORIZONTAL_FUSION_PARTS
     agent, buffer = _filled("flashsac", bf16_autocast=True)
     assert agent.keeps_bf16_weight_copies
     agent.capture_update(

@@ -6,7 +6,8 @@ import torch
 
 from trainrt.algos.agent import Agent
 from trainrt.algos.execution import SampleFn
-from trainrt.algos.flashsac import FlashSacAgent, FlashSacConfig
+from trainrt.algos.flashsac import FlashSacAgent
+from trainrt.algos.flashsac_config import FlashSacConfig
 from trainrt.algos.sac import SacAgent, SacConfig
 
 AlgoName = Literal["sac", "flashsac"]

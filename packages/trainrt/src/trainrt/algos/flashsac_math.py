@@ -18,7 +18,7 @@ from trainrt.algos.networks import tanh_gaussian_sample
 from trainrt.algos.sac_math import Autocast
 
 if TYPE_CHECKING:
-    from trainrt.algos.flashsac import FlashSacConfig
+    from trainrt.algos.flashsac_config import FlashSacConfig
 
 
 def reward_scale(

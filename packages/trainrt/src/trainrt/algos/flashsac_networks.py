@@ -17,15 +17,7 @@ from torch import nn
 from trainrt.algos.networks import GEMM_ALIGNMENT, aligned_bmm, bounded_log_std
 
 if TYPE_CHECKING:
-    from trainrt.algos.flashsac import FlashSacConfig
-
-BF16_WEIGHT_COPIES = True
-"""Keep a bf16 copy of every unit-norm weight beside it, rewritten wherever the weight changes (its projection
-after each optimizer step, the target's EMA, a checkpoint load), so that a forward under bf16 autocast reads
-the copy instead of casting the weight again: about 25 cast kernels fewer per update at the presets'
-sizes. The arithmetic is the same bit for bit (docs/perf/tuning/0029). The default of
-`FlashSacConfig.bf16_weight_copies`; only a run under bf16 autocast (CUDA) keeps copies.
-`benchmarks/learner_variants.py --variants padded,cast_weights` measures the update without them."""
+    from trainrt.algos.flashsac_config import FlashSacConfig
 
 
 # --------------------------------------------------------------------------------------------------
@@ -186,7 +178,7 @@ def _unit_linear_layers(module: nn.Module) -> list[_UnitLinear]:
 
 @torch.no_grad()
 def keep_bf16_weight_copies(module: nn.Module) -> None:
-    """Give every unit-norm linear layer of `module` a bf16 copy of its weight (`BF16_WEIGHT_COPIES`)."""
+    """Give every unit-norm linear layer of `module` a bf16 copy of its weight (`FlashSacConfig.bf16_weight_copies`)."""
     for layer in _unit_linear_layers(module):
         layer.keep_bf16_copy_()
 
