@@ -87,6 +87,7 @@ from trainrt.runner.pre_run_checks import load_resume_checkpoint, probe_config, 
 from trainrt.runner.preflight import check_memory_fits
 from trainrt.runner.progress import terminal_console, terminal_printer
 from trainrt.runner.run_dir import (
+    RANKS_DIR_NAME,
     RunDirLock,
     check_run_dir_usable,
     claim_run_dir,
@@ -115,8 +116,6 @@ __all__ = [
     "_compile_note",
     "default_run_dir",
 ]
-
-RANKS_DIR_NAME = "ranks"
 
 
 @cold_path

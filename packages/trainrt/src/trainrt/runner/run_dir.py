@@ -40,6 +40,7 @@ LOCK_FILE_NAME = "run.lock"
 # belong to the modules that write them (`_written_by_a_run`).
 ENV_TABLES_FILE_NAME = "env.txt"
 VIDEOS_DIR_NAME = "videos"
+RANKS_DIR_NAME = "ranks"  # a data-parallel run's per-rank summaries, ranks/rank_<i>/
 _NO_FLOCK_ERRNOS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
 
 
@@ -269,7 +270,7 @@ def _written_by_a_run() -> _Written:
     from trainrt.runner.evaluate import EVAL_DIR_NAME
     from trainrt.runner.export import ONNX_FILE_NAME
     from trainrt.runner.manifest import CONFIG_FILE_NAME, MANIFEST_FILE_NAME
-    from trainrt.runner.off_policy_runner import RANKS_DIR_NAME, TENSORBOARD_DIR_NAME
+    from trainrt.runner.scalar_sinks import TENSORBOARD_DIR_NAME
     from trainrt.runner.summary import SUMMARY_FILE_NAME
     from trainrt.viz.report import REPORT_DIR_NAME, REPORT_FILES
 
