@@ -15,13 +15,13 @@ from trainrt.runner.compile_cache import (
     CACHE_DIR_ENV,
     INDUCTOR_ENV,
     TRITON_ENV,
+    CacheDirError,
     cache_contents,
     compile_cache_note,
     compile_cache_record,
     point_compile_caches,
     resolve_cache_dir,
 )
-from trainrt.runner.failures import ExpectedRunFailure
 
 WARM_UP_PHASES = ["set_up", "reset", "first_steps", "collector_capture", "learner_capture", "first_updates"]
 """The warm-up phases of a CPU run, in order (``replay_sample_compile`` runs only on CUDA)."""
@@ -52,13 +52,11 @@ def test_a_folder_is_created_and_used(tmp_path):
 def test_a_file_or_a_folder_that_cannot_be_made_is_refused_naming_the_variable_and_the_fix(tmp_path):
     a_file = tmp_path / "a_file"
     a_file.write_text("")
-    with pytest.raises(
-        ExpectedRunFailure, match=rf"TRAINRT_CACHE_DIR={a_file} is a file, not a folder: point"
-    ):
+    with pytest.raises(CacheDirError, match=rf"TRAINRT_CACHE_DIR={a_file} is a file, not a folder: point"):
         resolve_cache_dir({CACHE_DIR_ENV: str(a_file)})
     below_a_file = a_file / "cache"
     with pytest.raises(
-        ExpectedRunFailure,
+        CacheDirError,
         match=rf"TRAINRT_CACHE_DIR={below_a_file}: the folder cannot be created .*unset it",
     ):
         resolve_cache_dir({CACHE_DIR_ENV: str(below_a_file)})
@@ -70,7 +68,7 @@ def test_a_folder_this_user_cannot_write_is_refused(tmp_path):
     read_only.mkdir(mode=0o500)
     try:
         with pytest.raises(
-            ExpectedRunFailure, match=r"TRAINRT_CACHE_DIR=.*: this user cannot write in the folder"
+            CacheDirError, match=r"TRAINRT_CACHE_DIR=.*: this user cannot write in the folder"
         ):
             resolve_cache_dir({CACHE_DIR_ENV: str(read_only)})
     finally:
@@ -128,7 +126,7 @@ def test_a_bad_cache_folder_is_refused_before_the_run_directory_is_written(tmp_p
     a_file.write_text("")
     compiler_env.setenv(CACHE_DIR_ENV, str(a_file))
     run_dir = tmp_path / "run"
-    with pytest.raises(ExpectedRunFailure, match=r"TRAINRT_CACHE_DIR=.* is a file, not a folder"):
+    with pytest.raises(CacheDirError, match=r"TRAINRT_CACHE_DIR=.* is a file, not a folder"):
         OffPolicyRunner(tiny_config(run_dir), log=lambda line: None)
     assert not run_dir.exists()
 

@@ -27,7 +27,6 @@ from typing import Any
 
 import simcore
 from trainrt.hotpath import cold_path
-from trainrt.runner.failures import ExpectedRunFailure
 
 CACHE_DIR_ENV = "TRAINRT_CACHE_DIR"
 """Environment variable naming the folder the compilers' caches go below (unset: each compiler's default)."""
@@ -39,11 +38,16 @@ UNITS = {"warp": "modules", "inductor": "files", "triton": "kernels"}
 """What a cache's entries count: Warp's compiled modules, inductor's files, Triton's compiled kernels."""
 
 
+class CacheDirError(ValueError):
+    """``$TRAINRT_CACHE_DIR`` names a file, or a folder that cannot be created or written (a usage error: the
+    message names the variable and the fix)."""
+
+
 @cold_path
 def resolve_cache_dir(environ: Mapping[str, str] | None = None) -> Path | None:
     """The folder ``$TRAINRT_CACHE_DIR`` names (created if missing), or None when it is unset or empty.
 
-    Raises ``ExpectedRunFailure`` naming the variable and the fix when the value is a file, or a folder that
+    Raises ``CacheDirError`` naming the variable and the fix when the value is a file, or a folder that
     cannot be created or written.
     """
     env = os.environ if environ is None else environ
@@ -56,15 +60,15 @@ def resolve_cache_dir(environ: Mapping[str, str] | None = None) -> Path | None:
         "one compiled), or unset it to keep each compiler's default cache"
     )
     if path.exists() and not path.is_dir():
-        raise ExpectedRunFailure(f"{CACHE_DIR_ENV}={value} is a file, not a folder: {fix}")
+        raise CacheDirError(f"{CACHE_DIR_ENV}={value} is a file, not a folder: {fix}")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise ExpectedRunFailure(
+        raise CacheDirError(
             f"{CACHE_DIR_ENV}={value}: the folder cannot be created ({err.strerror or err}): {fix}"
         ) from None
     if not os.access(path, os.W_OK | os.X_OK):
-        raise ExpectedRunFailure(f"{CACHE_DIR_ENV}={value}: this user cannot write in the folder: {fix}")
+        raise CacheDirError(f"{CACHE_DIR_ENV}={value}: this user cannot write in the folder: {fix}")
     return path.resolve()
 
 
@@ -80,7 +84,7 @@ def point_compile_caches(backend: str, environ: Mapping[str, str] | None = None)
     try:
         simcore.set_kernel_cache_dir(backend, root / "warp")
     except OSError as err:
-        raise ExpectedRunFailure(
+        raise CacheDirError(
             f"{CACHE_DIR_ENV}={root}: Warp's cache folder cannot be created ({err.strerror or err}): "
             "point the variable at a folder this user can write"
         ) from None

@@ -456,7 +456,9 @@ class OffPolicyRunner:
     @cold_path
     def _warm_up_phase(self, name: str | None, what: str = "") -> None:
         """End the warm-up phase running (its seconds go to ``warmup_phases_sec``) and start ``name``
-        (None: warm-up ended), saying on the console what it does and the seconds since set-up began."""
+        (None: warm-up ended), saying on the console what it does and the seconds since set-up began. The
+        device's queued work is waited for first, so each phase's seconds include the device time it queued."""
+        IterationClock(self.device).synchronize()
         now = self._elapsed_sec()
         if self._phase is not None:
             ended, began = self._phase
@@ -529,8 +531,7 @@ class OffPolicyRunner:
             video_cfg=self.rank_cfg,
             run_id=self.run_id,
         )
-        IterationClock(self.device).synchronize()
-        self._warm_up_phase(None)
+        self._warm_up_phase(None)  # waits for the device's work
         self.warmup_env_steps = (int(env.common_step_counter.cpu()) - steps_before) * env.num_envs
         self.warmup_time_sec = self._elapsed_sec()
         caches_after = cache_contents(cfg.sim.backend)
