@@ -159,3 +159,12 @@ def test_a_run_records_its_caches_and_warm_up_phases_and_says_them_on_the_consol
     done = next(i for i, line in enumerate(lines) if line.startswith("warm-up done in"))
     assert lines[done + 1].startswith(f"compile caches ({cache.resolve()}): inductor ")
     assert lines.index(phase_lines[-1]) < done
+
+
+def test_play_eval_and_bench_point_the_caches_where_they_build_their_env(tmp_path, compiler_env):
+    from trainrt.runner.build import build_env
+
+    compiler_env.setenv(CACHE_DIR_ENV, str(tmp_path / "cache"))
+    build_env(tiny_config(tmp_path / "run"), num_envs=1)  # what play, eval and bench build through
+    assert os.environ[INDUCTOR_ENV] == str((tmp_path / "cache").resolve() / "inductor")
+    assert os.environ[TRITON_ENV] == str((tmp_path / "cache").resolve() / "triton")

@@ -27,6 +27,7 @@ from typing import Any
 
 import simcore
 from trainrt.hotpath import cold_path
+from trainrt.runner.failures import ExpectedRunFailure
 
 CACHE_DIR_ENV = "TRAINRT_CACHE_DIR"
 """Environment variable naming the folder the compilers' caches go below (unset: each compiler's default)."""
@@ -38,9 +39,9 @@ UNITS = {"warp": "modules", "inductor": "files", "triton": "kernels"}
 """What a cache's entries count: Warp's compiled modules, inductor's files, Triton's compiled kernels."""
 
 
-class CacheDirError(ValueError):
-    """``$TRAINRT_CACHE_DIR`` names a file, or a folder that cannot be created or written (a usage error: the
-    message names the variable and the fix)."""
+class CacheDirError(ExpectedRunFailure, ValueError):
+    """``$TRAINRT_CACHE_DIR`` names a file, or a folder that cannot be created or written: the message names
+    the variable and the fix. A ``ValueError`` too, so the commands treat it as bad input (exit code 2)."""
 
 
 @cold_path
