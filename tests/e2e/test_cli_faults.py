@@ -259,6 +259,16 @@ def test_bad_inputs_exit_with_their_code_and_one_clear_line(
 
 
 @pytest.mark.slow
+def test_a_cache_folder_that_is_a_file_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRAINRT_CACHE_DIR", str(_file(tmp_path)))
+    out = trainrt("train", *SAC, *TINY, f"training.run_dir={tmp_path / 'run'}")
+    assert out.returncode == 2, out.stderr[-3000:]
+    assert f"TRAINRT_CACHE_DIR={tmp_path / 'a_file'} is a file, not a folder" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
 def test_a_locked_run_dir_is_refused_naming_the_holder(tmp_path):
     run_dir = tmp_path / "run"
     holder = _hold_lock(run_dir)

@@ -11,6 +11,7 @@ from simcore._src.config import SimConfig
 from simcore._src.diagnostics import BackendDiagnostics
 from simcore._src.factory import make_backend, set_backend_log_level
 from simcore._src.graph import CapturedWork, garbage_held_during_capture
+from simcore._src.kernel_cache import KernelCache, kernel_cache, set_kernel_cache_dir
 from simcore._src.model import (
     SELF_COLLISION_SENSOR,
     TERRAIN_GEOM_GROUP,
@@ -36,6 +37,7 @@ __all__ = [
     "Capability",
     "CapturedWork",
     "Heightfield",
+    "KernelCache",
     "PdGains",
     "PinnedWheel",
     "RayCast",
@@ -52,11 +54,13 @@ __all__ = [
     "check_actuated_joints",
     "fetch_wheel",
     "garbage_held_during_capture",
+    "kernel_cache",
     "load_model",
     "make_backend",
     "pd_gains_from_armature",
     "pose_qpos",
     "set_backend_log_level",
+    "set_kernel_cache_dir",
     "standing_root_height",
     "wall_seconds",
 ]

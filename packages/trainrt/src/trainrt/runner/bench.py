@@ -25,6 +25,7 @@ from trainrt.config import TrainConfig
 from trainrt.hotpath import cold_path
 from trainrt.runner.build import build_agent, build_env, build_replay, make_env_cfg, resolve_device
 from trainrt.runner.collector import Collector
+from trainrt.runner.compile_cache import point_compile_caches
 from trainrt.terrain.scene import TerrainScene, scene_model
 
 DIAGNOSTIC_LABEL = (
@@ -56,6 +57,7 @@ def physics_backend(
         nconmax=env_cfg.scene.nconmax,
         njmax=env_cfg.scene.njmax,
     )
+    point_compile_caches(cfg.sim.backend)  # $TRAINRT_CACHE_DIR, before the backend compiles anything
     backend = simcore.make_backend(
         cfg.sim.backend, model, dataclasses.replace(config, **config_changes), require=require
     )

@@ -23,6 +23,7 @@ from trainrt.config import TrainConfig
 from trainrt.envs import EnvCfg, ManagerBasedRlEnv
 from trainrt.hotpath import cold_path
 from trainrt.replay import DeviceReplayBuffer
+from trainrt.runner.compile_cache import point_compile_caches
 from trainrt.runner.failures import ExpectedRunFailure
 from trainrt.runner.summary import json_safe
 from trainrt.tasks import make_task_cfg
@@ -79,11 +80,13 @@ def _with_options(
 def build_env(cfg: TrainConfig, *, num_envs: int | None = None, seed: int | None = None) -> ManagerBasedRlEnv:
     """The training env of ``cfg`` (``num_envs``/``seed`` override the config, e.g. for play).
 
-    On CUDA its per-step term math is compiled when ``training.compile_collector`` asks for it (it compiles
+    With ``$TRAINRT_CACHE_DIR`` set, the compilers' caches are below it first (``point_compile_caches``), so
+    ``play``, ``eval`` and ``bench`` reuse what a run compiled. On CUDA its per-step term math is compiled when ``training.compile_collector`` asks for it (it compiles
     at the first step, a warm-up step before any graph capture). Prints the motion clip each motion command
     tracks (a tracking run says which clip it learns).
     """
     quiet_backend_log(cfg.sim.backend)
+    point_compile_caches(cfg.sim.backend)  # $TRAINRT_CACHE_DIR, before the backend compiles anything
     env = ManagerBasedRlEnv(
         make_env_cfg(cfg),
         sim=cfg.sim.backend,

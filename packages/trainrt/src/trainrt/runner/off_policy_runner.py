@@ -6,7 +6,10 @@ Lifecycle of ``OffPolicyRunner.run()``:
    agent and replay buffer, restore the last checkpoint when ``training.resume`` is set.
 2. **Warm-up**, all before iteration 1 and outside every throughput window: reset, prefill the replay for
    ``learning_starts`` vector steps (random actions; the restored policy on resume), capture the collector
-   graph, capture the learner graph, run the first update, synchronize.
+   graph, capture the learner graph, run the first update, synchronize. Each phase says so on the console as
+   it starts (a fresh machine compiles for minutes here) and its seconds go to the summary's
+   ``warmup_phases_sec``; the compilers' caches (``$TRAINRT_CACHE_DIR``, see ``compile_cache``) are
+   pointed before anything compiles and counted before and after warm-up (the summary's ``compile_cache``).
 3. **Iterations** 1..``max_iterations``: ``steps_per_iteration`` collector steps (graph replays of K steps),
    ``updates_per_iteration`` learner updates, one synchronization at the boundary, then cold-path work
    (console block and scalars every ``log_every`` iterations, checkpoint every ``checkpoint_every``).
@@ -65,6 +68,7 @@ from trainrt.runner.build import (
     build_replay,
     env_cfg_summary,
     env_metadata,
+    quiet_backend_log,
     resolve_device,
 )
 from trainrt.runner.checkpointing import (
@@ -72,6 +76,13 @@ from trainrt.runner.checkpointing import (
     checkpoint_payload,
 )
 from trainrt.runner.collector import Collector
+from trainrt.runner.compile_cache import (
+    cache_contents,
+    compile_cache_note,
+    compile_cache_record,
+    point_compile_caches,
+    resolve_cache_dir,
+)
 from trainrt.runner.distributed import (
     LaunchEnv,
     gather_rank_figures,
@@ -126,6 +137,18 @@ def default_run_dir(cfg: TrainConfig) -> Path:
     return Path("runs") / f"{cfg.algo.name}_{cfg.task.name}_{cfg.sim.backend}_{stamp}_{uuid.uuid4().hex[:4]}"
 
 
+@cold_path
+def first_steps_note(cfg: TrainConfig, env: Any) -> str:
+    """What the first-steps phase of warm-up says it does: the replay's prefill, and what compiles there."""
+    compiles = []
+    if cfg.sim.backend == "mjwarp":
+        compiles.append("Warp compiles the physics kernels")
+    if cfg.training.compile_collector and env.device.type == "cuda":
+        compiles.append("torch inductor the step math")
+    note = f"; on a fresh machine {' and '.join(compiles)} here: minutes the first time" if compiles else ""
+    return f"first physics steps, filling the replay{note}"
+
+
 class OffPolicyRunner:
     """Trains ``cfg.algo`` on ``cfg.task`` and writes the run directory (see the module docstring).
 
@@ -149,6 +172,8 @@ class OffPolicyRunner:
         self.log = log or (terminal_printer(terminal) if terminal else lambda line: print(line, flush=True))
         # An enabled scalar sink whose package is missing is a usage error, before anything is written.
         check_scalar_sinks(cfg)
+        # So is a $TRAINRT_CACHE_DIR that is a file or cannot be written (trainrt.runner.compile_cache).
+        resolve_cache_dir()
         self.manifest = dict(manifest or {})
         resume = cfg.training.resume
         if resume is not None and LaunchEnv.from_environ().world_size > 1:
@@ -169,6 +194,10 @@ class OffPolicyRunner:
         self.run_dir = Path(self.ranks.shared_object(str(run_dir)))  # rank 0's default run directory
         check_run_dir_usable(self.run_dir)
         self.summary_path = self.run_dir / SUMMARY_FILE_NAME
+        # Every compiler's cache below $TRAINRT_CACHE_DIR before anything compiles, and what they hold now.
+        quiet_backend_log(cfg.sim.backend)  # before Warp initializes: no greeting, no line per module
+        self.cache_root = point_compile_caches(cfg.sim.backend)
+        self._caches_before = cache_contents(cfg.sim.backend)
         # What this rank builds from: its own device and seed (the config itself for one process).
         self.device, self.rank_cfg = rank_config(cfg, self.ranks, resolve_device(cfg))
         if self.ranks.world_size > 1:
@@ -190,6 +219,9 @@ class OffPolicyRunner:
         self.resumed_from_iteration: int | None = None
         self.warmup_time_sec = 0.0
         self.warmup_env_steps = 0
+        self.warmup_phases_sec: dict[str, float] = {}
+        self.compile_cache = compile_cache_record(self.cache_root, self._caches_before, None)
+        self._phase: tuple[str, float] | None = None  # the warm-up phase running, and when it began
         self.final_eval: dict[str, float] | None = None
         self.onnx_path: str | None = None
         self.time_limit_reached = False  # the run ended at training.time_limit_sec
@@ -421,12 +453,29 @@ class OffPolicyRunner:
             self.summary_writer.write("running", None)
 
     @cold_path
+    def _warm_up_phase(self, name: str | None, what: str = "") -> None:
+        """End the warm-up phase running (its seconds go to ``warmup_phases_sec``) and start ``name``
+        (None: warm-up ended), saying on the console what it does and the seconds since set-up began. The
+        device's queued work is waited for first, so each phase's seconds include the device time it queued."""
+        IterationClock(self.device).synchronize()
+        now = self._elapsed_sec()
+        if self._phase is not None:
+            ended, began = self._phase
+            self.warmup_phases_sec[ended] = now - began
+        self._phase = (name, now) if name is not None else None
+        if name is not None:
+            self.log(f"warm-up: {what} ... {now:.1f}s")
+
+    @cold_path
     def _warm_up(self) -> None:
         """Everything before iteration 1: reset, replay prefill, graph captures, first update."""
         cfg, params = self.cfg, self.cfg.algo.params
         env, agent, replay = self.env, self.agent, self.replay
+        self._phase = ("set_up", 0.0)  # from the checks of the input to the built parts
+        self._warm_up_phase("reset", "resetting the envs")
         steps_before = int(env.common_step_counter.cpu())
         obs = env.reset()
+        self._warm_up_phase("first_steps", first_steps_note(cfg, env))
         self.collector = Collector(
             env,
             agent,
@@ -440,12 +489,21 @@ class OffPolicyRunner:
         # An exact resume restored the replay's rows: warm-up steps nothing it would have to undo.
         exact = self.checkpoints.resumes_exactly
         self.collector.prefill(0 if exact else params.learning_starts, use_policy=resumed)
+        self._warm_up_phase("collector_capture", "capturing the collector's steps")
         self.collector.capture()
         replay.freeze_view()
         updates = params.updates_per_iteration
         agent.set_lr_horizon(cfg.algo.max_iterations * updates)
         if cfg.training.compile_learner and cfg.training.cuda_graph and agent.device.type == "cuda":
+            self._warm_up_phase("replay_sample_compile", "compiling the replay's sampling")
             replay.compile_sample()  # compiles in the learner's warm-up, before its capture
+        self._warm_up_phase(
+            "learner_capture",
+            "compiling and capturing the learner update (torch inductor compiles here: minutes the first "
+            "time without a warm cache)"
+            if cfg.training.compile_learner and agent.device.type == "cuda"
+            else "capturing the learner update",
+        )
         agent.capture_update(
             lambda generator: replay.sample(params.batch_size, generator, from_view=True),
             enabled=cfg.training.cuda_graph,
@@ -453,6 +511,7 @@ class OffPolicyRunner:
             compile=cfg.training.compile_learner,
         )
         # The first iteration's worth of updates: allocations and lazy state happen here, not in iteration 1.
+        self._warm_up_phase("first_updates", "first learner updates")
         agent.replay_updates(updates)
         self.schedule = IterationSchedule(
             self.collector,
@@ -471,9 +530,11 @@ class OffPolicyRunner:
             video_cfg=self.rank_cfg,
             run_id=self.run_id,
         )
-        IterationClock(self.device).synchronize()
+        self._warm_up_phase(None)  # waits for the device's work
         self.warmup_env_steps = (int(env.common_step_counter.cpu()) - steps_before) * env.num_envs
         self.warmup_time_sec = self._elapsed_sec()
+        caches_after = cache_contents(cfg.sim.backend)
+        self.compile_cache = compile_cache_record(self.cache_root, self._caches_before, caches_after)
         self.collector.episode_summary()  # warm-up episodes do not count towards iteration 1's statistics
         env.episode_stats()
         if exact:  # the checkpoint's run state back in place, after the captures and first updates
@@ -481,6 +542,7 @@ class OffPolicyRunner:
         self.log(
             warm_up_line(self.warmup_time_sec, self.warmup_env_steps, self.collector, agent, self.schedule)
         )
+        self.log(compile_cache_note(self.compile_cache))
 
     # --- after the loop ------------------------------------------------------------------------------------
 

@@ -136,6 +136,8 @@ class RunSummaryWriter:
             "training_wall_time_sec": math.fsum(t.wall_time_sec for t in timings),
             "warmup_time_sec": run.warmup_time_sec,
             "warmup_env_steps": run.warmup_env_steps * ranks.world_size,
+            "warmup_phases_sec": dict(run.warmup_phases_sec),
+            "compile_cache": run.compile_cache,
             "iterations": [t.model_dump() for t in timings],
             "per_rank": [f.model_dump() for f in run.per_rank] if measurement else [],
             "effective_steps_per_replay": cfg.training.collector_steps_per_replay,
