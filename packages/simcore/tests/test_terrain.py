@@ -100,12 +100,50 @@ def test_load_model_adds_a_heightfield_at_its_elevations(tmp_path):
 
 def test_add_heightfield_to_a_spec_and_duplicate_names(tmp_path):
     spec = mujoco.MjSpec.from_string(BODIES_XML)
-    geom = simcore.add_heightfield(spec, simcore.Heightfield(np.zeros((4, 5)), (2.0, 1.0), name="ground"))
+    (geom,) = simcore.add_heightfield(spec, simcore.Heightfield(np.zeros((4, 5)), (2.0, 1.0), name="ground"))
     assert geom.name == "ground"
     model = spec.compile()
     assert model.nhfield == 1 and (model.hfield_nrow[0], model.hfield_ncol[0]) == (4, 5)
     with pytest.raises(ValueError, match="already has a geom named 'ground'"):
         simcore.add_heightfield(spec, simcore.Heightfield(np.zeros((4, 5)), (2.0, 1.0), name="ground"))
+
+
+def test_a_large_heightfield_is_split_into_blocks_with_the_same_surface(tmp_path, monkeypatch):
+    """A 20 m x 9 m field at 0.25 m spacing becomes 3 x 2 blocks no longer than ``HEIGHTFIELD_BLOCK_M`` that share
+    their edge samples; rays find the same surface as through the one-piece field, seams included."""
+    rng = np.random.default_rng(3)
+    heights = rng.uniform(-0.05, 0.15, size=(37, 81))
+    field = simcore.Heightfield(heights, half_extent=(10.0, 4.5), pos=(30.0, -12.0, 0.02), name="ground")
+    blocks = simcore.heightfield_blocks(field)
+    assert [b.name for b in blocks] == [f"ground_{i}_{j}" for i in range(2) for j in range(3)]
+    for block in blocks:
+        assert max(block.half_extent) * 2 <= simcore.HEIGHTFIELD_BLOCK_M
+        nrow, ncol = block.heights.shape
+        x0 = block.pos[0] - block.half_extent[0]  # the block's first sample lies on the field's grid
+        y0 = block.pos[1] - block.half_extent[1]
+        c0, r0 = round((x0 - 20.0) / 0.25), round((y0 + 16.5) / 0.25)
+        np.testing.assert_array_equal(block.heights, heights[r0 : r0 + nrow, c0 : c0 + ncol])
+    assert sum(b.heights.shape[1] - 1 for b in blocks[:3]) == 80  # columns tile the field, edges shared
+    assert sum(b.heights.shape[0] - 1 for b in blocks[::3]) == 36
+
+    split = load_xml(tmp_path, BODIES_XML, add_floor=False, heightfields=[field])
+    monkeypatch.setattr(simcore._src.model, "HEIGHTFIELD_BLOCK_M", 1e9)
+    whole = load_xml(tmp_path, BODIES_XML, add_floor=False, heightfields=[field])
+    assert (split.nhfield, whole.nhfield) == (6, 1)
+    geomgroup = np.zeros(6, np.uint8)
+    geomgroup[simcore.TERRAIN_GEOM_GROUP] = 1
+    points = np.column_stack([rng.uniform(20.01, 39.99, 400), rng.uniform(-16.49, -7.51, 400)])
+    seams = [(b.pos[0] + b.half_extent[0], -12.0 + 0.3) for b in blocks[:2]]  # on the column seams
+    models = (split, whole)
+    datas = [mujoco.MjData(m) for m in models]
+    for m, d in zip(models, datas, strict=True):
+        mujoco.mj_forward(m, d)
+    for x, y in [*points, *seams]:
+        hits = [
+            mujoco.mj_ray(m, d, np.array([x, y, 3.0]), np.array([0, 0, -1.0]), geomgroup, 1, -1, None)
+            for m, d in zip(models, datas, strict=True)
+        ]
+        assert hits[0] == pytest.approx(hits[1], abs=1e-6), (x, y)  # heights are stored as float32
 
 
 def test_colliding_meshes_are_refused_unless_asked_for(tmp_path):

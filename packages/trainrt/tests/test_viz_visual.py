@@ -198,22 +198,33 @@ def test_rough_walk_frames_draw_the_simulated_terrain(one_thread):
     sim = env.backend.mj_model
     frames = EnvFrames(env, VideoOptions(width=32, height=24, renderer="software"))
     m = frames.poser.model
-    (sim_field,) = [g for g in range(sim.ngeom) if sim.geom_type[g] == GEOM_HFIELD]
-    (field,) = [g for g in frames.poser.world_geoms if m.geom_type[g] == GEOM_HFIELD]
-    h, sim_h = int(m.geom_dataid[field]), int(sim.geom_dataid[sim_field])
-    np.testing.assert_allclose(m.hfield_data, sim.hfield_data[sim.hfield_adr[sim_h] :][: m.hfield_data.size])
-    np.testing.assert_allclose(m.hfield_size[h], sim.hfield_size[sim_h])
-    np.testing.assert_allclose(m.geom_pos[field], sim.geom_pos[sim_field])
-    nrow, ncol = int(sim.hfield_nrow[sim_h]), int(sim.hfield_ncol[sim_h])
-    heights = sim.hfield_data[sim.hfield_adr[sim_h] :][: nrow * ncol].reshape(nrow, ncol)
-    windows = np.lib.stride_tricks.sliding_window_view(heights, (5, 5))
-    plateau = np.zeros_like(heights)
-    plateau[2:-2, 2:-2] = np.where(np.ptp(windows, axis=(2, 3)) == 0, heights[2:-2, 2:-2], 0.0)
-    r, c = divmod(int(np.argmax(plateau)), ncol)  # the highest point with flat ground around it
-    sx, sy = sim.hfield_size[sim_h, :2]
-    top = sim.geom_pos[sim_field, :2] + np.array(
-        [sx * (2 * c / (ncol - 1) - 1), sy * (2 * r / (nrow - 1) - 1)]
-    )
+    sim_fields = [g for g in range(sim.ngeom) if sim.geom_type[g] == GEOM_HFIELD]
+    fields = [g for g in frames.poser.world_geoms if m.geom_type[g] == GEOM_HFIELD]
+    assert len(fields) == len(sim_fields) > 1  # simcore's blocks, each drawn
+    best = (-1.0, None)
+    for field, sim_field in zip(fields, sim_fields, strict=True):
+        h, sim_h = int(m.geom_dataid[field]), int(sim.geom_dataid[sim_field])
+        nrow, ncol = int(sim.hfield_nrow[sim_h]), int(sim.hfield_ncol[sim_h])
+        heights = sim.hfield_data[sim.hfield_adr[sim_h] :][: nrow * ncol].reshape(nrow, ncol)
+        drawn = m.hfield_data[m.hfield_adr[h] :][: nrow * ncol].reshape(nrow, ncol)
+        np.testing.assert_allclose(drawn, heights)
+        np.testing.assert_allclose(m.hfield_size[h], sim.hfield_size[sim_h])
+        np.testing.assert_allclose(m.geom_pos[field], sim.geom_pos[sim_field])
+        if nrow < 5 or ncol < 5:
+            continue
+        windows = np.lib.stride_tricks.sliding_window_view(heights, (5, 5))
+        plateau = np.zeros_like(heights)
+        plateau[2:-2, 2:-2] = np.where(np.ptp(windows, axis=(2, 3)) == 0, heights[2:-2, 2:-2], 0.0)
+        z = float(plateau.max()) * float(sim.hfield_size[sim_h, 2]) + float(sim.geom_pos[sim_field, 2])
+        if z > best[0]:
+            r, c = divmod(int(np.argmax(plateau)), ncol)  # its highest point with flat ground around it
+            sx, sy = sim.hfield_size[sim_h, :2]
+            best = (
+                z,
+                sim.geom_pos[sim_field, :2]
+                + np.array([sx * (2 * c / (ncol - 1) - 1), sy * (2 * r / (nrow - 1) - 1)]),
+            )
+    top = best[1]
     data = mujoco.MjData(sim)
     mujoco.mj_kinematics(sim, data)
     geomid = np.zeros(1, dtype=np.int32)

@@ -13,12 +13,14 @@ from simcore._src.factory import make_backend, set_backend_log_level
 from simcore._src.graph import CapturedWork, garbage_held_during_capture
 from simcore._src.kernel_cache import KernelCache, kernel_cache, set_kernel_cache_dir
 from simcore._src.model import (
+    HEIGHTFIELD_BLOCK_M,
     SELF_COLLISION_SENSOR,
     TERRAIN_GEOM_GROUP,
     Heightfield,
     PdGains,
     add_heightfield,
     check_actuated_joints,
+    heightfield_blocks,
     load_model,
     pd_gains_from_armature,
 )
@@ -31,6 +33,7 @@ from simcore._src.timing import wall_seconds
 from simcore._src.wheel import PinnedWheel, WheelMember, asset_dir, fetch_wheel
 
 __all__ = [
+    "HEIGHTFIELD_BLOCK_M",
     "SELF_COLLISION_SENSOR",
     "TERRAIN_GEOM_GROUP",
     "BackendDiagnostics",
@@ -54,6 +57,7 @@ __all__ = [
     "check_actuated_joints",
     "fetch_wheel",
     "garbage_held_during_capture",
+    "heightfield_blocks",
     "kernel_cache",
     "load_model",
     "make_backend",

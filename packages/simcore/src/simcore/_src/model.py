@@ -5,6 +5,8 @@ Cold path only (runs once at construction); NumPy is used here on host-side mode
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import math
 import re
 from collections.abc import Sequence
@@ -154,22 +156,78 @@ class Heightfield:
 
 _MIN_HFIELD_RANGE = 1e-3  # MuJoCo needs a positive elevation scale; a flat field gets this one
 
+HEIGHTFIELD_BLOCK_M = 8.0
+"""Largest side, in meters, of one heightfield geom: ``add_heightfield`` splits a larger field into blocks.
 
-def add_heightfield(spec: mujoco.MjSpec, field: Heightfield, friction: float = 0.4) -> mujoco.MjsGeom:
-    """Add ``field`` to ``spec`` before compiling: an hfield asset and a static geom on the world body.
+MuJoCo Warp tests a geom against a heightfield's prisms in float32, in the field's own frame. Far from the
+field's centre (tens of meters) those tests lose precision: on a 180 m by 100 m field a G1 foot resting on
+flat ground 68 m from the centre got a contact 5.6 m deep and the robot was thrown off (MuJoCo, in float64,
+found the 1 cm it was). Blocks keep every prism within a few meters of its own geom's origin. Neighbouring
+blocks share their edge samples, so the surface is the same; a geom over a seam touches both blocks."""
 
-    The geom collides with everything (contype and conaffinity 1), lies in ``TERRAIN_GEOM_GROUP`` and is
-    opaque (rays skip invisible geoms). Its friction is ``field.friction``, else ``friction``. Simulating the
-    compiled model needs a backend that declares ``Capability.HEIGHTFIELD``. All worlds share one terrain:
-    place worlds on different parts of one field to give them different ground.
+
+def _block_edges(samples: int, spacing: float) -> list[tuple[int, int]]:
+    """First and last sample of each block along one axis: at most ``HEIGHTFIELD_BLOCK_M`` long, sharing the
+    boundary sample with the next block, as even in size as the samples allow."""
+    cells = samples - 1
+    blocks = max(1, math.ceil(cells * spacing / HEIGHTFIELD_BLOCK_M - 1e-9))
+    cuts = [round(i * cells / blocks) for i in range(blocks + 1)]
+    return [(a, b) for a, b in itertools.pairwise(cuts) if b > a]
+
+
+def heightfield_blocks(field: Heightfield) -> list[Heightfield]:
+    """``field`` as the blocks ``add_heightfield`` adds (``HEIGHTFIELD_BLOCK_M``): itself when small enough,
+    else ``<name>_<row>_<col>`` pieces that together cover the same samples at the same places."""
+    nrow, ncol = field.heights.shape
+    hx, hy = field.half_extent
+    dx, dy = 2.0 * hx / (ncol - 1), 2.0 * hy / (nrow - 1)
+    rows, cols = _block_edges(nrow, dy), _block_edges(ncol, dx)
+    if len(rows) == 1 and len(cols) == 1:
+        return [field]
+    blocks = []
+    for i, (r0, r1) in enumerate(rows):
+        for j, (c0, c1) in enumerate(cols):
+            centre = (
+                field.pos[0] - hx + 0.5 * (c0 + c1) * dx,
+                field.pos[1] - hy + 0.5 * (r0 + r1) * dy,
+                field.pos[2],
+            )
+            blocks.append(
+                dataclasses.replace(
+                    field,
+                    heights=field.heights[r0 : r1 + 1, c0 : c1 + 1],
+                    half_extent=(0.5 * (c1 - c0) * dx, 0.5 * (r1 - r0) * dy),
+                    pos=centre,
+                    name=f"{field.name}_{i}_{j}",
+                )
+            )
+    return blocks
+
+
+def add_heightfield(spec: mujoco.MjSpec, field: Heightfield, friction: float = 0.4) -> list[mujoco.MjsGeom]:
+    """Add ``field`` to ``spec`` before compiling: hfield assets and static geoms on the world body.
+
+    A field no larger than ``HEIGHTFIELD_BLOCK_M`` on each side is one geom named ``field.name``; a larger one
+    is split into blocks named ``<name>_<row>_<col>`` (``heightfield_blocks``). Each geom collides with
+    everything (contype and conaffinity 1), lies in ``TERRAIN_GEOM_GROUP`` and is opaque (rays skip invisible
+    geoms). Its friction is ``field.friction``, else ``friction``. Simulating the compiled model needs a
+    backend that declares ``Capability.HEIGHTFIELD``. All worlds share one terrain: place worlds on different
+    parts of one field to give them different ground. Returns the geoms added.
     """
     if not isinstance(field, Heightfield):
         raise ValueError(f"expected a simcore.Heightfield, got {type(field).__name__}")
+    blocks = heightfield_blocks(field)
     names = {g.name for g in spec.geoms}
-    if field.name in names:
+    taken = sorted(names & ({field.name} | {b.name for b in blocks}))
+    if taken:
         raise ValueError(
-            f"the model already has a geom named {field.name!r}; give the Heightfield another name"
+            f"the model already has a geom named {taken[0]!r}; give the Heightfield another name"
         )
+    return [_add_heightfield_geom(spec, block, friction) for block in blocks]
+
+
+def _add_heightfield_geom(spec: mujoco.MjSpec, field: Heightfield, friction: float) -> mujoco.MjsGeom:
+    """One hfield asset and its geom (``add_heightfield`` after the split)."""
     low = float(field.heights.min())
     scale = float(field.heights.max()) - low
     data = (field.heights - low) / scale if scale > 0 else np.zeros_like(field.heights)

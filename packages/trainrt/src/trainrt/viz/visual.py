@@ -104,6 +104,13 @@ def _add_floor_material(spec: mujoco.MjSpec) -> None:
 
 def _copy_world(spec: mujoco.MjSpec, sim: mujoco.MjModel) -> None:
     """Add the world-body geoms of ``sim`` (floor, heightfields, meshes, primitives) to ``spec``, drawn only."""
+    fields = [
+        int(sim.geom_dataid[g])
+        for g in range(sim.ngeom)
+        if int(sim.geom_type[g]) == int(mujoco.mjtGeom.mjGEOM_HFIELD)
+    ]
+    samples = sum(int(sim.hfield_nrow[h]) * int(sim.hfield_ncol[h]) for h in fields)
+    stride = max(1, int(np.ceil(np.sqrt(samples / _MAX_TERRAIN_MESH_VERTICES))))  # one budget for all blocks
     for g in range(sim.ngeom):
         if int(sim.geom_bodyid[g]) != 0:
             continue
@@ -131,7 +138,7 @@ def _copy_world(spec: mujoco.MjSpec, sim: mujoco.MjModel) -> None:
             geom.hfieldname = field.name
             geom.material = FLOOR_MATERIAL
             geom.group = HFIELD_GROUP
-            _add_terrain_mesh(spec, geom, sim, h)
+            _add_terrain_mesh(spec, geom, sim, h, stride)
         elif kind == int(mujoco.mjtGeom.mjGEOM_MESH):
             m = int(sim.geom_dataid[g])
             va, vn = int(sim.mesh_vertadr[m]), int(sim.mesh_vertnum[m])
@@ -145,12 +152,15 @@ def _copy_world(spec: mujoco.MjSpec, sim: mujoco.MjModel) -> None:
             geom.material = FLOOR_MATERIAL
 
 
-def _add_terrain_mesh(spec: mujoco.MjSpec, geom: mujoco.MjsGeom, sim: mujoco.MjModel, h: int) -> None:
+def _add_terrain_mesh(
+    spec: mujoco.MjSpec, geom: mujoco.MjsGeom, sim: mujoco.MjModel, h: int, stride: int
+) -> None:
     """A triangle-mesh twin of heightfield ``h`` of ``sim`` (drawn by ``geom``) for ray casts, in
-    ``RAY_TERRAIN_GROUP``; every ``stride``-th sample so that it has at most ``_MAX_TERRAIN_MESH_VERTICES``."""
+    ``RAY_TERRAIN_GROUP``: every ``stride``-th sample and the last, the stride chosen so that the twins of all
+    the world's heightfields (simcore splits a large one into blocks) have at most
+    ``_MAX_TERRAIN_MESH_VERTICES`` together."""
     nrow, ncol, adr = int(sim.hfield_nrow[h]), int(sim.hfield_ncol[h]), int(sim.hfield_adr[h])
     sx, sy, sz = (float(v) for v in sim.hfield_size[h, :3])
-    stride = max(1, int(np.ceil(np.sqrt(nrow * ncol / _MAX_TERRAIN_MESH_VERTICES))))
     rows = np.unique(np.append(np.arange(0, nrow, stride), nrow - 1))
     cols = np.unique(np.append(np.arange(0, ncol, stride), ncol - 1))
     heights = sim.hfield_data[adr : adr + nrow * ncol].reshape(nrow, ncol)[np.ix_(rows, cols)] * sz
