@@ -56,3 +56,51 @@ def test_a_folder_that_cannot_be_created_raises(tmp_path, restore_warp_cache):
     blocker.write_text("")
     with pytest.raises(OSError):
         simcore.set_kernel_cache_dir("mjwarp", blocker)
+
+
+COMPILE_AHEAD = """
+import sys, mujoco, simcore
+from simcore_scenes import SMALL_XML, cpu_config
+directory = simcore.set_kernel_cache_dir("mjwarp", sys.argv[1])
+backend = simcore.make_backend("mjwarp", mujoco.MjModel.from_xml_string(SMALL_XML), cpu_config(num_envs=2))
+print(simcore.kernel_cache("mjwarp").modules, backend.compile_ahead_sec is not None)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_compile_workers_compile_mujoco_warps_modules_when_the_backend_is_built(tmp_path, workers):
+    """With ``$SIMCORE_COMPILE_WORKERS`` the backend compiles MuJoCo Warp's import-time modules (29 in 4.0.0) into
+    the kernel cache as it is built, before any step; without it, building compiles only what it launches."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "SIMCORE_COMPILE_WORKERS": workers, "PYTHONPATH": os.pathsep.join(sys.path)}
+    tests = str(Path(__file__).parent)
+    result = subprocess.run(
+        [sys.executable, "-c", COMPILE_AHEAD, str(tmp_path / "cache")],
+        capture_output=True, text=True, env=env, cwd=tests, timeout=600, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    modules, ahead = result.stdout.splitlines()[-1].split()  # after Warp's own start-up lines
+    if workers == "0":
+        assert ahead == "False" and int(modules) < 20
+    else:
+        assert ahead == "True" and int(modules) >= 25
+
+
+def test_a_compile_worker_count_that_is_not_one_is_refused_naming_the_variable(monkeypatch):
+    from simcore._src.mjwarp_backend import COMPILE_WORKERS_ENV, compile_workers
+
+    monkeypatch.setenv(COMPILE_WORKERS_ENV, "")
+    assert compile_workers() == 0
+    monkeypatch.setenv(COMPILE_WORKERS_ENV, " 8 ")
+    assert compile_workers() == 8
+    for text in ["-1", "four", "2.5"]:
+        monkeypatch.setenv(COMPILE_WORKERS_ENV, text)
+        with pytest.raises(
+            ValueError, match=r"\$SIMCORE_COMPILE_WORKERS=.* is not a thread count; set a whole"
+        ):
+            compile_workers()

@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
+import os
+import time
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -39,6 +42,42 @@ _CONSTANT_GROUPS = mjw.SetConstGroup.FIXED | mjw.SetConstGroup.INERT0
 _CONTACT_OVERFLOWS = ("BROADPHASE", "NARROWPHASE", "CCD", "HFIELD", "EPA_HORIZON", "CONTACT_MATCH", "TACTILE")
 _CONSTRAINT_OVERFLOWS = ("NEFC", "NJMAX_NNZ", "NVMAX")
 _SOLVER_LIMITS = ("ITERATIONS", "LS_ITERATIONS")
+
+
+COMPILE_WORKERS_ENV = "SIMCORE_COMPILE_WORKERS"
+"""Threads that compile MuJoCo Warp's kernel modules when a backend is built (unset or 0: none; each module then
+compiles at its first launch, one after another). A machine setting, not a run's: it changes when kernels
+compile, never what they compute. A fresh H100 spent 75 s compiling 59 modules one by one at the first step."""
+
+_log = logging.getLogger("simcore.mjwarp")
+
+
+def compile_workers() -> int:
+    """``$SIMCORE_COMPILE_WORKERS`` as a thread count (0 when unset); anything else than an integer >= 0 is
+    refused, naming the variable."""
+    text = os.environ.get(COMPILE_WORKERS_ENV, "").strip()
+    if not text:
+        return 0
+    try:
+        workers = int(text)
+    except ValueError:
+        workers = -1
+    if workers < 0:
+        raise ValueError(
+            f"${COMPILE_WORKERS_ENV}={text!r} is not a thread count; set a whole number >= 0 (e.g. 16), or unset it"
+        )
+    return workers
+
+
+def compile_modules_ahead(device: wp.Device, workers: int) -> float:
+    """Compile (or load from Warp's kernel cache) every MuJoCo Warp module that exists at import on ``device``,
+    ``workers`` at a time; returns the seconds it took. Modules MuJoCo Warp makes for a model's sizes at its first
+    step still compile then."""
+    start = time.perf_counter()
+    wp.load_module("mujoco_warp", device=device, recursive=True, max_workers=workers)
+    seconds = time.perf_counter() - start
+    _log.info("compiled MuJoCo Warp's modules on %s with %d threads in %.1f s", device, workers, seconds)
+    return seconds
 
 
 def resolve_device(device: str | None) -> torch.device:
@@ -103,6 +142,9 @@ class MjwarpBackend(SimBackend):
         if self._has_constant_sources:
             batch_sizes.update({f: n for f in DERIVED_CONSTANT_FIELDS})
 
+        workers = compile_workers()
+        self.compile_ahead_sec = compile_modules_ahead(self._wp_device, workers) if workers else None
+        """Seconds the backend spent compiling MuJoCo Warp's modules ahead (``$SIMCORE_COMPILE_WORKERS``), or None."""
         data = mujoco.MjData(self._model)
         mujoco.mj_forward(self._model, data)
         with wp.ScopedDevice(self._wp_device):
