@@ -89,3 +89,16 @@ def test_support_rejects_bad_ranges():
         categorical_support(1.0, 1.0, 5, "cpu")
     with pytest.raises(ValueError, match="num_atoms"):
         categorical_support(0.0, 1.0, 1, "cpu")
+
+
+def test_a_nan_target_gives_a_nan_row_and_no_index_outside_the_support():
+    """A nan target atom (from a non-finite reward) once became an index outside the support inside the compiled
+    learner and stopped the process with a device assert; now its row is nan and the other rows are untouched."""
+    generator = torch.Generator().manual_seed(0)
+    probs = torch.softmax(torch.randn(3, 11, generator=generator), dim=-1)
+    targets = torch.linspace(-2.0, 2.0, 11).expand(3, 11).clone()
+    clean = categorical_projection(probs, targets, -1.0, 1.0)
+    targets[1, 4] = float("nan")
+    projected = categorical_projection(probs, targets, -1.0, 1.0)
+    assert torch.isnan(projected[1]).any()
+    assert torch.equal(projected[[0, 2]], clean[[0, 2]])

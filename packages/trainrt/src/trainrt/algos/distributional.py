@@ -30,7 +30,8 @@ def categorical_projection(
     """Project probability mass sitting at arbitrary locations onto the fixed support.
 
     Each atom's mass is clamped into [v_min, v_max] and split linearly between its two nearest
-    support points. Fixed shape, no host sync; mass is conserved exactly up to rounding.
+    support points. Fixed shape, no host sync; mass is conserved exactly up to rounding. A nan target atom
+    makes its row's projection nan (no out-of-range index).
 
     Args:
         probs: probabilities (..., K) of the moved atoms (rows sum to 1).
@@ -45,7 +46,9 @@ def categorical_projection(
     probs = probs.float()
     spacing = (v_max - v_min) / (num_atoms - 1)
     position = (target_atoms.float().clamp(v_min, v_max) - v_min) / spacing  # in [0, K-1]
-    lower = position.floor().clamp(0, num_atoms - 1)
+    # A non-finite target (nan survives the clamp) must not become an index outside the support, which would
+    # stop the process with a device assert; its weights stay nan, so the loss shows it instead.
+    lower = torch.nan_to_num(position.floor(), nan=0.0).clamp(0, num_atoms - 1)
     upper_weight = position - lower  # 0 when the atom lands exactly on a support point
     lower_index = lower.long()
     upper_index = (lower_index + 1).clamp(max=num_atoms - 1)
