@@ -167,6 +167,26 @@ def test_fail_on_overflow_makes_an_overflow_fatal(tmp_path):
     assert summary.status == "failed" and "sim.nconmax" in summary.error
 
 
+def test_a_non_finite_loss_stops_the_run_naming_it(tmp_path, monkeypatch):
+    from trainrt.algos import Agent
+    from trainrt.runner.run_log import LearnerDiverged
+
+    losses = Agent.losses
+
+    def diverged(self):
+        out = dict(losses(self))
+        out["critic_loss"] = torch.full_like(out["critic_loss"], float("nan"))
+        return out
+
+    monkeypatch.setattr(Agent, "losses", diverged)
+    with pytest.raises(
+        LearnerDiverged, match=r"iteration 1: the learner's losses went non-finite \(critic_loss=nan\)"
+    ):
+        _run(tmp_path / "run", "algo.max_iterations=2")
+    summary = load_run_summary(tmp_path / "run")
+    assert summary.status == "failed" and "critic_loss=nan" in summary.error
+
+
 def test_a_replay_larger_than_the_free_device_memory_fails_naming_its_two_sizes(tmp_path, monkeypatch):
     import trainrt.runner.build as build
 

@@ -6,7 +6,8 @@ last), the progress line after every iteration (``trainrt.runner.progress``: in 
 line now and then elsewhere; it shows only numbers a block already read), a ``training.video_every`` video
 outside every iteration's time. A contact or constraint buffer overflow is reported naming ``sim.nconmax`` /
 ``sim.njmax`` with a suggested value and listed in ``warnings`` (``training.fail_on_overflow=true`` raises
-``ContactBufferOverflow``).
+``ContactBufferOverflow``). A loss that went nan or infinite stops the run (``LearnerDiverged``): a learner's
+networks do not come back from it.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from trainrt.runner.scalar_sinks import TENSORBOARD_DIR_NAME, TensorBoardSink, o
 __all__ = [
     "TENSORBOARD_DIR_NAME",
     "ContactBufferOverflow",
+    "LearnerDiverged",
     "RunLog",
     "compile_note",
     "quiet_backend_diagnostics",
@@ -40,6 +42,10 @@ __all__ = [
 
 class ContactBufferOverflow(ExpectedRunFailure):
     """A contact or constraint buffer overflowed and ``training.fail_on_overflow=true``."""
+
+
+class LearnerDiverged(ExpectedRunFailure):
+    """The learner's losses went non-finite: its networks cannot recover, so the run stops."""
 
 
 class RunLog:
@@ -182,6 +188,7 @@ class RunLog:
         self._check_overflow(iteration)
         self._check_learning(iteration)
         losses = _scalars(agent.losses())
+        _check_losses(iteration, losses)
         episode = {**collector.episode_summary(), **env.episode_stats()}
         self.episode_statistics.update(episode)
         if "Train/mean_reward" in episode:
@@ -359,6 +366,19 @@ def quiet_backend_diagnostics(backend: Any) -> Any:
 
 
 @cold_path
+def _check_losses(iteration: int, losses: dict[str, float]) -> None:
+    """Stop the run when a loss is nan or infinite (``LearnerDiverged``), naming the losses and the causes."""
+    bad = {name: value for name, value in losses.items() if not math.isfinite(value)}
+    if bad:
+        named = ", ".join(f"{name}={value}" for name, value in bad.items())
+        raise LearnerDiverged(
+            f"iteration {iteration}: the learner's losses went non-finite ({named}); its networks cannot recover, "
+            "so the run stops here. Evaluate or resume from the last checkpoint before it. The usual causes are "
+            "physics that blew up (see the non-finite resets and buffer-overflow warnings above) or a learning "
+            "rate too high"
+        )
+
+
 def _scalars(tensors: dict[str, torch.Tensor]) -> dict[str, float]:
     """Read device scalars with one transfer (cold path)."""
     if not tensors:
