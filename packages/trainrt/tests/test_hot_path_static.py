@@ -31,6 +31,7 @@ PER_STEP_DIRS = ("envs", "managers", "mdp", "replay")
 # Config, constructors, checkpoint-time state copies, descriptions and types only.
 NOT_PER_STEP = {
     "envs/env_cfg.py",
+    "envs/env_description.py",
     "envs/env_state.py",
     "managers/env_protocol.py",
     "mdp/name_matching.py",
