@@ -167,7 +167,8 @@ def test_random_actions_on_the_whole_grid_under_mujoco_warp_never_throw_a_robot(
     cfg = make_task_cfg("g1_walk_rough")
     env = ManagerBasedRlEnv(cfg, sim="mjwarp", num_envs=32, device="cpu", seed=1)
     terrain = env.backend.mj_model
-    blocks = [terrain.geom(g).name for g in range(terrain.ngeom) if terrain.geom_type[g] == 1]  # mjGEOM_HFIELD
+    # geom type 1: mjGEOM_HFIELD
+    blocks = [terrain.geom(g).name for g in range(terrain.ngeom) if terrain.geom_type[g] == 1]
     assert len(blocks) > 1 and all(name.startswith("terrain_") for name in blocks)
     assert all(size <= simcore.HEIGHTFIELD_BLOCK_M / 2 + 1e-6 for size in terrain.hfield_size[:, :2].ravel())
     env.reset()
@@ -177,5 +178,6 @@ def test_random_actions_on_the_whole_grid_under_mujoco_warp_never_throw_a_robot(
         action = torch.rand((env.num_envs, env.num_actions), generator=generator) * 2 - 1
         env.step(action)
         fastest = max(fastest, float(env.backend.state_tensors()["qvel"].abs().max()))
-    assert fastest < 100.0, f"a robot was thrown: a joint or root velocity reached {fastest:.0f}"  # ~30 falling
+    # a falling robot reaches about 30
+    assert fastest < 100.0, f"a robot was thrown: a joint or root velocity reached {fastest:.0f}"
     assert int(env.nonfinite_resets) == 0
