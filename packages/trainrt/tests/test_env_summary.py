@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from managers_toy_scene import make_env, toy_cfg
 
-from trainrt.envs.manager_based_rl_env import _name_list
+from trainrt.envs.env_description import _name_list
 
 
 def test_summary_has_one_line_per_manager_with_its_term_count_and_names():

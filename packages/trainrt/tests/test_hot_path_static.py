@@ -28,8 +28,15 @@ from trainrt.hotpath import (
 SRC = Path(__file__).resolve().parents[1] / "src" / "trainrt"
 # Every module of these folders runs per step, so each must be listed among the hot entry points.
 PER_STEP_DIRS = ("envs", "managers", "mdp", "replay")
-# Config, constructors and checkpoint-time state copies only.
-NOT_PER_STEP = {"envs/env_cfg.py", "envs/env_state.py", "mdp/name_matching.py", "mdp/state_layout.py"}
+# Config, constructors, checkpoint-time state copies, descriptions and types only.
+NOT_PER_STEP = {
+    "envs/env_cfg.py",
+    "envs/env_description.py",
+    "envs/env_state.py",
+    "managers/env_protocol.py",
+    "mdp/name_matching.py",
+    "mdp/state_layout.py",
+}
 
 
 def test_every_per_step_module_has_entry_points():

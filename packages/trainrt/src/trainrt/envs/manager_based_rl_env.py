@@ -40,6 +40,13 @@ import torch
 import simcore
 from trainrt.compiled import CompiledOnFirstCall
 from trainrt.envs.env_cfg import EnvCfg
+from trainrt.envs.env_description import (
+    SUMMARY_WIDTH,
+    action_meta_of,
+    env_summary,
+    env_tables,
+    episode_stats_of,
+)
 from trainrt.envs.env_state import load_state_dict_into, state_dict_of
 from trainrt.envs.robot_view import RobotView
 from trainrt.envs.state_cache import StateCache
@@ -98,6 +105,22 @@ def finite_rows(qpos: torch.Tensor, qvel: torch.Tensor, out: torch.Tensor) -> to
     return torch.eq(qpos.mul(0).sum(dim=1) + qvel.mul(0).sum(dim=1), 0, out=out)
 
 
+@cold_path
+def _supported_reset_channels(backend: simcore.SimBackend) -> list[str]:
+    """The reset channels to request from ``backend``: the required ones, then each optional one it serves
+    (``act`` only for a model with activation states)."""
+    channels = list(REQUIRED_RESET_CHANNELS)
+    for channel in OPTIONAL_RESET_CHANNELS:
+        if channel == "act" and backend.mj_model.na == 0:
+            continue
+        try:
+            backend.reset_spec([*REQUIRED_RESET_CHANNELS, channel])
+        except (ValueError, NotImplementedError):
+            continue
+        channels.append(channel)
+    return channels
+
+
 def _flat_tensors(obs: Observations) -> list[torch.Tensor]:
     """The tensors of an observation dict in a fixed order (groups, then terms of non-concatenated groups)."""
     out = []
@@ -111,23 +134,6 @@ def _clone_obs(obs: Observations) -> Observations:
         k: {t: v.clone() for t, v in value.items()} if isinstance(value, dict) else value.clone()
         for k, value in obs.items()
     }
-
-
-SUMMARY_WIDTH = 120
-"""Line width of ``ManagerBasedRlEnv.summary`` (term names that do not fit are counted as ``+N more``)."""
-
-
-@cold_path
-def _name_list(names: list[str], budget: int) -> str:
-    """``names`` joined with ", ", whole names only, within ``budget`` characters; the rest as ``+N more``."""
-    shown: list[str] = []
-    for i, name in enumerate(names):
-        rest = len(names) - i - 1
-        tail = f", +{rest} more" if rest else ""
-        if shown and len(", ".join([*shown, name]) + tail) > budget:
-            return ", ".join(shown) + f", +{len(names) - i} more"
-        shown.append(name)
-    return ", ".join(shown)
 
 
 class ManagerBasedRlEnv:
@@ -190,7 +196,7 @@ class ManagerBasedRlEnv:
         )
         self.backend.forward()
 
-        self.reset_spec = self.backend.reset_spec(self._supported_reset_channels())
+        self.reset_spec = self.backend.reset_spec(_supported_reset_channels(self.backend))
         self.reset_payload: dict[str, torch.Tensor] = self.reset_spec.new_payload()
         """Full-width reset payload (one ``(num_envs, ...)`` tensor per channel); reset events write it."""
         self._default_qpos = self.robot.default_qpos.to(self.reset_payload["qpos"].dtype).expand(
@@ -252,19 +258,6 @@ class ManagerBasedRlEnv:
         self.event_manager.apply_startup()
         # The curriculum terms on no rows: their reported state exists from the start (env state a resume loads)
         self.curriculum_manager.compute(torch.zeros_like(self._done))
-
-    @cold_path
-    def _supported_reset_channels(self) -> list[str]:
-        channels = list(REQUIRED_RESET_CHANNELS)
-        for channel in OPTIONAL_RESET_CHANNELS:
-            if channel == "act" and self.backend.mj_model.na == 0:
-                continue
-            try:
-                self.backend.reset_spec([*REQUIRED_RESET_CHANNELS, channel])
-            except (ValueError, NotImplementedError):
-                continue
-            channels.append(channel)
-        return channels
 
     # --- hot path ----------------------------------------------------------------------------------------
 
@@ -483,34 +476,13 @@ class ManagerBasedRlEnv:
         length_sum = float(self._finished_length_sum.cpu())
         self._finished_episodes.zero_()
         self._finished_length_sum.zero_()
-        stats: dict[str, float] = {"Episode/num_finished": finished}
-        if finished > 0:
-            stats["Episode/length"] = length_sum / finished
-        stats.update(self.reward_manager.publish_episode_stats(finished))
-        stats.update(self.termination_manager.publish_episode_stats(finished))
-        stats.update(self.metrics_manager.publish_episode_stats(finished))
-        stats.update(self.curriculum_manager.publish_state())
-        stats["Diagnostics/nonfinite_resets"] = float(self.nonfinite_resets.cpu())
-        return stats
+        return episode_stats_of(self, finished, length_sum)
 
     @cold_path
     def action_meta(self) -> dict[str, Any]:
-        """Action layout for export and deployment: joint names, default pose, gains, action scale, timing.
-
-        List-valued keys concatenate the action terms in order; ``terms`` keeps each term's own description.
-        """
-        terms = self.action_manager.meta()
-        meta: dict[str, Any] = {
-            "num_actions": self.num_actions,
-            "step_dt": self.step_dt,
-            "physics_dt": self.physics_dt,
-            "decimation": self.cfg.decimation,
-            "terms": terms,
-        }
-        for key in ("joint_names", "default_joint_pos", "action_scale", "kp", "kd", "effort_limit"):
-            if terms and all(key in t for t in terms.values()):
-                meta[key] = [v for t in terms.values() for v in t[key]]
-        return meta
+        """Action layout for export and deployment: joint names, default pose, gains, action scale, timing
+        (`action_meta_of`)."""
+        return action_meta_of(self)
 
     @cold_path
     def state_dict(self) -> dict[str, torch.Tensor]:
@@ -528,45 +500,13 @@ class ManagerBasedRlEnv:
         """Release nothing yet (kept for runner symmetry); the backend frees its memory with the env."""
 
     @cold_path
-    def _managers(self) -> tuple[Any, ...]:
-        return (
-            self.action_manager,
-            self.observation_manager,
-            self.reward_manager,
-            self.termination_manager,
-            self.event_manager,
-            self.command_manager,
-            self.curriculum_manager,
-            self.metrics_manager,
-        )
-
-    @cold_path
-    def _header(self) -> str:
-        return (
-            f"ManagerBasedRlEnv: {self.num_envs} envs on {self.backend.name} ({self.device}), "
-            f"step_dt {self.step_dt:g} s, max_episode_length {self.max_episode_length}"
-        )
-
-    @cold_path
     def summary(self, width: int = SUMMARY_WIDTH) -> str:
         """The env in a few lines: the header, then per manager its term count and names (cut to ``width``).
 
         ``str(env)`` has the full per-manager tables.
         """
-        lines = [self._header()]
-        for manager in self._managers():
-            terms = manager.active_terms
-            if isinstance(terms, dict):  # observation groups: sizes, then each distinct term name once
-                count = sum(len(group) for group in terms.values())
-                sizes = ", ".join(f"{group} {len(names)}" for group, names in terms.items())
-                label = f"  {manager.kind}: {count} term{'' if count == 1 else 's'} ({sizes})"
-                names = list(dict.fromkeys(name for group in terms.values() for name in group))
-            else:
-                count, names = len(terms), list(terms)
-                label = f"  {manager.kind}: {count} term{'' if count == 1 else 's'}"
-            lines.append(f"{label}: {_name_list(names, width - len(label) - 2)}" if names else label)
-        return "\n".join(lines)
+        return env_summary(self, width)
 
     @cold_path
     def __str__(self) -> str:
-        return "\n".join([self._header(), *(str(m) for m in self._managers())])
+        return env_tables(self)

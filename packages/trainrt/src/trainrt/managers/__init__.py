@@ -12,6 +12,7 @@ from trainrt.managers.base import (
 )
 from trainrt.managers.command import CommandManager, CommandTerm, CommandTermCfg
 from trainrt.managers.curriculum import CurriculumManager, CurriculumTermCfg
+from trainrt.managers.env_protocol import ManagedEnv
 from trainrt.managers.event import EVENT_MODES, EventManager, EventTerm, EventTermCfg
 from trainrt.managers.metrics import MetricsManager, MetricTermCfg
 from trainrt.managers.noise import GaussianNoiseCfg, NoiseCfg, UniformNoiseCfg
@@ -42,6 +43,7 @@ __all__ = [
     "EventTermCfg",
     "GaussianNoiseCfg",
     "JointPositionAction",
+    "ManagedEnv",
     "ManagerBase",
     "ManagerTermBase",
     "MetricTermCfg",

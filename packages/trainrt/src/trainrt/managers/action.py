@@ -10,7 +10,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import mujoco
 import torch
@@ -23,9 +23,7 @@ from trainrt.managers.base import (
     index_or_slice,
     merge_term_params,
 )
-
-if TYPE_CHECKING:
-    from trainrt.envs.manager_based_rl_env import ManagerBasedRlEnv
+from trainrt.managers.env_protocol import ManagedEnv
 
 
 @dataclass
@@ -46,7 +44,7 @@ class ActionTerm:
     """Declared parameters: name -> default (``REQUIRED`` for none)."""
 
     @cold_path
-    def __init__(self, cfg: ActionTermCfg, env: ManagerBasedRlEnv) -> None:
+    def __init__(self, cfg: ActionTermCfg, env: ManagedEnv) -> None:
         self.cfg = cfg
         self.env = env
         self.num_envs = env.num_envs
@@ -115,7 +113,7 @@ class JointPositionAction(ActionTerm):
     }
 
     @cold_path
-    def __init__(self, cfg: ActionTermCfg, env: ManagerBasedRlEnv) -> None:
+    def __init__(self, cfg: ActionTermCfg, env: ManagedEnv) -> None:
         super().__init__(cfg, env)
         patterns = self.params["joint_names"]
         scale = self.params["scale"]
@@ -274,7 +272,7 @@ class ActionManager(ManagerBase):
     kind = "action"
 
     @cold_path
-    def __init__(self, cfg: dict[str, ActionTermCfg], env: ManagerBasedRlEnv) -> None:
+    def __init__(self, cfg: dict[str, ActionTermCfg], env: ManagedEnv) -> None:
         super().__init__(env)
         if not cfg:
             raise ValueError("actions: at least one action term is required")

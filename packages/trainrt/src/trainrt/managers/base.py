@@ -22,14 +22,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import Any, ClassVar, Final
 
 import torch
 
 from trainrt.hotpath import cold_path
-
-if TYPE_CHECKING:
-    from trainrt.envs.manager_based_rl_env import ManagerBasedRlEnv
+from trainrt.managers.env_protocol import ManagedEnv
 
 
 class _Required:
@@ -84,7 +82,7 @@ class ManagerTermBase:
     """Declared parameters: name -> default (``REQUIRED`` for none)."""
 
     @cold_path
-    def __init__(self, cfg: Any, env: ManagerBasedRlEnv) -> None:
+    def __init__(self, cfg: Any, env: ManagedEnv) -> None:
         self.cfg = cfg
         self.env = env
         self.num_envs = env.num_envs
@@ -92,7 +90,7 @@ class ManagerTermBase:
         self.params = merge_term_params(type(self).__name__, cfg.params, self.PARAMS)
         """The term's parameters: ``cfg.params`` over the declared defaults."""
 
-    def __call__(self, env: ManagerBasedRlEnv) -> torch.Tensor:
+    def __call__(self, env: ManagedEnv) -> torch.Tensor:
         """Evaluate the term for all rows."""
         raise NotImplementedError(f"{type(self).__name__} must implement __call__")
 
@@ -102,7 +100,7 @@ class ManagerTermBase:
 
 @cold_path
 def resolve_term(
-    kind: str, name: str, cfg: Any, env: ManagerBasedRlEnv, leading_args: int = 1
+    kind: str, name: str, cfg: Any, env: ManagedEnv, leading_args: int = 1
 ) -> tuple[Callable, dict[str, Any]]:
     """Return the callable for a term config and the params its manager passes on every call.
 
@@ -219,7 +217,7 @@ class ManagerBase:
 
     kind: str = "manager"
 
-    def __init__(self, env: ManagerBasedRlEnv) -> None:
+    def __init__(self, env: ManagedEnv) -> None:
         self._env = env
         self.num_envs = env.num_envs
         self.device = env.device

@@ -21,15 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import torch
 
 from trainrt.hotpath import cold_path
 from trainrt.managers.base import ManagerBase, callable_name, merge_term_params
-
-if TYPE_CHECKING:
-    from trainrt.envs.manager_based_rl_env import ManagerBasedRlEnv
+from trainrt.managers.env_protocol import ManagedEnv
 
 
 @dataclass
@@ -66,7 +64,7 @@ class CommandTerm:
     is refused."""
 
     @cold_path
-    def __init__(self, cfg: CommandTermCfg, env: ManagerBasedRlEnv) -> None:
+    def __init__(self, cfg: CommandTermCfg, env: ManagedEnv) -> None:
         check_draw_protocol(type(self))
         self.cfg = cfg
         self.env = env
@@ -184,7 +182,7 @@ class CommandManager(ManagerBase):
     kind = "command"
 
     @cold_path
-    def __init__(self, cfg: dict[str, CommandTermCfg], env: ManagerBasedRlEnv) -> None:
+    def __init__(self, cfg: dict[str, CommandTermCfg], env: ManagedEnv) -> None:
         super().__init__(env)
         self._keep_term_cfgs(cfg, CommandTermCfg)
         self._terms: dict[str, CommandTerm] = {}

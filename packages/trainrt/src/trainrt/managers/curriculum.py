@@ -11,15 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from trainrt.hotpath import cold_path
 from trainrt.managers.base import ManagerBase, resolve_term, stateful_terms
-
-if TYPE_CHECKING:
-    from trainrt.envs.manager_based_rl_env import ManagerBasedRlEnv
+from trainrt.managers.env_protocol import ManagedEnv
 
 
 @dataclass
@@ -36,7 +34,7 @@ class CurriculumManager(ManagerBase):
     kind = "curriculum"
 
     @cold_path
-    def __init__(self, cfg: dict[str, CurriculumTermCfg], env: ManagerBasedRlEnv) -> None:
+    def __init__(self, cfg: dict[str, CurriculumTermCfg], env: ManagedEnv) -> None:
         super().__init__(env)
         self._keep_term_cfgs(cfg, CurriculumTermCfg)
         self._terms: list[tuple[str, Callable, dict[str, Any]]] = []

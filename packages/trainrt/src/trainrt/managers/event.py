@@ -19,15 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from trainrt.hotpath import cold_path
 from trainrt.managers.base import ManagerBase, ManagerTermBase, callable_name, resolve_term, stateful_terms
-
-if TYPE_CHECKING:
-    from trainrt.envs.manager_based_rl_env import ManagerBasedRlEnv
+from trainrt.managers.env_protocol import ManagedEnv
 
 EVENT_MODES = ("startup", "reset", "interval")
 
@@ -66,11 +64,11 @@ class EventTerm(ManagerTermBase):
         """Draw every random number of the next ``apply``, for all rows."""
         raise NotImplementedError(f"{type(self).__name__} must implement draw_")
 
-    def apply(self, env: ManagerBasedRlEnv, env_mask: torch.Tensor) -> None:
+    def apply(self, env: ManagedEnv, env_mask: torch.Tensor) -> None:
         """The event for rows where ``env_mask`` (num_envs,) is True, from the numbers ``draw_`` drew."""
         raise NotImplementedError(f"{type(self).__name__} must implement apply")
 
-    def __call__(self, env: ManagerBasedRlEnv, env_mask: torch.Tensor) -> None:
+    def __call__(self, env: ManagedEnv, env_mask: torch.Tensor) -> None:
         """Draw, then apply, for rows where ``env_mask`` (num_envs,) is True."""
         self.draw_(env.rng)
         self.apply(env, env_mask)
@@ -102,7 +100,7 @@ def check_draw_protocol(name: str, mode: str, fn: Callable) -> None:
 class _IntervalTimer:
     """Per-row countdown of one interval event (num_envs,) seconds."""
 
-    def __init__(self, low: float, high: float, env: ManagerBasedRlEnv) -> None:
+    def __init__(self, low: float, high: float, env: ManagedEnv) -> None:
         self.low, self.span = float(low), float(high - low)
         self.time_left = torch.zeros(env.num_envs, device=env.device)
         self.fired = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
@@ -130,7 +128,7 @@ class EventManager(ManagerBase):
     kind = "event"
 
     @cold_path
-    def __init__(self, cfg: dict[str, EventTermCfg], env: ManagerBasedRlEnv) -> None:
+    def __init__(self, cfg: dict[str, EventTermCfg], env: ManagedEnv) -> None:
         super().__init__(env)
         self._keep_term_cfgs(cfg, EventTermCfg)
         self._by_mode: dict[str, list[tuple[str, Callable, dict[str, Any]]]] = {m: [] for m in EVENT_MODES}

@@ -7,15 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from trainrt.hotpath import cold_path
 from trainrt.managers.base import ManagerBase, check_term_value, resolve_term, stateful_terms
-
-if TYPE_CHECKING:
-    from trainrt.envs.manager_based_rl_env import ManagerBasedRlEnv
+from trainrt.managers.env_protocol import ManagedEnv
 
 
 @dataclass
@@ -32,7 +30,7 @@ class MetricsManager(ManagerBase):
     kind = "metric"
 
     @cold_path
-    def __init__(self, cfg: dict[str, MetricTermCfg], env: ManagerBasedRlEnv) -> None:
+    def __init__(self, cfg: dict[str, MetricTermCfg], env: ManagedEnv) -> None:
         super().__init__(env)
         self._keep_term_cfgs(cfg, MetricTermCfg)
         self._terms: list[tuple[int, Callable, dict[str, Any]]] = []

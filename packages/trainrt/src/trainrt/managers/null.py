@@ -11,16 +11,16 @@ import torch
 
 from trainrt.hotpath import cold_path
 from trainrt.managers.base import ManagerBase
+from trainrt.managers.env_protocol import ManagedEnv
 
 if TYPE_CHECKING:
-    from trainrt.envs.manager_based_rl_env import ManagerBasedRlEnv
     from trainrt.managers.command import CommandTerm
 
 
 class NullManager(ManagerBase):
     """A manager with no terms: every operation is a no-op."""
 
-    def __init__(self, env: ManagerBasedRlEnv) -> None:
+    def __init__(self, env: ManagedEnv) -> None:
         super().__init__(env)
 
     def reset(self, env_mask: torch.Tensor) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -30,10 +30,8 @@ from trainrt.managers.base import (
     resolve_term,
     stateful_terms,
 )
+from trainrt.managers.env_protocol import ManagedEnv
 from trainrt.managers.noise import NoiseCfg
-
-if TYPE_CHECKING:
-    from trainrt.envs.manager_based_rl_env import ManagerBasedRlEnv
 
 
 @dataclass
@@ -75,7 +73,7 @@ class _ObsTerm:
         fn: Callable,
         params: dict[str, Any],
         frame_dim: int,
-        env: ManagerBasedRlEnv,
+        env: ManagedEnv,
     ) -> None:
         n, device = env.num_envs, env.device
         self.name = name
@@ -110,7 +108,7 @@ class _ObsTerm:
 class _ObsGroup:
     """A resolved group: its terms and output buffer(s)."""
 
-    def __init__(self, name: str, cfg: ObsGroupCfg, terms: list[_ObsTerm], env: ManagerBasedRlEnv) -> None:
+    def __init__(self, name: str, cfg: ObsGroupCfg, terms: list[_ObsTerm], env: ManagedEnv) -> None:
         n, device = env.num_envs, env.device
         self.name = name
         self.cfg = cfg
@@ -141,7 +139,7 @@ class ObservationManager(ManagerBase):
     kind = "observation"
 
     @cold_path
-    def __init__(self, cfg: dict[str, ObsGroupCfg], env: ManagerBasedRlEnv) -> None:
+    def __init__(self, cfg: dict[str, ObsGroupCfg], env: ManagedEnv) -> None:
         super().__init__(env)
         if not cfg:
             raise ValueError("observations: at least one observation group (e.g. 'policy') is required")

@@ -5,15 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from trainrt.hotpath import cold_path
 from trainrt.managers.base import ManagerBase, callable_name, check_term_value, resolve_term, stateful_terms
-
-if TYPE_CHECKING:
-    from trainrt.envs.manager_based_rl_env import ManagerBasedRlEnv
+from trainrt.managers.env_protocol import ManagedEnv
 
 
 @dataclass
@@ -34,7 +32,7 @@ class RewardManager(ManagerBase):
     kind = "reward"
 
     @cold_path
-    def __init__(self, cfg: dict[str, RewardTermCfg], env: ManagerBasedRlEnv) -> None:
+    def __init__(self, cfg: dict[str, RewardTermCfg], env: ManagedEnv) -> None:
         super().__init__(env)
         self._keep_term_cfgs(cfg, RewardTermCfg)
         self._evaluated: list[tuple[int, Callable, dict[str, Any], float]] = []

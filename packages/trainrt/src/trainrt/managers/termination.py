@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from trainrt.hotpath import cold_path
 from trainrt.managers.base import ManagerBase, callable_name, check_term_value, resolve_term, stateful_terms
-
-if TYPE_CHECKING:
-    from trainrt.envs.manager_based_rl_env import ManagerBasedRlEnv
+from trainrt.managers.env_protocol import ManagedEnv
 
 
 @dataclass
@@ -35,7 +33,7 @@ class TerminationManager(ManagerBase):
     kind = "termination"
 
     @cold_path
-    def __init__(self, cfg: dict[str, TerminationTermCfg], env: ManagerBasedRlEnv) -> None:
+    def __init__(self, cfg: dict[str, TerminationTermCfg], env: ManagedEnv) -> None:
         super().__init__(env)
         self._keep_term_cfgs(cfg, TerminationTermCfg)
         self._terms: list[tuple[int, Callable, dict[str, Any]]] = []
