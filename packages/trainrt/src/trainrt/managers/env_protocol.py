@@ -2,7 +2,7 @@
 
 The managers and the term bases here annotate their env with this protocol, not with the env class, so the
 managers depend on no module of ``trainrt.envs``: the env builds the managers and the dependency runs one
-way. ``ManagerBasedRlEnv`` has every attribute below. Terms outside this package (``trainrt.mdp``, tasks)
+way. ``ManagerBasedRlEnv`` has every attribute below; code the env imports (the terrain) uses it too. Terms outside this package (``trainrt.mdp``, tasks)
 annotate ``ManagerBasedRlEnv`` itself and may read anything the env has.
 """
 
@@ -22,6 +22,8 @@ class ManagedEnv(Protocol):
     """Number of parallel worlds (the leading dimension of every per-row buffer)."""
     device: torch.device
     """Device of every buffer the managers allocate."""
+    seed: int
+    """The run seed the env was built with (the terrain and its curriculum draw from it)."""
     rng: torch.Generator
     """The env's only random generator; every draw of a command, event or noise uses it."""
     step_dt: float

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import mujoco
 import torch
 
 from trainrt.hotpath import cold_path
+from trainrt.managers import ManagedEnv
 from trainrt.managers.base import index_or_slice
-
-if TYPE_CHECKING:
-    from trainrt.envs import ManagerBasedRlEnv
 
 
 @dataclass(frozen=True)
@@ -37,7 +34,7 @@ class RobotStateLayout:
 
 
 @cold_path
-def robot_state_layout(env: ManagerBasedRlEnv) -> RobotStateLayout:
+def robot_state_layout(env: ManagedEnv) -> RobotStateLayout:
     """Resolve the layout from the env's model and its robot view's joint order; ValueError without a root."""
     model = env.backend.mj_model
     free = [j for j in range(model.njnt) if int(model.jnt_type[j]) == mujoco.mjtJoint.mjJNT_FREE.value]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import mujoco
 import torch
@@ -32,7 +32,16 @@ from trainrt.terrain.curriculum import TerrainCurriculum
 from trainrt.terrain.generator import generate_terrain
 
 if TYPE_CHECKING:
-    from trainrt.envs import ManagerBasedRlEnv, SceneCfg
+    from trainrt.managers import ManagedEnv
+
+
+class SceneParts(Protocol):
+    """What building a scene reads from ``trainrt.envs.SceneCfg`` (named here so that the terrain, which the env
+    imports, does not import the env's config)."""
+
+    model_factory: Callable[..., mujoco.MjModel]
+    terrain_meshes: tuple[TerrainMeshCfg, ...]
+
 
 TERRAIN_GEOM_NAME = "terrain"
 """Name of the terrain's heightfield geom in the model."""
@@ -75,7 +84,7 @@ class TerrainScene:
         return field
 
     @cold_path
-    def attach(self, env: ManagerBasedRlEnv) -> None:
+    def attach(self, env: ManagedEnv) -> None:
         """Give every env of ``env`` a tile (levels drawn from a generator seeded with the run seed)."""
         from trainrt.mdp.state_layout import robot_state_layout
 
@@ -168,7 +177,7 @@ def load_terrain_meshes(cfgs: tuple[TerrainMeshCfg, ...]) -> tuple[simcore.Terra
 
 @cold_path
 def scene_model(
-    scene: SceneCfg, terrain: TerrainScene | None
+    scene: SceneParts, terrain: TerrainScene | None
 ) -> tuple[mujoco.MjModel, tuple[simcore.Capability, ...]]:
     """The scene's model with its terrain (``terrain``'s heightfield, ``scene.terrain_meshes``) and the
     capabilities a backend needs to simulate it."""
@@ -203,7 +212,7 @@ def scene_model(
 
 @cold_path
 def make_scene_backend(
-    sim: str, scene: SceneCfg, terrain: TerrainScene | None, config: simcore.SimConfig
+    sim: str, scene: SceneParts, terrain: TerrainScene | None, config: simcore.SimConfig
 ) -> simcore.SimBackend:
     """The backend ``sim`` over ``scene_model(scene, terrain)``; NotImplementedError naming the capability
     when the backend cannot simulate the scene's terrain."""
