@@ -43,9 +43,18 @@ def test_the_env_has_every_attribute_the_managers_read():
     declared = typing.get_type_hints(
         ManagedEnv, globalns={"torch": torch, "simcore": simcore, "Any": typing.Any}
     )
-    assert set(declared) == {"num_envs", "device", "rng", "step_dt", "backend", "robot", "state_cache"}
+    assert set(declared) == {
+        "num_envs",
+        "device",
+        "seed",
+        "rng",
+        "step_dt",
+        "backend",
+        "robot",
+        "state_cache",
+    }
     missing = [name for name in declared if not hasattr(env, name)]
     assert missing == []
-    assert isinstance(env.num_envs, int) and isinstance(env.step_dt, float)
+    assert isinstance(env.num_envs, int) and isinstance(env.seed, int) and isinstance(env.step_dt, float)
     assert isinstance(env.device, torch.device) and isinstance(env.rng, torch.Generator)
     assert isinstance(env.backend, simcore.SimBackend)
