@@ -1,4 +1,5 @@
-"""Non-finite physics: the row is detected on device, reset, flagged invalid and counted; others unaffected."""
+"""Non-finite or blown-up physics (a velocity past ``MAX_PHYSICS_SPEED``): the row is detected on device, reset,
+flagged invalid and counted; others unaffected."""
 
 from __future__ import annotations
 
@@ -44,7 +45,9 @@ def _run(env, steps: int):
     return results
 
 
-@pytest.mark.parametrize(("channel", "value"), [("qvel", float("nan")), ("qpos", float("inf"))])
+@pytest.mark.parametrize(
+    ("channel", "value"), [("qvel", float("nan")), ("qpos", float("inf")), ("qvel", 5.0e3), ("qvel", -5.0e3)]
+)
 def test_nonfinite_row_is_reset_flagged_and_counted(channel: str, value: float):
     reference = make_env(seed=11)
     exploding = make_env(seed=11)

@@ -171,18 +171,23 @@ def test_one_copy_group_write_equals_per_term_copies_with_noise(stepped_env):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_finite_rows_equals_isfinite_all(dtype):
+def test_finite_rows_are_finite_with_velocities_within_the_speed_bound(dtype):
+    from trainrt.envs.manager_based_rl_env import MAX_PHYSICS_SPEED
+
     big = torch.finfo(dtype).max
-    qpos = torch.zeros(8, 5, dtype=dtype)
-    qvel = torch.zeros(8, 4, dtype=dtype)
+    qpos = torch.zeros(9, 5, dtype=dtype)
+    qvel = torch.zeros(9, 4, dtype=dtype)
     qpos[0, 1], qvel[1, 3], qpos[2, 0], qvel[3, 2] = float("inf"), float("-inf"), float("nan"), float("nan")
-    qpos[4] = big  # huge but finite rows stay valid
-    qvel[5] = -big
+    qpos[4] = big  # huge but finite positions stay valid (a robot far from the origin)
+    qvel[5] = -big  # a finite velocity past the bound is a blow-up
     qpos[6, 4] = -0.0
-    out = torch.zeros(8, dtype=torch.bool)
+    qvel[7, 0] = 0.99 * MAX_PHYSICS_SPEED
+    qvel[8, 1] = -1.01 * MAX_PHYSICS_SPEED
+    out = torch.zeros(9, dtype=torch.bool)
     finite_rows(qpos, qvel, out)
-    expected = torch.isfinite(qpos).all(dim=1) & torch.isfinite(qvel).all(dim=1)
-    assert torch.equal(out, expected) and expected.tolist() == [False] * 4 + [True] * 4
+    expected = torch.isfinite(qpos).all(dim=1) & (qvel.abs() < MAX_PHYSICS_SPEED).all(dim=1)
+    assert torch.equal(out, expected)
+    assert expected.tolist() == [False] * 4 + [True, False, True, True, False]
 
 
 def test_an_interval_event_writing_the_velocities_leaves_no_stale_derived_value():

@@ -122,7 +122,7 @@ def test_an_episode_row_notes_non_finite_resets_only_when_there_were_some():
         learn_sec=0.5,
         total_env_steps=1,
     )
-    assert "episodes   3 finished  non-finite resets 2 in all" in block.splitlines()
+    assert "episodes   3 finished  blown-up resets 2 in all" in block.splitlines()
 
 
 def test_the_eta_is_the_smoothed_time_per_iteration_times_what_is_left():

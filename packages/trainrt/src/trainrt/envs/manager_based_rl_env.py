@@ -4,7 +4,8 @@ One control step (``step``):
 
 1. action manager processes the action and writes ``ctrl`` once; ``backend.step()`` runs the decimation
    substeps with those targets held;
-2. rows whose ``qpos``/``qvel`` went non-finite are detected on the device;
+2. rows whose ``qpos``/``qvel`` went non-finite, or whose velocities passed ``MAX_PHYSICS_SPEED`` (blown up),
+   are detected on the device;
 3. terminations (failures kept apart from time-outs), rewards (weighted, times ``step_dt``), metrics;
 4. finished episodes are added to the device statistics;
 5. the observation of every row is computed before any reset (the final observation of done rows);
@@ -24,7 +25,7 @@ step, the reset transaction, each command's and event's math), so each is comput
 once per reading term and never read stale (see ``StateCache``).
 
 Every result lives in a buffer allocated at construction and written in place, so a CUDA graph of ``step``
-leaves its results in the same tensors. Non-finite rows report ``valid=False``, ``reward=0``,
+leaves its results in the same tensors. Non-finite and blown-up rows report ``valid=False``, ``reward=0``,
 ``terminated=False`` and ``truncated=True`` (a reset that is not the policy's failure), and their
 ``final_obs`` is the sane post-reset observation; they are counted in ``nonfinite_resets``.
 """
@@ -83,7 +84,7 @@ class StepResult:
         obs: observation groups after auto-reset, ``{group: (num_envs, D)}``.
         reward: total reward (num_envs,) float32; 0 for non-finite rows.
         terminated: failure terminations (num_envs,) bool.
-        truncated: time-outs and non-finite resets (num_envs,) bool.
+        truncated: time-outs and blown-up (non-finite or too fast) rows (num_envs,) bool.
         final_obs: the observation before reset for done rows, equal to ``obs`` for other rows.
         valid: False for rows whose physics went non-finite this step (num_envs,) bool.
     """
@@ -96,13 +97,21 @@ class StepResult:
     valid: torch.Tensor
 
 
-def finite_rows(qpos: torch.Tensor, qvel: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """Rows whose ``qpos`` (num_envs, nq) and ``qvel`` (num_envs, nv) are all finite, into ``out`` (num_envs,) bool.
+MAX_PHYSICS_SPEED = 1.0e3
+"""A row with a generalized velocity above this (m/s or rad/s) has blown up, like one gone non-finite: a robot
+moves at a few m/s and its joints at tens of rad/s, while a thrown one reaches hundreds within a step and then
+rewards of -1e11, which would poison the learner's statistics before the row ever turned nan."""
 
-    ``x * 0`` is zero for finite ``x`` and nan for inf or nan, so a row is finite iff its products sum to zero:
-    six kernels, where ``isfinite(x).all(dim=1)`` per tensor decomposes into eleven.
+
+def finite_rows(qpos: torch.Tensor, qvel: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """Rows whose ``qpos`` (num_envs, nq) is all finite and whose ``qvel`` (num_envs, nv) is finite and within
+    ``MAX_PHYSICS_SPEED``, into ``out`` (num_envs,) bool.
+
+    ``x * 0`` is zero for finite ``x`` and nan for inf or nan, so a ``qpos`` row is finite iff its products sum
+    to zero; the largest ``|qvel|`` of a row is nan or inf when any is, and either fails the bound.
     """
-    return torch.eq(qpos.mul(0).sum(dim=1) + qvel.mul(0).sum(dim=1), 0, out=out)
+    finite = torch.eq(qpos.mul(0).sum(dim=1), 0)
+    return torch.logical_and(finite, qvel.abs().amax(dim=1) < MAX_PHYSICS_SPEED, out=out)
 
 
 @cold_path
@@ -242,7 +251,8 @@ class ManagerBasedRlEnv:
             valid=torch.ones(n, dtype=torch.bool, device=dev),
         )
         self.nonfinite_resets = torch.zeros((), dtype=torch.long, device=dev)
-        """Rows reset because their physics state went non-finite, since construction (device scalar)."""
+        """Rows reset because their physics state went non-finite or blew up (``MAX_PHYSICS_SPEED``), since
+        construction (device scalar; the name predates the speed bound)."""
         self._finished_episodes = torch.zeros((), dtype=torch.long, device=dev)
         self._finished_length_sum = torch.zeros((), dtype=torch.long, device=dev)
         # device zeros for selects (a Python 0 in torch.where becomes one more fill kernel per call)

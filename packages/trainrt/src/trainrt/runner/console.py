@@ -175,7 +175,7 @@ def format_iteration_block(
 
 
 def _episode_items(episode: Mapping[str, float]) -> list[str]:
-    """``12 finished``, ``length 68.2``, ``return -1.23`` (and non-finite resets when there were any)."""
+    """``12 finished``, ``length 68.2``, ``return -1.23`` (and blown-up physics resets, non-finite or too fast, when there were any)."""
     finished = episode.get("Episode/num_finished", episode.get("Train/num_episodes"))
     items = [] if finished is None else [f"{format_number(finished)} finished"]
     length = episode.get("Episode/length", episode.get("Train/mean_episode_length"))
@@ -184,7 +184,7 @@ def _episode_items(episode: Mapping[str, float]) -> list[str]:
     if "Train/mean_reward" in episode:
         items.append(f"return {format_number(episode['Train/mean_reward'])}")
     if episode.get("Diagnostics/nonfinite_resets"):
-        items.append(f"non-finite resets {format_number(episode['Diagnostics/nonfinite_resets'])} in all")
+        items.append(f"blown-up resets {format_number(episode['Diagnostics/nonfinite_resets'])} in all")
     return items
 
 

@@ -374,7 +374,7 @@ def _check_losses(iteration: int, losses: dict[str, float]) -> None:
         raise LearnerDiverged(
             f"iteration {iteration}: the learner's losses went non-finite ({named}); its networks cannot recover, "
             "so the run stops here. Evaluate or resume from the last checkpoint before it. The usual causes are "
-            "physics that blew up (see the non-finite resets and buffer-overflow warnings above) or a learning "
+            "physics that blew up (see the blown-up resets and buffer-overflow warnings above) or a learning "
             "rate too high"
         )
 
