@@ -9,7 +9,8 @@ Lifecycle of ``OffPolicyRunner.run()``:
    graph, capture the learner graph, run the first update, synchronize. Each phase says so on the console as
    it starts (a fresh machine compiles for minutes here) and its seconds go to the summary's
    ``warmup_phases_sec``; the compilers' caches (``$TRAINRT_CACHE_DIR``, see ``compile_cache``) are
-   pointed before anything compiles and counted before and after warm-up (the summary's ``compile_cache``).
+   pointed (in ``__init__``) before anything compiles and counted before and after warm-up (the summary's
+   ``compile_cache``). ``warm_up.WarmUp`` does this stage, and keeps the collector and schedule it builds.
 3. **Iterations** 1..``max_iterations``: ``steps_per_iteration`` collector steps (graph replays of K steps),
    ``updates_per_iteration`` learner updates, one synchronization at the boundary, then cold-path work
    (console block and scalars every ``log_every`` iterations, checkpoint every ``checkpoint_every``).
@@ -44,6 +45,8 @@ The runner holds the run's parts and its loop; each other concern is a small obj
 - ``run_dir.claim_run_dir``: the run directory's lock, and the refusal (or overwrite) of a used one;
 - ``pre_run_checks``: the checkpoint to resume and a probe of the config, before anything is written
   (with ``preflight.check_memory_fits``);
+- ``warm_up.WarmUp``: warm-up's phases, the collector and iteration schedule it builds, and what it measured
+  (its seconds and env steps, each phase's seconds, the compile caches);
 - ``checkpointing.RunCheckpoints``: writing checkpoints, after a stop too, and restoring one on resume;
 - ``run_log.RunLog``: the progress line and blocks (``console``, ``progress``), the scalar sinks (TensorBoard,
   optional W&B: ``scalar_sinks``), warnings and videos;
@@ -55,6 +58,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -76,13 +80,7 @@ from trainrt.runner.checkpointing import (
     checkpoint_payload,
 )
 from trainrt.runner.collector import Collector
-from trainrt.runner.compile_cache import (
-    cache_contents,
-    compile_cache_note,
-    compile_cache_record,
-    point_compile_caches,
-    resolve_cache_dir,
-)
+from trainrt.runner.compile_cache import cache_contents, point_compile_caches, resolve_cache_dir
 from trainrt.runner.distributed import (
     LaunchEnv,
     gather_rank_figures,
@@ -105,7 +103,7 @@ from trainrt.runner.run_dir import (
     new_run_id,
     point_latest_at,
 )
-from trainrt.runner.run_log import TENSORBOARD_DIR_NAME, ContactBufferOverflow, RunLog, warm_up_line
+from trainrt.runner.run_log import TENSORBOARD_DIR_NAME, ContactBufferOverflow, RunLog
 from trainrt.runner.run_log import compile_note as _compile_note
 from trainrt.runner.scalar_sinks import check_scalar_sinks
 from trainrt.runner.schedule import IterationSchedule
@@ -117,6 +115,7 @@ from trainrt.runner.summary import (
     RunSummary,
 )
 from trainrt.runner.summary_writer import RunSummaryWriter
+from trainrt.runner.warm_up import WarmUp
 
 __all__ = [
     "RANKS_DIR_NAME",
@@ -135,18 +134,6 @@ def default_run_dir(cfg: TrainConfig) -> Path:
     tell apart runs started in the same second."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     return Path("runs") / f"{cfg.algo.name}_{cfg.task.name}_{cfg.sim.backend}_{stamp}_{uuid.uuid4().hex[:4]}"
-
-
-@cold_path
-def first_steps_note(cfg: TrainConfig, env: Any) -> str:
-    """What the first-steps phase of warm-up says it does: the replay's prefill, and what compiles there."""
-    compiles = []
-    if cfg.sim.backend == "mjwarp":
-        compiles.append("Warp compiles the physics kernels")
-    if cfg.training.compile_collector and env.device.type == "cuda":
-        compiles.append("torch inductor the step math")
-    note = f"; on a fresh machine {' and '.join(compiles)} here: minutes the first time" if compiles else ""
-    return f"first physics steps, filling the replay{note}"
 
 
 class OffPolicyRunner:
@@ -196,8 +183,8 @@ class OffPolicyRunner:
         self.summary_path = self.run_dir / SUMMARY_FILE_NAME
         # Every compiler's cache below $TRAINRT_CACHE_DIR before anything compiles, and what they hold now.
         quiet_backend_log(cfg.sim.backend)  # before Warp initializes: no greeting, no line per module
-        self.cache_root = point_compile_caches(cfg.sim.backend)
-        self._caches_before = cache_contents(cfg.sim.backend)
+        cache_root = point_compile_caches(cfg.sim.backend)
+        caches_before = cache_contents(cfg.sim.backend)
         # What this rank builds from: its own device and seed (the config itself for one process).
         self.device, self.rank_cfg = rank_config(cfg, self.ranks, resolve_device(cfg))
         if self.ranks.world_size > 1:
@@ -211,22 +198,23 @@ class OffPolicyRunner:
         self.env: Any = None
         self.agent: Any = None
         self.replay: Any = None
-        self.collector: Collector | None = None
-        self.schedule: IterationSchedule | None = None
         self.env_meta: dict[str, Any] = {}
         self.timings: list[IterationTiming] = []
         self.per_rank: list[RankFigures] = []
         self.resumed_from_iteration: int | None = None
-        self.warmup_time_sec = 0.0
-        self.warmup_env_steps = 0
-        self.warmup_phases_sec: dict[str, float] = {}
-        self.compile_cache = compile_cache_record(self.cache_root, self._caches_before, None)
-        self._phase: tuple[str, float] | None = None  # the warm-up phase running, and when it began
         self.final_eval: dict[str, float] | None = None
         self.onnx_path: str | None = None
         self.time_limit_reached = False  # the run ended at training.time_limit_sec
         # Its concerns, each an object of its own module.
         self.signals = StopSignals()
+        self.warm_up = WarmUp(  # builds the collector and schedule, and measures warm-up
+            cfg,
+            self.device,
+            log=self.log,
+            elapsed_sec=self._elapsed_sec,
+            cache_root=cache_root,
+            caches_before=caches_before,
+        )
         self.checkpoints = RunCheckpoints(self.run_dir, log=self.log)
         self.run_log = RunLog(
             cfg,
@@ -258,6 +246,16 @@ class OffPolicyRunner:
             )
             if self._default_named:
                 point_latest_at(self.run_dir, log=self.log)
+
+    @property
+    def collector(self) -> Collector | None:
+        """The collector, built in warm-up (as soon as it exists: a stop there reports and saves it)."""
+        return self.warm_up.collector
+
+    @property
+    def schedule(self) -> IterationSchedule | None:
+        """The iteration schedule, built at the end of warm-up."""
+        return self.warm_up.schedule
 
     @property
     def completed_iterations(self) -> int:
@@ -453,96 +451,13 @@ class OffPolicyRunner:
             self.summary_writer.write("running", None)
 
     @cold_path
-    def _warm_up_phase(self, name: str | None, what: str = "") -> None:
-        """End the warm-up phase running (its seconds go to ``warmup_phases_sec``) and start ``name``
-        (None: warm-up ended), saying on the console what it does and the seconds since set-up began. The
-        device's queued work is waited for first, so each phase's seconds include the device time it queued."""
-        IterationClock(self.device).synchronize()
-        now = self._elapsed_sec()
-        if self._phase is not None:
-            ended, began = self._phase
-            self.warmup_phases_sec[ended] = now - began
-        self._phase = (name, now) if name is not None else None
-        if name is not None:
-            self.log(f"warm-up: {what} ... {now:.1f}s")
-
-    @cold_path
     def _warm_up(self) -> None:
-        """Everything before iteration 1: reset, replay prefill, graph captures, first update."""
-        cfg, params = self.cfg, self.cfg.algo.params
-        env, agent, replay = self.env, self.agent, self.replay
-        self._phase = ("set_up", 0.0)  # from the checks of the input to the built parts
-        self._warm_up_phase("reset", "resetting the envs")
-        steps_before = int(env.common_step_counter.cpu())
-        obs = env.reset()
-        self._warm_up_phase("first_steps", first_steps_note(cfg, env))
-        self.collector = Collector(
-            env,
-            agent,
-            replay,
-            obs,
-            steps_per_replay=cfg.training.collector_steps_per_replay,
-            use_graph=cfg.training.cuda_graph,
-            compile_math=cfg.training.compile_collector,
-        )
+        """Everything before iteration 1 (``warm_up.WarmUp``); the run log starts in its last phase."""
+        start_log = partial(self.run_log.start, self.run_dir, video_cfg=self.rank_cfg, run_id=self.run_id)
         resumed = self.resumed_from_iteration is not None
-        # An exact resume restored the replay's rows: warm-up steps nothing it would have to undo.
-        exact = self.checkpoints.resumes_exactly
-        self.collector.prefill(0 if exact else params.learning_starts, use_policy=resumed)
-        self._warm_up_phase("collector_capture", "capturing the collector's steps")
-        self.collector.capture()
-        replay.freeze_view()
-        updates = params.updates_per_iteration
-        agent.set_lr_horizon(cfg.algo.max_iterations * updates)
-        if cfg.training.compile_learner and cfg.training.cuda_graph and agent.device.type == "cuda":
-            self._warm_up_phase("replay_sample_compile", "compiling the replay's sampling")
-            replay.compile_sample()  # compiles in the learner's warm-up, before its capture
-        self._warm_up_phase(
-            "learner_capture",
-            "compiling and capturing the learner update (torch inductor compiles here: minutes the first "
-            "time without a warm cache)"
-            if cfg.training.compile_learner and agent.device.type == "cuda"
-            else "capturing the learner update",
+        self.warm_up.run(
+            self.env, self.agent, self.replay, self.checkpoints, resumed=resumed, start_log=start_log
         )
-        agent.capture_update(
-            lambda generator: replay.sample(params.batch_size, generator, from_view=True),
-            enabled=cfg.training.cuda_graph,
-            updates_per_replay=updates,
-            compile=cfg.training.compile_learner,
-        )
-        # The first iteration's worth of updates: allocations and lazy state happen here, not in iteration 1.
-        self._warm_up_phase("first_updates", "first learner updates")
-        agent.replay_updates(updates)
-        self.schedule = IterationSchedule(
-            self.collector,
-            agent,
-            replay,
-            steps_per_iteration=cfg.algo.steps_per_iteration,
-            updates_per_iteration=updates,
-            overlap=cfg.training.overlap,
-        )
-        self.run_log.start(
-            self.run_dir,
-            env=env,
-            agent=agent,
-            replay=replay,
-            collector=self.collector,
-            video_cfg=self.rank_cfg,
-            run_id=self.run_id,
-        )
-        self._warm_up_phase(None)  # waits for the device's work
-        self.warmup_env_steps = (int(env.common_step_counter.cpu()) - steps_before) * env.num_envs
-        self.warmup_time_sec = self._elapsed_sec()
-        caches_after = cache_contents(cfg.sim.backend)
-        self.compile_cache = compile_cache_record(self.cache_root, self._caches_before, caches_after)
-        self.collector.episode_summary()  # warm-up episodes do not count towards iteration 1's statistics
-        env.episode_stats()
-        if exact:  # the checkpoint's run state back in place, after the captures and first updates
-            self.checkpoints.continue_exactly(env=env, agent=agent, replay=replay, collector=self.collector)
-        self.log(
-            warm_up_line(self.warmup_time_sec, self.warmup_env_steps, self.collector, agent, self.schedule)
-        )
-        self.log(compile_cache_note(self.compile_cache))
 
     # --- after the loop ------------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import math
 import time
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from trainrt.hotpath import cold_path
 from trainrt.runner.checkpointing import ERROR_TEXT_LIMIT
@@ -33,20 +33,59 @@ from trainrt.runner.summary import (
 )
 
 if TYPE_CHECKING:
-    from trainrt.runner.off_policy_runner import OffPolicyRunner
+    from collections.abc import Callable
+
+    from trainrt.config import TrainConfig
+    from trainrt.runner.checkpointing import RunCheckpoints
+    from trainrt.runner.preflight import MemoryEstimate
+    from trainrt.runner.run_log import RunLog
+    from trainrt.runner.stop_signals import StopSignals
+    from trainrt.runner.summary import RankFigures
+    from trainrt.runner.warm_up import WarmUp
 
 RUNNING_SUMMARY_EVERY_SEC = 10.0  # log-time rewrites of the running summary, at most this often
+
+
+class SummarisedRun(Protocol):
+    """What the summary reads of a run (``trainrt.runner.off_policy_runner.OffPolicyRunner``'s state)."""
+
+    cfg: TrainConfig
+    device: str
+    ranks: Any
+    run_dir: Path
+    run_id: str
+    log: Callable[[str], None]
+    env: Any
+    agent: Any
+    replay: Any
+    warm_up: WarmUp
+    timings: list[IterationTiming]
+    per_rank: list[RankFigures]
+    resumed_from_iteration: int | None
+    time_limit_reached: bool
+    memory_estimate: MemoryEstimate | None
+    final_eval: dict[str, float] | None
+    onnx_path: str | None
+    signals: StopSignals
+    checkpoints: RunCheckpoints
+    run_log: RunLog
+
+    @property
+    def collector(self) -> Any: ...
+
+    @property
+    def schedule(self) -> Any: ...
 
 
 class RunSummaryWriter:
     """Writes the summary of ``run`` (a view of the runner's state) to ``path``, and says where the outputs are.
 
     Args:
-        run: the runner whose state the summary records.
+        run: the run whose state the summary records (``SummarisedRun``: the runner).
         path: ``run_summary.json`` of this rank.
     """
 
-    def __init__(self, run: OffPolicyRunner, path: Path) -> None:
+    def __init__(self, run: SummarisedRun, path: Path) -> None:
         self.run = run
         self.path = path
         self.started_at = utc_now()
@@ -134,10 +173,10 @@ class RunSummaryWriter:
             "completed_iterations": len(timings),
             "total_env_steps": sum(t.env_steps for t in timings),
             "training_wall_time_sec": math.fsum(t.wall_time_sec for t in timings),
-            "warmup_time_sec": run.warmup_time_sec,
-            "warmup_env_steps": run.warmup_env_steps * ranks.world_size,
-            "warmup_phases_sec": dict(run.warmup_phases_sec),
-            "compile_cache": run.compile_cache,
+            "warmup_time_sec": run.warm_up.time_sec,
+            "warmup_env_steps": run.warm_up.env_steps * ranks.world_size,
+            "warmup_phases_sec": dict(run.warm_up.phases_sec),
+            "compile_cache": run.warm_up.compile_cache,
             "iterations": [t.model_dump() for t in timings],
             "per_rank": [f.model_dump() for f in run.per_rank] if measurement else [],
             "effective_steps_per_replay": cfg.training.collector_steps_per_replay,
