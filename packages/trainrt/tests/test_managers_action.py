@@ -93,6 +93,7 @@ def test_action_meta_describes_joints_gains_and_timing():
 FOUR_HINGES_XML = """
 <mujoco>
   <compiler angle="radian"/>
+  <default><joint armature="0.01"/></default>
   <worldbody>
     <geom name="floor" type="plane" size="5 5 0.1"/>
     <body name="base" pos="0 0 0.5">

@@ -155,7 +155,7 @@ def test_a_run_records_its_caches_and_warm_up_phases_and_says_them_on_the_consol
         "warm-up: first learner updates",
     ]
     seconds = [float(line.rsplit(" ... ", 1)[1].removesuffix("s")) for line in phase_lines]
-    assert seconds == sorted(seconds) and seconds[-1] <= summary.warmup_time_sec
+    assert seconds == sorted(seconds) and seconds[-1] <= summary.warmup_time_sec + 0.05  # printed to 0.1 s
     done = next(i for i, line in enumerate(lines) if line.startswith("warm-up done in"))
     assert lines[done + 1].startswith(f"compile caches ({cache.resolve()}): inductor ")
     assert lines.index(phase_lines[-1]) < done
