@@ -345,6 +345,8 @@ class OffPolicyRunner:
                 schedule.run(clock)  # steps_per_iteration collector steps, updates_per_iteration updates
                 collect_sec, learn_sec, elapsed_sec = clock.synchronize_split()
                 injected_failure(ranks.rank, iteration)
+                if iteration % cfg.training.log_every == 0 or iteration in (first, cfg.algo.max_iterations):
+                    self.run_log.check_losses(iteration)  # a diverged learner stops every rank alike
             except Exception as exc:  # every rank hears of it at the boundary below, then all stop
                 local_error = exc
             limit = cfg.training.time_limit_sec

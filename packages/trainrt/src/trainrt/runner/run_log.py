@@ -188,7 +188,6 @@ class RunLog:
         self._check_overflow(iteration)
         self._check_learning(iteration)
         losses = _scalars(agent.losses())
-        _check_losses(iteration, losses)
         episode = {**collector.episode_summary(), **env.episode_stats()}
         self.episode_statistics.update(episode)
         if "Train/mean_reward" in episode:
@@ -221,6 +220,22 @@ class RunLog:
         """The same scalars at the same step to every open sink."""
         for sink in self.sinks:
             sink.add_scalars(scalars, step)
+
+    @cold_path
+    def check_losses(self, iteration: int) -> None:
+        """Raise ``LearnerDiverged`` when a loss of the agent is nan or infinite (reads them from the device).
+
+        The runner calls it inside the iteration, before the ranks' boundary, so every rank stops alike."""
+        losses = _scalars(self._parts["agent"].losses())
+        bad = {name: value for name, value in losses.items() if not math.isfinite(value)}
+        if bad:
+            named = ", ".join(f"{name}={value}" for name, value in bad.items())
+            raise LearnerDiverged(
+                f"iteration {iteration}: the learner's losses went non-finite ({named}); its networks cannot "
+                "recover, so the run stops here. Evaluate or resume from the last checkpoint before it. The usual "
+                "causes are physics that blew up (see the blown-up resets and buffer-overflow warnings above) or "
+                "a learning rate too high"
+            )
 
     @cold_path
     def _check_overflow(self, iteration: int) -> None:
@@ -366,19 +381,6 @@ def quiet_backend_diagnostics(backend: Any) -> Any:
 
 
 @cold_path
-def _check_losses(iteration: int, losses: dict[str, float]) -> None:
-    """Stop the run when a loss is nan or infinite (``LearnerDiverged``), naming the losses and the causes."""
-    bad = {name: value for name, value in losses.items() if not math.isfinite(value)}
-    if bad:
-        named = ", ".join(f"{name}={value}" for name, value in bad.items())
-        raise LearnerDiverged(
-            f"iteration {iteration}: the learner's losses went non-finite ({named}); its networks cannot recover, "
-            "so the run stops here. Evaluate or resume from the last checkpoint before it. The usual causes are "
-            "physics that blew up (see the blown-up resets and buffer-overflow warnings above) or a learning "
-            "rate too high"
-        )
-
-
 def _scalars(tensors: dict[str, torch.Tensor]) -> dict[str, float]:
     """Read device scalars with one transfer (cold path)."""
     if not tensors:
