@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 import warp
 
 import simcore
@@ -59,36 +60,88 @@ def test_a_folder_that_cannot_be_created_raises(tmp_path, restore_warp_cache):
 
 
 COMPILE_AHEAD = """
-import sys, mujoco, simcore
+import json, sys, mujoco, simcore, torch, warp as wp
 from simcore_scenes import SMALL_XML, cpu_config
 directory = simcore.set_kernel_cache_dir("mjwarp", sys.argv[1])
 backend = simcore.make_backend("mjwarp", mujoco.MjModel.from_xml_string(SMALL_XML), cpu_config(num_envs=2))
-print(simcore.kernel_cache("mjwarp").modules, backend.compile_ahead_sec is not None)
+cached = simcore.kernel_cache("mjwarp").modules
+compiled_later, real_load = [], wp.Module.load
+def load(module, device, block_dim=None, *args, **kwargs):
+    variant = block_dim if block_dim is not None else module.options["block_dim"]
+    if (wp.get_device(device).context, variant) not in module.execs:
+        compiled_later.append(module.name)
+    return real_load(module, device, block_dim, *args, **kwargs)
+wp.Module.load = load
+backend.ctrl.fill_(0.3)
+for _ in range(3):
+    backend.step()
+print(json.dumps({"cached": cached, "ahead": backend.compile_ahead, "compiled_later": compiled_later,
+                  "qpos": backend.qpos.tolist(), "qvel": backend.qvel.tolist()}))
 """
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("workers", ["0", "2"])
-def test_compile_workers_compile_mujoco_warps_modules_when_the_backend_is_built(tmp_path, workers):
-    """With ``$SIMCORE_COMPILE_WORKERS`` the backend compiles MuJoCo Warp's import-time modules (29 in 4.0.0) into
-    the kernel cache as it is built, before any step; without it, building compiles only what it launches."""
+def compile_ahead_run(tmp_path, workers: str) -> dict:
+    """A fresh process with an empty kernel cache: build a backend with ``$SIMCORE_COMPILE_WORKERS=workers``,
+    then step it three times, noting every Warp module that had to be compiled or loaded during the steps."""
+    import json
     import os
     import subprocess
     import sys
     from pathlib import Path
 
     env = {**os.environ, "SIMCORE_COMPILE_WORKERS": workers, "PYTHONPATH": os.pathsep.join(sys.path)}
-    tests = str(Path(__file__).parent)
     result = subprocess.run(
-        [sys.executable, "-c", COMPILE_AHEAD, str(tmp_path / "cache")],
-        capture_output=True, text=True, env=env, cwd=tests, timeout=600, check=False,
+        [sys.executable, "-c", COMPILE_AHEAD, str(tmp_path / f"cache{workers}")],
+        capture_output=True, text=True, env=env, cwd=str(Path(__file__).parent), timeout=900, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
-    modules, ahead = result.stdout.splitlines()[-1].split()  # after Warp's own start-up lines
-    if workers == "0":
-        assert ahead == "False" and int(modules) < 20
-    else:
-        assert ahead == "True" and int(modules) >= 25
+    return json.loads(result.stdout.splitlines()[-1])  # after Warp's own start-up lines
+
+
+@pytest.mark.slow
+def test_compile_workers_compile_every_module_a_step_launches_when_the_backend_is_built(tmp_path):
+    """With ``$SIMCORE_COMPILE_WORKERS`` the backend compiles every Warp module its step launches while it is
+    built (found by a dry run), so the first steps compile nothing; the steps compute the same bits as with
+    each module compiled at its first launch."""
+    lazy, ahead = compile_ahead_run(tmp_path, "0"), compile_ahead_run(tmp_path, "2")
+    assert lazy["ahead"] is None and len(lazy["compiled_later"]) >= 10  # MuJoCo Warp's model-sized kernels
+    assert ahead["ahead"]["workers"] == 2 and "error" not in ahead["ahead"]
+    assert ahead["compiled_later"] == []
+    assert ahead["ahead"]["modules"] >= len(set(lazy["compiled_later"]))
+    assert ahead["cached"] > lazy["cached"]
+    assert ahead["qpos"] == lazy["qpos"] and ahead["qvel"] == lazy["qvel"]
+    assert lazy["qvel"] != [[0.0] * len(lazy["qvel"][0])] * 2  # the steps moved something
+
+
+def test_a_dry_run_that_fails_is_recorded_and_the_backend_compiles_lazily(monkeypatch, caplog):
+    import mujoco
+    from simcore_scenes import SMALL_XML, cpu_config
+
+    import simcore
+    from simcore._src.mjwarp_backend import COMPILE_WORKERS_ENV, MjwarpBackend
+
+    def broken(self):
+        raise RuntimeError("no dry run here")
+
+    monkeypatch.setenv(COMPILE_WORKERS_ENV, "2")
+    monkeypatch.setattr(MjwarpBackend, "_every_launch", broken)
+    model = mujoco.MjModel.from_xml_string(SMALL_XML)
+    backend = simcore.make_backend("mjwarp", model, cpu_config(num_envs=2))
+    assert backend.compile_ahead == {"workers": 2, "error": "RuntimeError: no dry run here"}
+    assert "compiling ahead failed" in caplog.text
+    backend.step()
+    assert torch.isfinite(backend.qpos).all()
+
+
+def test_the_dry_run_leaves_warp_as_it_found_it():
+    import warp as wp
+
+    from simcore._src.warp_compile import modules_launched_by
+
+    before = (wp.Module.load, wp.capture_while, wp.capture_if, wp.get_suggested_block_size)
+    with pytest.raises(ValueError, match="inside"):
+        modules_launched_by(lambda: (_ for _ in ()).throw(ValueError("inside")))
+    assert (wp.Module.load, wp.capture_while, wp.capture_if, wp.get_suggested_block_size) == before
 
 
 def test_a_compile_worker_count_that_is_not_one_is_refused_naming_the_variable(monkeypatch):

@@ -19,7 +19,6 @@ import contextlib
 import dataclasses
 import logging
 import os
-import time
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -36,6 +35,7 @@ from simcore._src.config import CONSTANT_SOURCE_FIELDS, DERIVED_CONSTANT_FIELDS,
 from simcore._src.diagnostics import iteration_stats
 from simcore._src.ray_cast import RayCast, RayCaster
 from simcore._src.read_plan import DerivedState
+from simcore._src.warp_compile import compile_ahead
 
 _CONSTANT_GROUPS = mjw.SetConstGroup.FIXED | mjw.SetConstGroup.INERT0
 
@@ -45,9 +45,10 @@ _SOLVER_LIMITS = ("ITERATIONS", "LS_ITERATIONS")
 
 
 COMPILE_WORKERS_ENV = "SIMCORE_COMPILE_WORKERS"
-"""Threads that compile MuJoCo Warp's kernel modules when a backend is built (unset or 0: none; each module then
-compiles at its first launch, one after another). A machine setting, not a run's: it changes when kernels
-compile, never what they compute. A fresh H100 spent 75 s compiling 59 modules one by one at the first step."""
+"""Threads that compile, when a backend is built, every Warp module its step, reset refresh and forward launch
+(found by a dry run, ``simcore._src.warp_compile``); unset or 0: none, each module then compiles at its first
+launch, one after another. A machine setting, not a run's: it changes when kernels compile, never what they
+compute. A fresh H100 spent 75 s compiling 59 modules one by one in a G1 walk's first steps."""
 
 _log = logging.getLogger("simcore.mjwarp")
 
@@ -67,17 +68,6 @@ def compile_workers() -> int:
             f"${COMPILE_WORKERS_ENV}={text!r} is not a thread count; set a whole number >= 0 (e.g. 16), or unset it"
         )
     return workers
-
-
-def compile_modules_ahead(device: wp.Device, workers: int) -> float:
-    """Compile (or load from Warp's kernel cache) every MuJoCo Warp module that exists at import on ``device``,
-    ``workers`` at a time; returns the seconds it took. Modules MuJoCo Warp makes for a model's sizes at its first
-    step still compile then."""
-    start = time.perf_counter()
-    wp.load_module("mujoco_warp", device=device, recursive=True, max_workers=workers)
-    seconds = time.perf_counter() - start
-    _log.info("compiled MuJoCo Warp's modules on %s with %d threads in %.1f s", device, workers, seconds)
-    return seconds
 
 
 def resolve_device(device: str | None) -> torch.device:
@@ -142,9 +132,6 @@ class MjwarpBackend(SimBackend):
         if self._has_constant_sources:
             batch_sizes.update({f: n for f in DERIVED_CONSTANT_FIELDS})
 
-        workers = compile_workers()
-        self.compile_ahead_sec = compile_modules_ahead(self._wp_device, workers) if workers else None
-        """Seconds the backend spent compiling MuJoCo Warp's modules ahead (``$SIMCORE_COMPILE_WORKERS``), or None."""
         data = mujoco.MjData(self._model)
         mujoco.mj_forward(self._model, data)
         with wp.ScopedDevice(self._wp_device):
@@ -214,7 +201,39 @@ class MjwarpBackend(SimBackend):
         # copy of the model with sensors disabled, rebuilt whenever an option changes.
         self._skip_early_sensors = bool(sensors_on and m.nsensor and not config.sensors_every_substep)
         self._m_without_sensors: mjw.Model | None = None
+        self.compile_ahead: dict[str, Any] | None = self._compile_ahead(compile_workers())
+        """What compiling ahead did (``$SIMCORE_COMPILE_WORKERS``): ``modules``, ``seconds`` and ``workers``, or
+        ``error`` when the dry run failed and each module compiles at its first launch instead; None when off."""
         self.forward()
+
+    def _compile_ahead(self, workers: int) -> dict[str, Any] | None:
+        """Compile the Warp modules of a step, a reset's refresh and a forward ``workers`` at a time (None when
+        ``workers`` is 0). Best effort: a dry run that fails is logged and recorded, and nothing is lost."""
+        if not workers:
+            return None
+        try:
+            modules, seconds = compile_ahead(self._every_launch, workers)
+        except Exception as err:  # the kernels then compile at their first launch, as without the setting
+            _log.warning("compiling ahead failed, kernels compile at their first launch: %s", err)
+            return {"workers": workers, "error": f"{type(err).__name__}: {err}"}
+        _log.info(
+            "compiled %d Warp modules on %s with %d threads in %.1f s",
+            modules,
+            self._wp_device,
+            workers,
+            seconds,
+        )
+        return {"workers": workers, "modules": modules, "seconds": round(seconds, 3)}
+
+    def _every_launch(self) -> None:
+        """Every Warp launch this backend's step, reset refresh and forward can make (``_compile_ahead``'s dry
+        run: nothing is launched)."""
+        self._advance()
+        with self._warp_scope():
+            if not self._step_computes_cfrc_ext:
+                mjw.rne_postconstraint(self._m, self._d)  # a contact read plan adds it to the step
+            if self._has_constant_sources:
+                mjw.set_const(self._m, self._d, groups=_CONSTANT_GROUPS, restore=False)
 
     @property
     def mj_model(self) -> mujoco.MjModel:
@@ -365,6 +384,12 @@ class MjwarpBackend(SimBackend):
             with self._warp_scope():
                 mjw.rays(self._m, self._d, p, v, geomgroup, True, exclude, out_dist, out_geom, out_normal)
 
+        workers = compile_workers()
+        if workers:
+            try:
+                compile_ahead(cast_rays, workers)
+            except Exception as err:  # the first cast compiles its module instead
+                _log.warning("compiling the ray cast ahead failed, it compiles at its first cast: %s", err)
         return cast_rays, wp.to_torch(dist, requires_grad=False)
 
     # ----------------------------------------------------------------------------------------- cold path
