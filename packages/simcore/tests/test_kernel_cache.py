@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 import warp
@@ -61,9 +63,10 @@ def test_a_folder_that_cannot_be_created_raises(tmp_path, restore_warp_cache):
 
 COMPILE_AHEAD = """
 import json, sys, mujoco, simcore, torch, warp as wp
-from simcore_scenes import SMALL_XML, cpu_config
+from simcore_scenes import SMALL_XML
 directory = simcore.set_kernel_cache_dir("mjwarp", sys.argv[1])
-backend = simcore.make_backend("mjwarp", mujoco.MjModel.from_xml_string(SMALL_XML), cpu_config(num_envs=2))
+config = simcore.SimConfig(num_envs=2, device=sys.argv[2])
+backend = simcore.make_backend("mjwarp", mujoco.MjModel.from_xml_string(SMALL_XML), config)
 cached = simcore.kernel_cache("mjwarp").modules
 compiled_later, real_load = [], wp.Module.load
 def load(module, device, block_dim=None, *args, **kwargs):
@@ -80,18 +83,22 @@ print(json.dumps({"cached": cached, "ahead": backend.compile_ahead, "compiled_la
 """
 
 
-def compile_ahead_run(tmp_path, workers: str) -> dict:
-    """A fresh process with an empty kernel cache: build a backend with ``$SIMCORE_COMPILE_WORKERS=workers``,
-    then step it three times, noting every Warp module that had to be compiled or loaded during the steps."""
+def compile_ahead_run(tmp_path, workers: str | None, device: str = "cpu") -> dict:
+    """A fresh process with an empty kernel cache: build a backend on ``device`` with
+    ``$SIMCORE_COMPILE_WORKERS=workers`` (None: unset), then step it three times, noting every Warp module that
+    had to be compiled or loaded during the steps."""
     import json
     import os
     import subprocess
     import sys
     from pathlib import Path
 
-    env = {**os.environ, "SIMCORE_COMPILE_WORKERS": workers, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env.pop("SIMCORE_COMPILE_WORKERS", None)
+    if workers is not None:
+        env["SIMCORE_COMPILE_WORKERS"] = workers
     result = subprocess.run(
-        [sys.executable, "-c", COMPILE_AHEAD, str(tmp_path / f"cache{workers}")],
+        [sys.executable, "-c", COMPILE_AHEAD, str(tmp_path / f"cache{workers}{device}"), device],
         capture_output=True, text=True, env=env, cwd=str(Path(__file__).parent), timeout=900, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
@@ -111,6 +118,19 @@ def test_compile_workers_compile_every_module_a_step_launches_when_the_backend_i
     assert ahead["cached"] > lazy["cached"]
     assert ahead["qpos"] == lazy["qpos"] and ahead["qvel"] == lazy["qvel"]
     assert lazy["qvel"] != [[0.0] * len(lazy["qvel"][0])] * 2  # the steps moved something
+
+
+@pytest.mark.gpu
+def test_on_cuda_the_backend_compiles_ahead_by_default_and_steps_the_same_bits(tmp_path):
+    """Unset, ``$SIMCORE_COMPILE_WORKERS`` compiles ahead on a CUDA device: the first steps compile nothing and
+    compute the same bits as a backend whose modules compile at their first launch (0)."""
+    from simcore._src.mjwarp_backend import DEFAULT_COMPILE_WORKERS
+
+    lazy, ahead = compile_ahead_run(tmp_path, "0", "cuda"), compile_ahead_run(tmp_path, None, "cuda")
+    assert lazy["ahead"] is None and len(lazy["compiled_later"]) >= 10
+    assert ahead["ahead"]["workers"] == min(DEFAULT_COMPILE_WORKERS, os.cpu_count() or 1)
+    assert "error" not in ahead["ahead"] and ahead["compiled_later"] == []
+    assert ahead["qpos"] == lazy["qpos"] and ahead["qvel"] == lazy["qvel"]
 
 
 def test_a_dry_run_that_fails_is_recorded_and_the_backend_compiles_lazily(monkeypatch, caplog):
@@ -144,13 +164,16 @@ def test_the_dry_run_leaves_warp_as_it_found_it():
     assert (wp.Module.load, wp.capture_while, wp.capture_if, wp.get_suggested_block_size) == before
 
 
-def test_a_compile_worker_count_that_is_not_one_is_refused_naming_the_variable(monkeypatch):
-    from simcore._src.mjwarp_backend import COMPILE_WORKERS_ENV, compile_workers
+def test_compile_workers_default_by_device_and_refuse_what_is_not_a_count(monkeypatch):
+    from simcore._src.mjwarp_backend import COMPILE_WORKERS_ENV, DEFAULT_COMPILE_WORKERS, compile_workers
 
     monkeypatch.setenv(COMPILE_WORKERS_ENV, "")
-    assert compile_workers() == 0
+    assert compile_workers(cuda=False) == 0  # Warp's CPU device: off unless asked
+    assert compile_workers(cuda=True) == min(DEFAULT_COMPILE_WORKERS, os.cpu_count() or 1)
+    monkeypatch.setenv(COMPILE_WORKERS_ENV, "0")
+    assert compile_workers(cuda=True) == 0
     monkeypatch.setenv(COMPILE_WORKERS_ENV, " 8 ")
-    assert compile_workers() == 8
+    assert compile_workers(cuda=False) == 8
     for text in ["-1", "four", "2.5"]:
         monkeypatch.setenv(COMPILE_WORKERS_ENV, text)
         with pytest.raises(

@@ -76,6 +76,8 @@ class SimBackend(abc.ABC):
     mocap_pos: torch.Tensor
     mocap_quat: torch.Tensor
     model_fields: dict[str, torch.Tensor]
+    compile_ahead: dict[str, Any] | None = None
+    """What compiling the kernel modules ahead did (``BackendDiagnostics.compile_ahead``); None: not done."""
     _derived: DerivedState
     _acc_sensor_columns: torch.Tensor
 
@@ -247,6 +249,7 @@ class SimBackend(abc.ABC):
             contacts=counters["contacts"],
             max_constraints=counters["max_constraints"],
             solver_iterations=counters["solver_iterations"],
+            compile_ahead=self.compile_ahead,
         )
         if self._graphs:
             diag.graphs = {name: work.diagnostics() for name, work in self._graphs.items()}

@@ -34,6 +34,9 @@ class BackendDiagnostics:
         eager_fallback_reason: why the work runs eagerly, or None when a graph is in use.
         conditional_nodes_used: whether the captured graph contains CUDA conditional nodes.
         graphs: per-name diagnostics of every CapturedWork attached to this backend.
+        compile_ahead: what compiling the backend's kernel modules ahead did (mjwarp: ``workers``, ``modules``
+            and ``seconds``, or ``error`` when its dry run failed and modules compiled at their first launch);
+            None when the backend did not compile ahead.
     """
 
     backend: str
@@ -57,6 +60,7 @@ class BackendDiagnostics:
     eager_fallback_reason: str | None = None
     conditional_nodes_used: bool = False
     graphs: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    compile_ahead: dict[str, Any] | None = None
 
     @property
     def overflow_detected(self) -> bool:
