@@ -168,3 +168,28 @@ def test_play_eval_and_bench_point_the_caches_where_they_build_their_env(tmp_pat
     build_env(tiny_config(tmp_path / "run"), num_envs=1)  # what play, eval and bench build through
     assert os.environ[INDUCTOR_ENV] == str((tmp_path / "cache").resolve() / "inductor")
     assert os.environ[TRITON_ENV] == str((tmp_path / "cache").resolve() / "triton")
+
+
+def test_a_mjwarp_run_says_before_building_its_envs_that_warp_compiles_there(tmp_path, monkeypatch):
+    """Building MuJoCo Warp envs compiles the physics kernels on a fresh machine (tens of seconds): the console
+    says so before the pause, with the seconds since set-up began; a CPU MuJoCo run has no such line."""
+    import trainrt.runner.off_policy_runner as runner_module
+
+    class Stop(Exception):
+        pass
+
+    def stop(cfg, **kwargs):
+        raise Stop
+
+    monkeypatch.setattr(runner_module, "build_env", stop)
+    for backend, expected in (("mjwarp", 1), ("mujoco", 0)):
+        lines: list[str] = []
+        cfg = tiny_config(tmp_path / backend, "sac", "g1_walk_flat", f"sim.backend={backend}")
+        with pytest.raises(Stop):
+            OffPolicyRunner(cfg, log=lines.append).run()
+        said = [
+            line for line in lines if line.startswith("set-up: building the envs; on a fresh machine Warp")
+        ]
+        assert len(said) == expected, lines
+        if said:
+            assert float(said[0].rsplit(" ... ", 1)[1].removesuffix("s")) >= 0.0

@@ -420,6 +420,11 @@ class OffPolicyRunner:
         self.run_log.announce_run(self.run_dir, self.device, ranks)
         rank_cfg = self.rank_cfg
         torch.manual_seed(rank_cfg.training.seed)
+        if rank_cfg.sim.backend == "mjwarp":
+            self.log(
+                "set-up: building the envs; on a fresh machine Warp compiles the physics kernels here (tens of "
+                f"seconds the first time) ... {self._elapsed_sec():.1f}s"
+            )
         self.env = build_env(rank_cfg)
         self.log(self.env.summary())
         if ranks.is_main:
