@@ -148,7 +148,7 @@ def test_a_dry_run_that_fails_is_recorded_and_the_backend_compiles_lazily(monkey
     model = mujoco.MjModel.from_xml_string(SMALL_XML)
     backend = simcore.make_backend("mjwarp", model, cpu_config(num_envs=2))
     assert backend.compile_ahead == {"workers": 2, "error": "RuntimeError: no dry run here"}
-    assert "compiling ahead failed" in caplog.text
+    assert "compiling a step, a reset and a forward ahead failed" in caplog.text
     backend.step()
     assert torch.isfinite(backend.qpos).all()
 

@@ -19,7 +19,7 @@ import contextlib
 import dataclasses
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import mujoco
@@ -207,26 +207,22 @@ class MjwarpBackend(SimBackend):
         # copy of the model with sensors disabled, rebuilt whenever an option changes.
         self._skip_early_sensors = bool(sensors_on and m.nsensor and not config.sensors_every_substep)
         self._m_without_sensors: mjw.Model | None = None
-        self.compile_ahead = self._compile_ahead(compile_workers(self._wp_device.is_cuda))
+        self._compile_workers = compile_workers(self._wp_device.is_cuda)
+        self.compile_ahead = self._compile_ahead(self._every_launch, "a step, a reset and a forward")
         self.forward()
 
-    def _compile_ahead(self, workers: int) -> dict[str, Any] | None:
-        """Compile the Warp modules of a step, a reset's refresh and a forward ``workers`` at a time (None when
-        ``workers`` is 0). Best effort: a dry run that fails is logged and recorded, and nothing is lost."""
+    def _compile_ahead(self, work: Callable[[], None], what: str) -> dict[str, Any] | None:
+        """Compile the Warp modules ``work`` launches, ``self._compile_workers`` at a time (None when that is 0).
+        Best effort: a dry run that fails is logged and recorded, and each module compiles at its first launch."""
+        workers = self._compile_workers
         if not workers:
             return None
         try:
-            modules, seconds = compile_ahead(self._every_launch, workers)
-        except Exception as err:  # the kernels then compile at their first launch, as without the setting
-            _log.warning("compiling ahead failed, kernels compile at their first launch: %s", err)
+            modules, seconds = compile_ahead(work, workers)
+        except Exception as err:
+            _log.warning("compiling %s ahead failed, each kernel compiles at its first launch: %s", what, err)
             return {"workers": workers, "error": f"{type(err).__name__}: {err}"}
-        _log.info(
-            "compiled %d Warp modules on %s with %d threads in %.1f s",
-            modules,
-            self._wp_device,
-            workers,
-            seconds,
-        )
+        _log.info("compiled %d Warp modules of %s on %s in %.1f s", modules, what, self._wp_device, seconds)
         return {"workers": workers, "modules": modules, "seconds": round(seconds, 3)}
 
     def _every_launch(self) -> None:
@@ -388,12 +384,7 @@ class MjwarpBackend(SimBackend):
             with self._warp_scope():
                 mjw.rays(self._m, self._d, p, v, geomgroup, True, exclude, out_dist, out_geom, out_normal)
 
-        workers = compile_workers(self._wp_device.is_cuda)
-        if workers:
-            try:
-                compile_ahead(cast_rays, workers)
-            except Exception as err:  # the first cast compiles its module instead
-                _log.warning("compiling the ray cast ahead failed, it compiles at its first cast: %s", err)
+        self._compile_ahead(cast_rays, "the ray cast")
         return cast_rays, wp.to_torch(dist, requires_grad=False)
 
     # ----------------------------------------------------------------------------------------- cold path
