@@ -64,29 +64,39 @@ def test_a_folder_that_cannot_be_created_raises(tmp_path, restore_warp_cache):
 COMPILE_AHEAD = """
 import json, sys, mujoco, simcore, torch, warp as wp
 from simcore_scenes import SMALL_XML
+from simcore._src import warp_compile
 directory = simcore.set_kernel_cache_dir("mjwarp", sys.argv[1])
-config = simcore.SimConfig(num_envs=2, device=sys.argv[2])
-backend = simcore.make_backend("mjwarp", mujoco.MjModel.from_xml_string(SMALL_XML), config)
-cached = simcore.kernel_cache("mjwarp").modules
-compiled_later, real_load = [], wp.Module.load
+# a randomized mass: the backend recomputes MuJoCo's derived constants when it is built
+config = simcore.SimConfig(num_envs=2, device=sys.argv[2], randomized_fields=("body_mass",))
+compiled_while_built, compiled_later, real_load, real_compile = [], [], wp.Module.load, warp_compile.compile_modules
 def load(module, device, block_dim=None, *args, **kwargs):
     variant = block_dim if block_dim is not None else module.options["block_dim"]
-    if (wp.get_device(device).context, variant) not in module.execs:
-        compiled_later.append(module.name)
+    if (wp.get_device(device).context, variant) not in module.execs and not compiling_ahead:
+        (compiled_later if built else compiled_while_built).append(module.name)
     return real_load(module, device, block_dim, *args, **kwargs)
-wp.Module.load = load
+def compile_modules(*args):
+    global compiling_ahead
+    compiling_ahead = True
+    try:
+        return real_compile(*args)
+    finally:
+        compiling_ahead = False
+wp.Module.load, warp_compile.compile_modules, built, compiling_ahead = load, compile_modules, False, False
+backend = simcore.make_backend("mjwarp", mujoco.MjModel.from_xml_string(SMALL_XML), config)
+built, cached = True, simcore.kernel_cache("mjwarp").modules
 backend.ctrl.fill_(0.3)
 for _ in range(3):
     backend.step()
 print(json.dumps({"cached": cached, "ahead": backend.compile_ahead, "compiled_later": compiled_later,
+                  "compiled_while_built": compiled_while_built,
                   "qpos": backend.qpos.tolist(), "qvel": backend.qvel.tolist()}))
 """
 
 
 def compile_ahead_run(tmp_path, workers: str | None, device: str = "cpu") -> dict:
-    """A fresh process with an empty kernel cache: build a backend on ``device`` with
+    """A fresh process with an empty kernel cache: build a backend (a randomized mass) on ``device`` with
     ``$SIMCORE_COMPILE_WORKERS=workers`` (None: unset), then step it three times, noting every Warp module that
-    had to be compiled or loaded during the steps."""
+    had to be compiled or loaded outside the compile-ahead, while the backend was built and during the steps."""
     import json
     import os
     import subprocess
@@ -107,13 +117,14 @@ def compile_ahead_run(tmp_path, workers: str | None, device: str = "cpu") -> dic
 
 @pytest.mark.slow
 def test_compile_workers_compile_every_module_a_step_launches_when_the_backend_is_built(tmp_path):
-    """With ``$SIMCORE_COMPILE_WORKERS`` the backend compiles every Warp module its step launches while it is
-    built (found by a dry run), so the first steps compile nothing; the steps compute the same bits as with
-    each module compiled at its first launch."""
+    """With ``$SIMCORE_COMPILE_WORKERS`` the backend compiles every Warp module it launches, in its build (the
+    derived constants of a randomized mass) and its steps, in one parallel batch found by a dry run, so nothing
+    compiles one by one; the steps compute the same bits as with each module compiled at its first launch."""
     lazy, ahead = compile_ahead_run(tmp_path, "0"), compile_ahead_run(tmp_path, "2")
     assert lazy["ahead"] is None and len(lazy["compiled_later"]) >= 10  # MuJoCo Warp's model-sized kernels
+    assert len(lazy["compiled_while_built"]) >= 3  # the derived constants' kernels and the first forward
     assert ahead["ahead"]["workers"] == 2 and "error" not in ahead["ahead"]
-    assert ahead["compiled_later"] == []
+    assert ahead["compiled_while_built"] == [] and ahead["compiled_later"] == []
     assert ahead["ahead"]["modules"] >= len(set(lazy["compiled_later"]))
     assert ahead["cached"] > lazy["cached"]
     assert ahead["qpos"] == lazy["qpos"] and ahead["qvel"] == lazy["qvel"]
@@ -129,7 +140,7 @@ def test_on_cuda_the_backend_compiles_ahead_by_default_and_steps_the_same_bits(t
     lazy, ahead = compile_ahead_run(tmp_path, "0", "cuda"), compile_ahead_run(tmp_path, None, "cuda")
     assert lazy["ahead"] is None and len(lazy["compiled_later"]) >= 10
     assert ahead["ahead"]["workers"] == min(DEFAULT_COMPILE_WORKERS, os.cpu_count() or 1)
-    assert "error" not in ahead["ahead"] and ahead["compiled_later"] == []
+    assert "error" not in ahead["ahead"] and ahead["compiled_while_built"] == ahead["compiled_later"] == []
     assert ahead["qpos"] == lazy["qpos"] and ahead["qvel"] == lazy["qvel"]
 
 

@@ -158,9 +158,6 @@ class MjwarpBackend(SimBackend):
                     f"SimConfig.njmax (now {self.njmax}) or SimConfig.nconmax (now {self.nconmax}), or leave "
                     "them None for the model-derived sizes"
                 ) from None
-            if self._has_constant_sources:
-                # recompute once here, so later recomputations reproduce unselected rows bit for bit
-                mjw.set_const(self._m, self._d, groups=_CONSTANT_GROUPS, restore=False)
             # How many rows the latest reset selected (1,) int32: the condition of the post-reset refresh.
             self._reset_row_count = wp.zeros(1, dtype=wp.int32)
             wp.synchronize_device(self._wp_device)
@@ -208,7 +205,12 @@ class MjwarpBackend(SimBackend):
         self._skip_early_sensors = bool(sensors_on and m.nsensor and not config.sensors_every_substep)
         self._m_without_sensors: mjw.Model | None = None
         self._compile_workers = compile_workers(self._wp_device.is_cuda)
+        # Before the first launch below, so every module of this backend compiles here, in parallel.
         self.compile_ahead = self._compile_ahead(self._every_launch, "a step, a reset and a forward")
+        if self._has_constant_sources:
+            # recompute once here, so later recomputations reproduce unselected rows bit for bit
+            with self._warp_scope():
+                mjw.set_const(self._m, self._d, groups=_CONSTANT_GROUPS, restore=False)
         self.forward()
 
     def _compile_ahead(self, work: Callable[[], None], what: str) -> dict[str, Any] | None:
