@@ -90,6 +90,7 @@ from trainrt.runner.distributed import (
 )
 from trainrt.runner.export import export_trained_policy
 from trainrt.runner.iteration_clock import IterationClock
+from trainrt.runner.learner_precompile import PRECOMPILE_ENV, LearnerPrecompile
 from trainrt.runner.manifest import write_manifest, write_resolved_config
 from trainrt.runner.play import evaluate_policy
 from trainrt.runner.pre_run_checks import load_resume_checkpoint, probe_config, run_id_to_continue
@@ -201,6 +202,7 @@ class OffPolicyRunner:
         self.env_meta: dict[str, Any] = {}
         self.timings: list[IterationTiming] = []
         self.per_rank: list[RankFigures] = []
+        self.learner_precompile: LearnerPrecompile | None = None  # started in set-up
         self.resumed_from_iteration: int | None = None
         self.final_eval: dict[str, float] | None = None
         self.onnx_path: str | None = None
@@ -235,7 +237,7 @@ class OffPolicyRunner:
         # So is a config that needs more memory than the device has free (estimated, nothing allocated yet).
         self.memory_estimate = check_memory_fits(self.rank_cfg)
         # So is input the env or agent cannot be built from (a motion file, an observation group, other networks).
-        self._probe_config(self._resume_checkpoint)
+        self._probed_sizes = self._probe_config(self._resume_checkpoint)
         self.run_id = (
             run_id_to_continue(self._resume_checkpoint, resume) if resume is not None else new_run_id()
         )
@@ -399,9 +401,10 @@ class OffPolicyRunner:
     # --- before the loop -----------------------------------------------------------------------------------
 
     @cold_path
-    def _probe_config(self, checkpoint: dict[str, Any] | None) -> None:
-        """Build this config's env and agent on the CPU before anything is written (``probe_config``)."""
-        probe_config(self.cfg, checkpoint)
+    def _probe_config(self, checkpoint: dict[str, Any] | None) -> tuple[dict[str, int], int]:
+        """Build this config's env and agent on the CPU before anything is written (``probe_config``): the
+        observation group sizes and action count."""
+        return probe_config(self.cfg, checkpoint)
 
     @cold_path
     def _release_run_dir(self) -> None:
@@ -420,26 +423,19 @@ class OffPolicyRunner:
         self.run_log.announce_run(self.run_dir, self.device, ranks)
         rank_cfg = self.rank_cfg
         torch.manual_seed(rank_cfg.training.seed)
-        if rank_cfg.sim.backend == "mjwarp":
+        obs_dims, num_actions = self._probed_sizes
+        helper = self.learner_precompile = LearnerPrecompile.start(
+            rank_cfg, obs_dims, num_actions, device=self.device, world_size=ranks.world_size
+        )
+        if helper.running:
             self.log(
-                "set-up: building the envs; on a fresh machine Warp compiles the physics kernels here (tens of "
-                f"seconds the first time) ... {self._elapsed_sec():.1f}s"
+                "set-up: a helper process compiles the learner update while the envs build "
+                f"({PRECOMPILE_ENV}=0 turns it off) ... {self._elapsed_sec():.1f}s"
             )
-        self.env = build_env(rank_cfg)
-        self.log(self.env.summary())
-        if ranks.is_main:
-            env_tables = self.run_dir / "env.txt"
-            env_tables.write_text(str(self.env) + "\n")
-            self.log(f"full manager tables written to {env_tables}")
-            write_manifest(
-                self.run_dir,
-                device=str(self.env.device),
-                env=env_cfg_summary(self.env.cfg),
-                run_id=self.run_id,
-                **self.manifest,
-            )
-        self.env_meta = env_metadata(self.env)
-        self.agent = build_agent(rank_cfg, self.env.obs_dims, self.env.num_actions, self.env.device)
+        try:
+            self._build_env_and_agent(rank_cfg)
+        finally:
+            helper.stop()  # still running here only when the build raised
         self.replay = build_replay(rank_cfg, self.env)
         self.log(
             f"replay: {self.replay.num_envs} envs x {self.replay.capacity_per_env} steps per env, "
@@ -456,6 +452,42 @@ class OffPolicyRunner:
             self.timings, self.resumed_from_iteration = resumed.timings, resumed.iteration
         if ranks.is_main:
             self.summary_writer.write("running", None)
+
+    @cold_path
+    def _build_env_and_agent(self, rank_cfg: TrainConfig) -> None:
+        """The env and the agent (the run's tables and manifest written), then the wait for the learner helper:
+        its device memory is free again before the replay is allocated."""
+        if rank_cfg.sim.backend == "mjwarp":
+            self.log(
+                "set-up: building the envs; on a fresh machine Warp compiles the physics kernels here (tens of "
+                f"seconds the first time) ... {self._elapsed_sec():.1f}s"
+            )
+        self.env = build_env(rank_cfg)
+        self.log(self.env.summary())
+        if self.ranks.is_main:
+            env_tables = self.run_dir / "env.txt"
+            env_tables.write_text(str(self.env) + "\n")
+            self.log(f"full manager tables written to {env_tables}")
+            write_manifest(
+                self.run_dir,
+                device=str(self.env.device),
+                env=env_cfg_summary(self.env.cfg),
+                run_id=self.run_id,
+                **self.manifest,
+            )
+        self.env_meta = env_metadata(self.env)
+        self.agent = build_agent(rank_cfg, self.env.obs_dims, self.env.num_actions, self.env.device)
+        if self.learner_precompile.running:
+            record = self.learner_precompile.wait()
+            what = (
+                f"failed ({(record['error'].splitlines() or ['no output'])[-1]})"
+                if "error" in record
+                else "done"
+            )
+            self.log(
+                f"set-up: the learner helper {what} after {record['seconds']:.1f}s, waited for it "
+                f"{record['waited_sec']:.1f}s ... {self._elapsed_sec():.1f}s"
+            )
 
     @cold_path
     def _warm_up(self) -> None:

@@ -53,8 +53,9 @@ def run_id_to_continue(checkpoint: dict[str, Any] | None, resume: str) -> str:
 
 
 @cold_path
-def probe_config(cfg: TrainConfig, checkpoint: dict[str, Any] | None) -> None:
-    """Build ``cfg``'s env (one row, CPU MuJoCo) and agent (CPU), before anything is written.
+def probe_config(cfg: TrainConfig, checkpoint: dict[str, Any] | None) -> tuple[dict[str, int], int]:
+    """Build ``cfg``'s env (one row, CPU MuJoCo) and agent (CPU), before anything is written; the env's
+    observation group sizes and action count.
 
     ``ValueError`` or ``FileNotFoundError`` (usage errors) for input they cannot be built from, naming the
     setting to change, and for a ``checkpoint`` to resume whose actions or networks differ from them.
@@ -96,6 +97,7 @@ def probe_config(cfg: TrainConfig, checkpoint: dict[str, Any] | None) -> None:
             # adr/0014), and the checkpoint's weights must fit this config's networks.
             check_action_mapping(checkpoint, probe)
             load_fitting_weights(checkpoint, agent, cfg, dict(probe.obs_dims))
+        return dict(probe.obs_dims), probe.num_actions
     finally:
         probe.close()
 

@@ -225,6 +225,12 @@ class RunSummary(BaseModel):
         description="the compilers' caches ($TRAINRT_CACHE_DIR or the defaults): each one's folder and entries "
         "before and after warm-up (trainrt.runner.compile_cache)",
     )
+    learner_precompile: dict[str, NonNegativeFloat | str] | None = Field(
+        None,
+        description="the helper process that compiled the learner while the envs built "
+        "(trainrt.runner.learner_precompile): its seconds and the seconds set-up waited for it, its error, or "
+        "why the run started none ('skipped'); None before set-up started it",
+    )
     iterations: list[IterationTiming] = Field(
         description="per-iteration timings, in order; env_steps summed over ranks, wall time of the rank "
         "that wrote the summary (ranks run in lockstep: every iteration ends with a collective)"

@@ -177,6 +177,9 @@ class RunSummaryWriter:
             "warmup_env_steps": run.warm_up.env_steps * ranks.world_size,
             "warmup_phases_sec": dict(run.warm_up.phases_sec),
             "compile_cache": run.warm_up.compile_cache,
+            "learner_precompile": run.learner_precompile.record
+            if run.learner_precompile is not None
+            else None,
             "iterations": [t.model_dump() for t in timings],
             "per_rank": [f.model_dump() for f in run.per_rank] if measurement else [],
             "effective_steps_per_replay": cfg.training.collector_steps_per_replay,

@@ -35,6 +35,37 @@ def first_steps_note(cfg: TrainConfig, env: Any) -> str:
     return f"first physics steps, filling the replay{note}"
 
 
+@cold_path
+def capture_learner(
+    cfg: TrainConfig, agent: Any, replay: Any, next_phase: Callable[[str, str], None] | None = None
+) -> None:
+    """The learner's half of warm-up, once the replay holds its first rows: freeze the replay's view, set the
+    learning-rate horizon, compile the replay's sampling and the update, capture the update. ``next_phase(name,
+    what)`` is told as each phase starts. A run's warm-up runs it, and so does the helper that compiles the
+    learner ahead (``trainrt.runner.learner_precompile``): one sequence, so both compile the same graphs."""
+    params = cfg.algo.params
+    next_phase = next_phase or (lambda name, what: None)
+    replay.freeze_view()
+    updates = params.updates_per_iteration
+    agent.set_lr_horizon(cfg.algo.max_iterations * updates)
+    if cfg.training.compile_learner and cfg.training.cuda_graph and agent.device.type == "cuda":
+        next_phase("replay_sample_compile", "compiling the replay's sampling")
+        replay.compile_sample()  # compiles in the learner's warm-up, before its capture
+    next_phase(
+        "learner_capture",
+        "compiling and capturing the learner update (torch inductor compiles here: minutes the first "
+        "time without a warm cache)"
+        if cfg.training.compile_learner and agent.device.type == "cuda"
+        else "capturing the learner update",
+    )
+    agent.capture_update(
+        lambda generator: replay.sample(params.batch_size, generator, from_view=True),
+        enabled=cfg.training.cuda_graph,
+        updates_per_replay=updates,
+        compile=cfg.training.compile_learner,
+    )
+
+
 class WarmUp:
     """One run's warm-up (see the module docstring): the parts it builds and what it measured.
 
@@ -116,25 +147,8 @@ class WarmUp:
         collector.prefill(0 if exact else params.learning_starts, use_policy=resumed)
         self._next_phase("collector_capture", "capturing the collector's steps")
         collector.capture()
-        replay.freeze_view()
+        capture_learner(cfg, agent, replay, self._next_phase)
         updates = params.updates_per_iteration
-        agent.set_lr_horizon(cfg.algo.max_iterations * updates)
-        if cfg.training.compile_learner and cfg.training.cuda_graph and agent.device.type == "cuda":
-            self._next_phase("replay_sample_compile", "compiling the replay's sampling")
-            replay.compile_sample()  # compiles in the learner's warm-up, before its capture
-        self._next_phase(
-            "learner_capture",
-            "compiling and capturing the learner update (torch inductor compiles here: minutes the first "
-            "time without a warm cache)"
-            if cfg.training.compile_learner and agent.device.type == "cuda"
-            else "capturing the learner update",
-        )
-        agent.capture_update(
-            lambda generator: replay.sample(params.batch_size, generator, from_view=True),
-            enabled=cfg.training.cuda_graph,
-            updates_per_replay=updates,
-            compile=cfg.training.compile_learner,
-        )
         # The first iteration's worth of updates: allocations and lazy state happen here, not in iteration 1.
         self._next_phase("first_updates", "first learner updates")
         agent.replay_updates(updates)

@@ -1,0 +1,195 @@
+"""Compiling the learner update in a helper process while the run builds its envs.
+
+On a machine whose compile caches are empty, inductor compiles the learner's update parts in warm-up's
+learner phase (tens of seconds), after the envs are built (where Warp compiles the physics kernels, tens of
+seconds more). The two do not depend on each other: the learner's graphs need only the config and the
+observation and action sizes, which the pre-run probe already found. So a single-process CUDA run starts a
+helper process (``python -m trainrt.runner.learner_precompile``) right before it builds its envs; the helper
+builds the same agent on the same device with a small replay of the same batch shapes, runs the learner's
+half of warm-up (``warm_up.capture_learner``, the very sequence the run runs), and exits. The run waits for it
+before allocating its replay; by then inductor's and Triton's caches hold the learner's kernels, and the run's
+own learner phase finds them there.
+
+The helper changes nothing a run computes: it writes compiler cache entries only (inductor's, Triton's: the
+folders the run uses, ``TRAINRT_CACHE_DIR`` included), keyed by the graphs they compile, and the run compiles
+or loads each graph as it would anyway. If it fails, the run compiles its learner itself, as without it; what
+happened is in the run summary's ``learner_precompile``. ``TRAINRT_PRECOMPILE_LEARNER=0`` turns it off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from typing import IO, Any
+
+from trainrt.hotpath import cold_path
+
+PRECOMPILE_ENV = "TRAINRT_PRECOMPILE_LEARNER"
+"""Set to ``0`` to compile the learner in the run's own warm-up only (no helper process)."""
+
+WAIT_LIMIT_SEC = 600.0
+"""How long a run waits for its helper before stopping it and compiling the learner itself."""
+
+HELPER_ROWS = 8
+"""Rows per env of the helper's replay: the batch shapes, not the capacity, decide the learner's graphs."""
+
+
+@cold_path
+def precompile_refusal(
+    cfg: Any, device: str, world_size: int, environ: Mapping[str, str] | None = None
+) -> str | None:
+    """Why this run compiles its learner without a helper (None: it starts one)."""
+    environ = os.environ if environ is None else environ
+    setting = environ.get(PRECOMPILE_ENV, "1").strip().lower()
+    if setting in ("0", "false", "no", "off"):
+        return f"turned off by {PRECOMPILE_ENV}={environ[PRECOMPILE_ENV]}"
+    if setting not in ("1", "true", "yes", "on"):
+        raise ValueError(f"{PRECOMPILE_ENV}={environ[PRECOMPILE_ENV]!r}: set it to 1 (the default) or 0")
+    if not device.startswith("cuda"):
+        return "not a CUDA device"
+    if not (cfg.training.compile_learner and cfg.training.cuda_graph):
+        return "the learner is not compiled (training.compile_learner or training.cuda_graph is off)"
+    if world_size != 1:
+        return "a data-parallel run (its optimizers step through the gradient average)"
+    return None
+
+
+class LearnerPrecompile:
+    """A running helper process (``start``), and what it did once waited for (``wait``)."""
+
+    def __init__(
+        self, process: subprocess.Popen[bytes] | None, output: IO[bytes] | None, refusal: str | None
+    ) -> None:
+        self._process, self._output = process, output
+        self._started = time.perf_counter()
+        self.record: dict[str, Any] = {"skipped": refusal} if refusal is not None else {}
+
+    @classmethod
+    @cold_path
+    def start(
+        cls, cfg: Any, obs_dims: Mapping[str, int], num_actions: int, *, device: str, world_size: int
+    ) -> LearnerPrecompile:
+        """Start the helper for ``cfg`` (or none, with the reason, see ``precompile_refusal``)."""
+        refusal = precompile_refusal(cfg, device, world_size)
+        if refusal is not None:
+            return cls(None, None, refusal)
+        spec = {"config": cfg.model_dump(mode="json"), "obs_dims": dict(obs_dims), "num_actions": num_actions}
+        return cls.launch(json.dumps(spec), dict(os.environ))
+
+    @classmethod
+    @cold_path
+    def launch(cls, spec: str, environ: dict[str, str]) -> LearnerPrecompile:
+        """Start ``python -m trainrt.runner.learner_precompile`` with ``spec`` (JSON: the config, the observation
+        group sizes, the action count) on its input; its output goes to a temporary file (the error's source)."""
+        output = tempfile.TemporaryFile()  # noqa: SIM115 (closed when the helper is waited for or stopped)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "trainrt.runner.learner_precompile"],
+            stdin=subprocess.PIPE,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env=environ,
+        )
+        assert process.stdin is not None
+        process.stdin.write(spec.encode())
+        process.stdin.close()
+        return cls(process, output, None)
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and not self.record
+
+    @cold_path
+    def wait(self, limit_sec: float = WAIT_LIMIT_SEC) -> dict[str, Any]:
+        """Wait for the helper (stopped after ``limit_sec``); the summary's record: its seconds and the seconds
+        waited for it, or the reason it did not run, or its error (the tail of its output)."""
+        if not self.running:
+            return self.record
+        process = self._process
+        assert process is not None
+        waited_from = time.perf_counter()
+        note = ""
+        try:
+            process.wait(timeout=limit_sec)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            note = f"stopped after {limit_sec:.0f} s of waiting"
+        now = time.perf_counter()
+        self.record = {"seconds": round(now - self._started, 2), "waited_sec": round(now - waited_from, 2)}
+        output = self._read_output()
+        if process.returncode != 0:
+            self.record["error"] = "\n".join(filter(None, (output, note)))
+        return self.record
+
+    def _read_output(self, lines: int = 12) -> str:
+        """The last lines of the helper's output (its error), and the temporary file closed."""
+        assert self._output is not None
+        self._output.seek(0)
+        text = self._output.read().decode(errors="replace")
+        self._output.close()
+        return "\n".join(text.strip().splitlines()[-lines:])[-2000:]
+
+    @cold_path
+    def stop(self) -> None:
+        """Stop a helper still running (the run ended before waiting for it)."""
+        if self.running:
+            assert self._process is not None and self._output is not None
+            self._process.kill()
+            self._process.wait()
+            self._output.close()
+            self.record = {"skipped": "the run ended before its learner phase"}
+
+
+@cold_path
+def helper_replay(cfg: Any, obs_dims: Mapping[str, int], num_actions: int, device: str) -> Any:
+    """The helper's replay: a run's batch shapes (``algo.params``, ``obs_dims``, ``num_actions``) in one env of
+    ``HELPER_ROWS`` rows."""
+    from trainrt.replay.buffer import DeviceReplayBuffer
+
+    params = cfg.algo.params
+    return DeviceReplayBuffer(
+        num_envs=1,
+        capacity_per_env=max(HELPER_ROWS, params.n_step + 1),
+        obs_dims=dict(obs_dims),
+        num_actions=num_actions,
+        n_step=params.n_step,
+        device=device,
+        gamma=params.gamma,
+    )
+
+
+@cold_path
+def precompile(cfg: Any, obs_dims: Mapping[str, int], num_actions: int) -> None:
+    """The helper's work: the run's agent on the run's device and the learner's half of warm-up."""
+    import torch
+
+    from trainrt.runner.build import build_agent, resolve_device
+    from trainrt.runner.compile_cache import point_compile_caches
+    from trainrt.runner.warm_up import capture_learner
+
+    point_compile_caches(
+        cfg.sim.backend
+    )  # the run's cache folders ($TRAINRT_CACHE_DIR), as the run points them
+    device = resolve_device(cfg)
+    torch.manual_seed(cfg.training.seed)
+    agent = build_agent(cfg, dict(obs_dims), num_actions, device)
+    capture_learner(cfg, agent, helper_replay(cfg, obs_dims, num_actions, device))
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)  # the kernels ran: every compile finished
+
+
+def main() -> None:
+    from trainrt.config.schema import load_stored_config
+
+    spec = json.loads(sys.stdin.read())
+    cfg = load_stored_config(json.dumps(spec["config"]))
+    precompile(cfg, spec["obs_dims"], int(spec["num_actions"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""The helper process that compiles the learner while a run builds its envs (trainrt.runner.learner_precompile)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from trainrt.config import apply_overrides, cpu_demo_preset
+from trainrt.replay.buffer import Batch
+from trainrt.runner.build import build_replay
+from trainrt.runner.learner_precompile import (
+    PRECOMPILE_ENV,
+    LearnerPrecompile,
+    helper_replay,
+    precompile_refusal,
+)
+
+OBS_DIMS = {"policy": 7, "critic": 11}
+
+
+def _cfg(algo: str = "sac", *overrides: str):
+    task = "g1_walk_flat" if algo == "sac" else "g1_motion_tracking"
+    return apply_overrides(cpu_demo_preset(algo, task), list(overrides))
+
+
+class _EnvSizes:
+    """What ``build_replay`` reads of an env."""
+
+    num_envs, obs_dims, num_actions, device = 4, OBS_DIMS, 3, torch.device("cpu")
+
+
+def _metadata(batch: Batch) -> dict[str, object]:
+    def describe(value: object) -> object:
+        if isinstance(value, dict):
+            return {k: describe(v) for k, v in value.items()}
+        assert isinstance(value, torch.Tensor)
+        return (tuple(value.shape), value.stride(), value.dtype, value.device.type, value.requires_grad)
+
+    return {f.name: describe(getattr(batch, f.name)) for f in dataclasses.fields(Batch)}
+
+
+@pytest.mark.parametrize("algo", ["sac", "flashsac"])
+def test_the_helpers_replay_hands_the_learner_the_runs_batch_shapes(algo):
+    """The learner's graphs are keyed by its inputs' shapes, strides and dtypes: the helper's small replay must
+    give the batch a run's replay gives, or the run finds none of the helper's graphs in the cache."""
+    cfg = _cfg(algo, "algo.params.batch_size=64")
+    run, helper = build_replay(cfg, _EnvSizes()), helper_replay(cfg, OBS_DIMS, 3, "cpu")
+    assert helper.num_envs == 1 and helper.capacity_per_env < run.capacity_per_env
+    for replay in (run, helper):
+        replay.freeze_view()
+    generator = torch.Generator().manual_seed(0)
+    run_batch, helper_batch = (r.sample(64, generator, from_view=True) for r in (run, helper))
+    assert _metadata(helper_batch) == _metadata(run_batch)
+
+
+def test_a_run_starts_no_helper_where_nothing_would_use_it():
+    cfg = _cfg()
+    assert precompile_refusal(cfg, "cpu", 1, {}) == "not a CUDA device"
+    assert precompile_refusal(cfg, "cuda:0", 1, {}) is None
+    assert precompile_refusal(cfg, "cuda:0", 2, {}).startswith("a data-parallel run")
+    uncompiled = _cfg("sac", "training.compile_learner=false")
+    assert "training.compile_learner" in precompile_refusal(uncompiled, "cuda:0", 1, {})
+    assert precompile_refusal(cfg, "cuda:0", 1, {PRECOMPILE_ENV: "0"}) == f"turned off by {PRECOMPILE_ENV}=0"
+    with pytest.raises(ValueError, match=rf"{PRECOMPILE_ENV}='maybe': set it to 1 \(the default\) or 0"):
+        precompile_refusal(cfg, "cuda:0", 1, {PRECOMPILE_ENV: "maybe"})
+    helper = LearnerPrecompile.start(cfg, OBS_DIMS, 3, device="cpu", world_size=1)
+    assert not helper.running and helper.wait() == {"skipped": "not a CUDA device"}
+
+
+def _launch(spec: dict) -> LearnerPrecompile:
+    """A helper started without the refusal check (so it runs on the CPU, where the learner compiles nothing)."""
+    return LearnerPrecompile.launch(json.dumps(spec), {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+
+
+@pytest.mark.slow
+def test_the_helper_runs_the_learners_warm_up_and_reports_its_time_or_its_error():
+    cfg = _cfg()
+    helper = _launch({"config": cfg.model_dump(mode="json"), "obs_dims": OBS_DIMS, "num_actions": 3})
+    assert helper.running
+    record = helper.wait()
+    assert set(record) == {"seconds", "waited_sec"}, record
+    assert 0 < record["waited_sec"] <= record["seconds"]
+    assert not helper.running and helper.wait() is record
+
+    broken = cfg.model_dump(mode="json")
+    broken["algo"]["params"]["batch_size"] = -1
+    record = _launch({"config": broken, "obs_dims": OBS_DIMS, "num_actions": 3}).wait()
+    assert "batch_size" in record["error"], record
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_after_the_helper_the_run_compiles_its_learner_from_the_cache(tmp_path):
+    """From empty compiler caches, the helper compiles the learner; a run's learner warm-up in another process
+    (its own replay, of another size) then finds every learner graph in the cache: its only inductor compile is
+    its replay's sampling, whose graph holds the replay's size."""
+    script = f"""
+import json, torch
+from torch._dynamo.utils import counters
+from trainrt.config import apply_overrides, cpu_demo_preset
+from trainrt.runner.build import build_agent, build_replay
+from trainrt.runner.learner_precompile import LearnerPrecompile
+from trainrt.runner.warm_up import capture_learner
+cfg = apply_overrides(cpu_demo_preset("sac", "g1_walk_flat", "mjwarp"), ["sim.device=cuda", "algo.num_envs=64"])
+obs_dims, actions = {OBS_DIMS!r}, 3
+record = LearnerPrecompile.start(cfg, obs_dims, actions, device="cuda:0", world_size=1).wait()
+class Sizes:
+    num_envs, obs_dims, num_actions, device = 64, obs_dims, actions, torch.device("cuda")
+replay = build_replay(cfg, Sizes())
+replay.compile_sample()
+replay.freeze_view()
+replay.sample(cfg.algo.params.batch_size, torch.Generator("cuda").manual_seed(0), from_view=True)
+sampling = dict(counters["inductor"])
+agent = build_agent(cfg, obs_dims, actions, "cuda")
+capture_learner(cfg, agent, replay)
+learner = {{k: v - sampling.get(k, 0) for k, v in counters["inductor"].items()}}
+print(json.dumps({{"record": record, "sampling": sampling, "learner": learner, "compiled": agent.compile_enabled,
+                  "graph": agent.update_graph_enabled}}))
+"""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env.update(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"), TRITON_CACHE_DIR=str(tmp_path / "triton"))
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=900, check=False,
+        cwd=str(Path(__file__).parent),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.splitlines()[-1])
+    assert set(out["record"]) == {"seconds", "waited_sec"}, out["record"]
+    assert out["sampling"].get("fxgraph_cache_miss", 0) >= 1, out["sampling"]  # the test can see a compile
+    assert out["compiled"] and out["graph"]
+    assert out["learner"].get("fxgraph_cache_hit", 0) >= 2, out["learner"]
+    assert out["learner"].get("fxgraph_cache_miss", 0) == 0, out["learner"]
