@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 import pytest
+import torch
 import warp
 from test_runner_train import tiny_config
 
@@ -193,3 +194,25 @@ def test_a_mjwarp_run_says_before_building_its_envs_that_warp_compiles_there(tmp
         assert len(said) == expected, lines
         if said:
             assert float(said[0].rsplit(" ... ", 1)[1].removesuffix("s")) >= 0.0
+
+
+@pytest.mark.parametrize(
+    ("compile_ahead", "says_warp"),
+    [
+        (None, True),
+        ({"workers": 16, "error": "RuntimeError: x"}, True),
+        ({"workers": 16, "modules": 59}, False),
+    ],
+)
+def test_the_first_steps_say_warp_compiles_there_unless_set_up_compiled_it_ahead(compile_ahead, says_warp):
+    from types import SimpleNamespace
+
+    from trainrt.config import cpu_demo_preset
+    from trainrt.runner.warm_up import first_steps_note
+
+    cfg = cpu_demo_preset("sac", "g1_walk_flat", "mjwarp")
+    backend = SimpleNamespace(diagnostics=lambda: SimpleNamespace(compile_ahead=compile_ahead))
+    env = SimpleNamespace(backend=backend, device=torch.device("cpu"))
+    note = first_steps_note(cfg, env)
+    assert note.startswith("first physics steps, filling the replay")
+    assert ("Warp compiles the physics kernels" in note) == says_warp

@@ -19,7 +19,7 @@ from trainrt.runner.checkpointing import RunCheckpoints
 from trainrt.runner.collector import Collector
 from trainrt.runner.compile_cache import cache_contents, compile_cache_note, compile_cache_record
 from trainrt.runner.iteration_clock import IterationClock
-from trainrt.runner.run_log import warm_up_line
+from trainrt.runner.run_log import quiet_backend_diagnostics, warm_up_line
 from trainrt.runner.schedule import IterationSchedule
 
 
@@ -28,7 +28,9 @@ def first_steps_note(cfg: TrainConfig, env: Any) -> str:
     """What the first-steps phase of warm-up says it does: the replay's prefill, and what compiles there."""
     compiles = []
     if cfg.sim.backend == "mjwarp":
-        compiles.append("Warp compiles the physics kernels")
+        ahead = quiet_backend_diagnostics(env.backend).compile_ahead  # set-up compiled them, or could not
+        if not ahead or "error" in ahead:
+            compiles.append("Warp compiles the physics kernels")
     if cfg.training.compile_collector and env.device.type == "cuda":
         compiles.append("torch inductor the step math")
     note = f"; on a fresh machine {' and '.join(compiles)} here: minutes the first time" if compiles else ""
