@@ -64,24 +64,24 @@ def test_a_folder_that_cannot_be_created_raises(tmp_path, restore_warp_cache):
 COMPILE_AHEAD = """
 import json, sys, mujoco, simcore, torch, warp as wp
 from simcore_scenes import SMALL_XML
-from simcore._src import warp_compile
+from simcore._src import mjwarp_backend
 directory = simcore.set_kernel_cache_dir("mjwarp", sys.argv[1])
 # a randomized mass: the backend recomputes MuJoCo's derived constants when it is built
 config = simcore.SimConfig(num_envs=2, device=sys.argv[2], randomized_fields=("body_mass",))
-compiled_while_built, compiled_later, real_load, real_compile = [], [], wp.Module.load, warp_compile.compile_modules
+compiled_while_built, compiled_later, real_load, real_ahead = [], [], wp.Module.load, mjwarp_backend.compile_ahead
 def load(module, device, block_dim=None, *args, **kwargs):
     variant = block_dim if block_dim is not None else module.options["block_dim"]
     if (wp.get_device(device).context, variant) not in module.execs and not compiling_ahead:
         (compiled_later if built else compiled_while_built).append(module.name)
     return real_load(module, device, block_dim, *args, **kwargs)
-def compile_modules(*args):
+def compile_ahead(*args):  # the dry run (an occupancy query in it loads its module) and the parallel compile
     global compiling_ahead
     compiling_ahead = True
     try:
-        return real_compile(*args)
+        return real_ahead(*args)
     finally:
         compiling_ahead = False
-wp.Module.load, warp_compile.compile_modules, built, compiling_ahead = load, compile_modules, False, False
+wp.Module.load, mjwarp_backend.compile_ahead, built, compiling_ahead = load, compile_ahead, False, False
 backend = simcore.make_backend("mjwarp", mujoco.MjModel.from_xml_string(SMALL_XML), config)
 built, cached = True, simcore.kernel_cache("mjwarp").modules
 backend.ctrl.fill_(0.3)

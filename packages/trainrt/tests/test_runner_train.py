@@ -247,8 +247,10 @@ def test_input_the_env_or_agent_cannot_use_is_refused_before_anything_is_written
 @pytest.mark.slow
 def test_the_probe_of_the_config_does_not_change_what_a_run_does(tmp_path, monkeypatch):
     """The probe's env and agent draw on their own generators, not on the ones training uses."""
-    OffPolicyRunner(tiny_config(tmp_path / "probed"), log=lambda line: None).run()
-    monkeypatch.setattr(OffPolicyRunner, "_probe_config", lambda self, checkpoint: None)
+    probed_run = OffPolicyRunner(tiny_config(tmp_path / "probed"), log=lambda line: None)
+    probed_run.run()
+    sizes = probed_run._probed_sizes  # what the probe found, handed to the unprobed run's set-up
+    monkeypatch.setattr(OffPolicyRunner, "_probe_config", lambda self, checkpoint: sizes)
     OffPolicyRunner(tiny_config(tmp_path / "unprobed"), log=lambda line: None).run()
     probed, unprobed = load_checkpoint(tmp_path / "probed"), load_checkpoint(tmp_path / "unprobed")
     # weights, optimizer states and generators of the agent, the env's and torch's generators
