@@ -61,16 +61,20 @@ def test_the_helpers_replay_hands_the_learner_the_runs_batch_shapes(algo):
 
 
 def test_a_run_starts_no_helper_where_nothing_would_use_it():
-    cfg = _cfg()
-    assert precompile_refusal(cfg, "cpu", 1, {}) == "not a CUDA device"
-    assert precompile_refusal(cfg, "cuda:0", 1, {}) is None
-    assert precompile_refusal(cfg, "cuda:0", 2, {}).startswith("a data-parallel run")
+    cfg, on = _cfg(), {PRECOMPILE_ENV: "1"}
+    off = f"off ({PRECOMPILE_ENV}=1 turns it on)"
+    assert precompile_refusal(cfg, "cuda:0", 1, {}) == off  # off by default
+    assert precompile_refusal(cfg, "cuda:0", 1, {PRECOMPILE_ENV: "0"}) == off
+    assert precompile_refusal(cfg, "cuda:0", 1, on) is None
+    assert precompile_refusal(cfg, "cpu", 1, on) == "not a CUDA device"
+    assert precompile_refusal(cfg, "cuda:0", 2, on).startswith("a data-parallel run")
     uncompiled = _cfg("sac", "training.compile_learner=false")
-    assert "training.compile_learner" in precompile_refusal(uncompiled, "cuda:0", 1, {})
-    assert precompile_refusal(cfg, "cuda:0", 1, {PRECOMPILE_ENV: "0"}) == f"turned off by {PRECOMPILE_ENV}=0"
-    with pytest.raises(ValueError, match=rf"{PRECOMPILE_ENV}='maybe': set it to 1 \(the default\) or 0"):
+    assert "training.compile_learner" in precompile_refusal(uncompiled, "cuda:0", 1, on)
+    with pytest.raises(
+        ValueError, match=rf"{PRECOMPILE_ENV}='maybe': set it to 1 \(on\) or 0 \(off, the default\)"
+    ):
         precompile_refusal(cfg, "cuda:0", 1, {PRECOMPILE_ENV: "maybe"})
-    helper = LearnerPrecompile.start(cfg, OBS_DIMS, 3, device="cpu", world_size=1)
+    helper = LearnerPrecompile.start(cfg, OBS_DIMS, 3, "not a CUDA device")
     assert not helper.running and helper.wait() == {"skipped": "not a CUDA device"}
 
 
@@ -110,7 +114,7 @@ from trainrt.runner.learner_precompile import LearnerPrecompile
 from trainrt.runner.warm_up import capture_learner
 cfg = apply_overrides(cpu_demo_preset("sac", "g1_walk_flat", "mjwarp"), ["sim.device=cuda", "algo.num_envs=64"])
 obs_dims, actions = {OBS_DIMS!r}, 3
-record = LearnerPrecompile.start(cfg, obs_dims, actions, device="cuda:0", world_size=1).wait()
+record = LearnerPrecompile.start(cfg, obs_dims, actions, None).wait()
 class Sizes:
     num_envs, obs_dims, num_actions, device = 64, obs_dims, actions, torch.device("cuda")
 replay = build_replay(cfg, Sizes())
@@ -137,3 +141,14 @@ print(json.dumps({{"record": record, "sampling": sampling, "learner": learner, "
     assert out["compiled"] and out["graph"]
     assert out["learner"].get("fxgraph_cache_hit", 0) >= 2, out["learner"]
     assert out["learner"].get("fxgraph_cache_miss", 0) == 0, out["learner"]
+
+
+def test_a_bad_setting_is_refused_before_the_run_writes_anything(tmp_path, monkeypatch):
+    from test_runner_train import tiny_config
+
+    from trainrt.runner import OffPolicyRunner
+
+    monkeypatch.setenv(PRECOMPILE_ENV, "maybe")
+    with pytest.raises(ValueError, match=PRECOMPILE_ENV):
+        OffPolicyRunner(tiny_config(tmp_path / "run"), log=lambda line: None)
+    assert not (tmp_path / "run").exists()

@@ -13,7 +13,8 @@ own learner phase finds them there.
 The helper changes nothing a run computes: it writes compiler cache entries only (inductor's, Triton's: the
 folders the run uses, ``TRAINRT_CACHE_DIR`` included), keyed by the graphs they compile, and the run compiles
 or loads each graph as it would anyway. If it fails, the run compiles its learner itself, as without it; what
-happened is in the run summary's ``learner_precompile``. ``TRAINRT_PRECOMPILE_LEARNER=0`` turns it off.
+happened is in the run summary's ``learner_precompile``. Off by default until its effect on a fresh machine's
+warm-up is measured: ``TRAINRT_PRECOMPILE_LEARNER=1`` turns it on.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import IO, Any
 from trainrt.hotpath import cold_path
 
 PRECOMPILE_ENV = "TRAINRT_PRECOMPILE_LEARNER"
-"""Set to ``0`` to compile the learner in the run's own warm-up only (no helper process)."""
+"""Set to ``1`` to start the helper process (``0``, the default: the run compiles its learner in its warm-up)."""
 
 WAIT_LIMIT_SEC = 600.0
 """How long a run waits for its helper before stopping it and compiling the learner itself."""
@@ -45,11 +46,13 @@ def precompile_refusal(
 ) -> str | None:
     """Why this run compiles its learner without a helper (None: it starts one)."""
     environ = os.environ if environ is None else environ
-    setting = environ.get(PRECOMPILE_ENV, "1").strip().lower()
-    if setting in ("0", "false", "no", "off"):
-        return f"turned off by {PRECOMPILE_ENV}={environ[PRECOMPILE_ENV]}"
+    setting = environ.get(PRECOMPILE_ENV, "0").strip().lower()
+    if setting in ("0", "false", "no", "off", ""):
+        return f"off ({PRECOMPILE_ENV}=1 turns it on)"
     if setting not in ("1", "true", "yes", "on"):
-        raise ValueError(f"{PRECOMPILE_ENV}={environ[PRECOMPILE_ENV]!r}: set it to 1 (the default) or 0")
+        raise ValueError(
+            f"{PRECOMPILE_ENV}={environ[PRECOMPILE_ENV]!r}: set it to 1 (on) or 0 (off, the default)"
+        )
     if not device.startswith("cuda"):
         return "not a CUDA device"
     if not (cfg.training.compile_learner and cfg.training.cuda_graph):
@@ -72,10 +75,9 @@ class LearnerPrecompile:
     @classmethod
     @cold_path
     def start(
-        cls, cfg: Any, obs_dims: Mapping[str, int], num_actions: int, *, device: str, world_size: int
+        cls, cfg: Any, obs_dims: Mapping[str, int], num_actions: int, refusal: str | None
     ) -> LearnerPrecompile:
-        """Start the helper for ``cfg`` (or none, with the reason, see ``precompile_refusal``)."""
-        refusal = precompile_refusal(cfg, device, world_size)
+        """Start the helper for ``cfg``, or none when ``refusal`` (``precompile_refusal``) says why not."""
         if refusal is not None:
             return cls(None, None, refusal)
         spec = {"config": cfg.model_dump(mode="json"), "obs_dims": dict(obs_dims), "num_actions": num_actions}

@@ -90,7 +90,7 @@ from trainrt.runner.distributed import (
 )
 from trainrt.runner.export import export_trained_policy
 from trainrt.runner.iteration_clock import IterationClock
-from trainrt.runner.learner_precompile import PRECOMPILE_ENV, LearnerPrecompile
+from trainrt.runner.learner_precompile import PRECOMPILE_ENV, LearnerPrecompile, precompile_refusal
 from trainrt.runner.manifest import write_manifest, write_resolved_config
 from trainrt.runner.play import evaluate_policy
 from trainrt.runner.pre_run_checks import load_resume_checkpoint, probe_config, run_id_to_continue
@@ -238,6 +238,7 @@ class OffPolicyRunner:
         self.memory_estimate = check_memory_fits(self.rank_cfg)
         # So is input the env or agent cannot be built from (a motion file, an observation group, other networks).
         self._probed_sizes = self._probe_config(self._resume_checkpoint)
+        self._precompile_refusal = precompile_refusal(self.rank_cfg, self.device, self.ranks.world_size)
         self.run_id = (
             run_id_to_continue(self._resume_checkpoint, resume) if resume is not None else new_run_id()
         )
@@ -425,12 +426,12 @@ class OffPolicyRunner:
         torch.manual_seed(rank_cfg.training.seed)
         obs_dims, num_actions = self._probed_sizes
         helper = self.learner_precompile = LearnerPrecompile.start(
-            rank_cfg, obs_dims, num_actions, device=self.device, world_size=ranks.world_size
+            rank_cfg, obs_dims, num_actions, self._precompile_refusal
         )
         if helper.running:
             self.log(
                 "set-up: a helper process compiles the learner update while the envs build "
-                f"({PRECOMPILE_ENV}=0 turns it off) ... {self._elapsed_sec():.1f}s"
+                f"({PRECOMPILE_ENV}=1) ... {self._elapsed_sec():.1f}s"
             )
         try:
             self._build_env_and_agent(rank_cfg)
