@@ -174,9 +174,8 @@ def precompile(cfg: Any, obs_dims: Mapping[str, int], num_actions: int) -> None:
     from trainrt.runner.compile_cache import point_compile_caches
     from trainrt.runner.warm_up import capture_learner
 
-    point_compile_caches(
-        cfg.sim.backend
-    )  # the run's cache folders ($TRAINRT_CACHE_DIR), as the run points them
+    # the run's cache folders ($TRAINRT_CACHE_DIR), pointed as the run points them
+    point_compile_caches(cfg.sim.backend)
     device = resolve_device(cfg)
     torch.manual_seed(cfg.training.seed)
     agent = build_agent(cfg, dict(obs_dims), num_actions, device)

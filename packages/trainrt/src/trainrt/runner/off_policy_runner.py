@@ -45,6 +45,8 @@ The runner holds the run's parts and its loop; each other concern is a small obj
 - ``run_dir.claim_run_dir``: the run directory's lock, and the refusal (or overwrite) of a used one;
 - ``pre_run_checks``: the checkpoint to resume and a probe of the config, before anything is written
   (with ``preflight.check_memory_fits``);
+- ``learner_precompile.LearnerPrecompile``: the helper process that compiles the learner while the envs
+  build (``TRAINRT_PRECOMPILE_LEARNER=1``), and what it did;
 - ``warm_up.WarmUp``: warm-up's phases, the collector and iteration schedule it builds, and what it measured
   (its seconds and env steps, each phase's seconds, the compile caches);
 - ``checkpointing.RunCheckpoints``: writing checkpoints, after a stop too, and restoring one on resume;
