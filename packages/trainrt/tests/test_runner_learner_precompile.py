@@ -152,3 +152,30 @@ def test_a_bad_setting_is_refused_before_the_run_writes_anything(tmp_path, monke
     with pytest.raises(ValueError, match=PRECOMPILE_ENV):
         OffPolicyRunner(tiny_config(tmp_path / "run"), log=lambda line: None)
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("setting", "skipped"), [(None, f"off ({PRECOMPILE_ENV}=1 turns it on)"), ("1", "not a CUDA device")]
+)
+def test_the_run_summary_says_why_no_helper_ran(tmp_path, monkeypatch, setting, skipped):
+    from test_runner_train import tiny_config
+
+    from trainrt.runner import OffPolicyRunner, load_run_summary
+
+    if setting is None:
+        monkeypatch.delenv(PRECOMPILE_ENV, raising=False)
+    else:
+        monkeypatch.setenv(PRECOMPILE_ENV, setting)
+    OffPolicyRunner(tiny_config(tmp_path / "run"), log=lambda line: None).run()
+    assert load_run_summary(tmp_path / "run").learner_precompile == {"skipped": skipped}
+
+
+@pytest.mark.slow
+def test_a_helper_still_running_when_the_build_fails_is_stopped():
+    cfg = _cfg()
+    helper = _launch({"config": cfg.model_dump(mode="json"), "obs_dims": OBS_DIMS, "num_actions": 3})
+    helper.stop()  # at once: the helper is still importing
+    assert helper.record == {"skipped": "the run ended before its learner phase"} and not helper.running
+    assert helper._process.returncode is not None and helper._process.returncode < 0  # killed, not finished
+    assert helper.wait() is helper.record
