@@ -133,8 +133,9 @@ def test_compile_workers_compile_every_module_a_step_launches_when_the_backend_i
 
 @pytest.mark.gpu
 def test_on_cuda_the_backend_compiles_ahead_by_default_and_steps_the_same_bits(tmp_path):
-    """Unset, ``$SIMCORE_COMPILE_WORKERS`` compiles ahead on a CUDA device: the first steps compile nothing and
-    compute the same bits as a backend whose modules compile at their first launch (0)."""
+    """Unset, ``$SIMCORE_COMPILE_WORKERS`` compiles ahead on a CUDA device: nothing compiles outside it (a module
+    an occupancy query needs compiles during its dry run, on CUDA only), and the first steps compute the same
+    bits as a backend whose modules compile at their first launch (0)."""
     from simcore._src.mjwarp_backend import DEFAULT_COMPILE_WORKERS
 
     lazy, ahead = compile_ahead_run(tmp_path, "0", "cuda"), compile_ahead_run(tmp_path, None, "cuda")
