@@ -64,31 +64,40 @@ def test_a_folder_that_cannot_be_created_raises(tmp_path, restore_warp_cache):
 COMPILE_AHEAD = """
 import json, sys, mujoco, simcore, torch, warp as wp
 from simcore_scenes import SMALL_XML
-from simcore._src import mjwarp_backend
+from simcore._src import mjwarp_backend, warp_compile
 directory = simcore.set_kernel_cache_dir("mjwarp", sys.argv[1])
 # a randomized mass: the backend recomputes MuJoCo's derived constants when it is built
 config = simcore.SimConfig(num_envs=2, device=sys.argv[2], randomized_fields=("body_mass",))
-compiled_while_built, compiled_later, real_load, real_ahead = [], [], wp.Module.load, mjwarp_backend.compile_ahead
+compiled_while_built, compiled_in_dry_run, compiled_later = [], [], []
+real_load, real_ahead, real_batch = wp.Module.load, mjwarp_backend.compile_ahead, warp_compile.compile_modules
 def load(module, device, block_dim=None, *args, **kwargs):
     variant = block_dim if block_dim is not None else module.options["block_dim"]
-    if (wp.get_device(device).context, variant) not in module.execs and not compiling_ahead:
-        (compiled_later if built else compiled_while_built).append(module.name)
+    if (wp.get_device(device).context, variant) not in module.execs and not batch:
+        (compiled_in_dry_run if dry_run else compiled_later if built else compiled_while_built).append(module.name)
     return real_load(module, device, block_dim, *args, **kwargs)
-def compile_ahead(*args):  # the dry run (an occupancy query in it loads its module) and the parallel compile
-    global compiling_ahead
-    compiling_ahead = True
+def compile_ahead(*args):  # dry runs and parallel batches
+    global dry_run
+    dry_run = True
     try:
         return real_ahead(*args)
     finally:
-        compiling_ahead = False
-wp.Module.load, mjwarp_backend.compile_ahead, built, compiling_ahead = load, compile_ahead, False, False
+        dry_run = False
+def compile_modules(*args):  # a parallel batch
+    global batch
+    batch = True
+    try:
+        return real_batch(*args)
+    finally:
+        batch = False
+wp.Module.load, mjwarp_backend.compile_ahead, warp_compile.compile_modules = load, compile_ahead, compile_modules
+built = dry_run = batch = False
 backend = simcore.make_backend("mjwarp", mujoco.MjModel.from_xml_string(SMALL_XML), config)
 built, cached = True, simcore.kernel_cache("mjwarp").modules
 backend.ctrl.fill_(0.3)
 for _ in range(3):
     backend.step()
 print(json.dumps({"cached": cached, "ahead": backend.compile_ahead, "compiled_later": compiled_later,
-                  "compiled_while_built": compiled_while_built,
+                  "compiled_while_built": compiled_while_built, "compiled_in_dry_run": compiled_in_dry_run,
                   "qpos": backend.qpos.tolist(), "qvel": backend.qvel.tolist()}))
 """
 
@@ -124,7 +133,7 @@ def test_compile_workers_compile_every_module_a_step_launches_when_the_backend_i
     assert lazy["ahead"] is None and len(lazy["compiled_later"]) >= 10  # MuJoCo Warp's model-sized kernels
     assert len(lazy["compiled_while_built"]) >= 3  # the derived constants' kernels and the first forward
     assert ahead["ahead"]["workers"] == 2 and "error" not in ahead["ahead"]
-    assert ahead["compiled_while_built"] == [] and ahead["compiled_later"] == []
+    assert ahead["compiled_while_built"] == ahead["compiled_in_dry_run"] == ahead["compiled_later"] == []
     assert ahead["ahead"]["modules"] >= len(set(lazy["compiled_later"]))
     assert ahead["cached"] > lazy["cached"]
     assert ahead["qpos"] == lazy["qpos"] and ahead["qvel"] == lazy["qvel"]
@@ -133,15 +142,19 @@ def test_compile_workers_compile_every_module_a_step_launches_when_the_backend_i
 
 @pytest.mark.gpu
 def test_on_cuda_the_backend_compiles_ahead_by_default_and_steps_the_same_bits(tmp_path):
-    """Unset, ``$SIMCORE_COMPILE_WORKERS`` compiles ahead on a CUDA device: nothing compiles outside it (a module
-    an occupancy query needs compiles during its dry run, on CUDA only), and the first steps compute the same
-    bits as a backend whose modules compile at their first launch (0)."""
+    """Unset, ``$SIMCORE_COMPILE_WORKERS`` compiles ahead on a CUDA device: everything compiles in its parallel
+    batches, none alone (the broadphase's occupancy query, which needs its module loaded, is answered in the
+    first dry run with a placeholder and for real in the second), and the first steps compute the same bits as
+    a backend whose modules compile at their first launch (0)."""
     from simcore._src.mjwarp_backend import DEFAULT_COMPILE_WORKERS
 
     lazy, ahead = compile_ahead_run(tmp_path, "0", "cuda"), compile_ahead_run(tmp_path, None, "cuda")
     assert lazy["ahead"] is None and len(lazy["compiled_later"]) >= 10
     assert ahead["ahead"]["workers"] == min(DEFAULT_COMPILE_WORKERS, os.cpu_count() or 1)
-    assert "error" not in ahead["ahead"] and ahead["compiled_while_built"] == ahead["compiled_later"] == []
+    assert "error" not in ahead["ahead"]
+    assert ahead["compiled_while_built"] == ahead["compiled_in_dry_run"] == ahead["compiled_later"] == []
+    lazy_modules = " ".join(lazy["compiled_while_built"] + lazy["compiled_later"])
+    assert "_nxn_broadphase" in lazy_modules  # the scene's broadphase asks an occupancy query
     assert ahead["qpos"] == lazy["qpos"] and ahead["qvel"] == lazy["qvel"]
 
 
@@ -171,8 +184,9 @@ def test_the_dry_run_leaves_warp_as_it_found_it():
     from simcore._src.warp_compile import modules_launched_by
 
     before = (wp.Module.load, wp.capture_while, wp.capture_if, wp.get_suggested_block_size)
-    with pytest.raises(ValueError, match="inside"):
-        modules_launched_by(lambda: (_ for _ in ()).throw(ValueError("inside")))
+    for placeholder_answers in (True, False):
+        with pytest.raises(ValueError, match="inside"):
+            modules_launched_by(lambda: (_ for _ in ()).throw(ValueError("inside")), placeholder_answers)
     assert (wp.Module.load, wp.capture_while, wp.capture_if, wp.get_suggested_block_size) == before
 
 
