@@ -62,18 +62,28 @@ def test_the_helpers_replay_hands_the_learner_the_runs_batch_shapes(algo):
 
 def test_a_run_starts_no_helper_where_nothing_would_use_it():
     cfg, on = _cfg(), {PRECOMPILE_ENV: "1"}
-    off = f"off ({PRECOMPILE_ENV}=1 turns it on)"
-    assert precompile_refusal(cfg, "cuda:0", 1, {}) == off  # off by default
-    assert precompile_refusal(cfg, "cuda:0", 1, {PRECOMPILE_ENV: "0"}) == off
-    assert precompile_refusal(cfg, "cuda:0", 1, on) is None
-    assert precompile_refusal(cfg, "cpu", 1, on) == "not a CUDA device"
-    assert precompile_refusal(cfg, "cuda:0", 2, on).startswith("a data-parallel run")
+    # auto (unset or "auto"): a helper on a machine whose inductor cache is empty (or not known), none otherwise
+    for auto in ({}, {PRECOMPILE_ENV: "auto"}, {PRECOMPILE_ENV: " AUTO "}):
+        assert precompile_refusal(cfg, "cuda:0", 1, 0, auto) is None
+        assert precompile_refusal(cfg, "cuda:0", 1, None, auto) is None
+        warm = precompile_refusal(cfg, "cuda:0", 1, 338, auto)
+        assert (
+            warm
+            == f"inductor's cache holds 338 files: the run loads its learner from there ({PRECOMPILE_ENV}=1 starts a helper anyway)"
+        )
+    assert precompile_refusal(cfg, "cuda:0", 1, 338, on) is None  # 1: whatever the cache holds
+    assert precompile_refusal(cfg, "cuda:0", 1, 0, {PRECOMPILE_ENV: "0"}) == f"off ({PRECOMPILE_ENV}=0)"
+    assert precompile_refusal(cfg, "cpu", 1, 0, on) == "not a CUDA device"
+    assert precompile_refusal(cfg, "cpu", 1, 0, {}) == "not a CUDA device"
+    assert precompile_refusal(cfg, "cuda:0", 2, 0, on).startswith("a data-parallel run")
     uncompiled = _cfg("sac", "training.compile_learner=false")
-    assert "training.compile_learner" in precompile_refusal(uncompiled, "cuda:0", 1, on)
+    assert "training.compile_learner" in precompile_refusal(uncompiled, "cuda:0", 1, 0, on)
     with pytest.raises(
-        ValueError, match=rf"{PRECOMPILE_ENV}='maybe': set it to 1 \(on\) or 0 \(off, the default\)"
+        ValueError,
+        match=rf"{PRECOMPILE_ENV}='maybe': set it to auto \(the default: a helper when inductor's cache is "
+        r"empty\), 1 \(always\) or 0 \(never\)",
     ):
-        precompile_refusal(cfg, "cuda:0", 1, {PRECOMPILE_ENV: "maybe"})
+        precompile_refusal(cfg, "cuda:0", 1, 0, {PRECOMPILE_ENV: "maybe"})
     helper = LearnerPrecompile.start(cfg, OBS_DIMS, 3, "not a CUDA device")
     assert not helper.running and helper.wait() == {"skipped": "not a CUDA device"}
 
@@ -159,7 +169,7 @@ def test_a_bad_setting_is_refused_before_the_run_writes_anything(tmp_path, monke
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("setting", "skipped"), [(None, f"off ({PRECOMPILE_ENV}=1 turns it on)"), ("1", "not a CUDA device")]
+    ("setting", "skipped"), [("0", f"off ({PRECOMPILE_ENV}=0)"), (None, "not a CUDA device")]
 )
 def test_the_run_summary_says_why_no_helper_ran(tmp_path, monkeypatch, setting, skipped):
     from test_runner_train import tiny_config

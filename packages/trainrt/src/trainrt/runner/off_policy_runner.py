@@ -46,7 +46,7 @@ The runner holds the run's parts and its loop; each other concern is a small obj
 - ``pre_run_checks``: the checkpoint to resume and a probe of the config, before anything is written
   (with ``preflight.check_memory_fits``);
 - ``learner_precompile.LearnerPrecompile``: the helper process that compiles the learner while the envs
-  build (``TRAINRT_PRECOMPILE_LEARNER=1``), and what it did;
+  build (on a machine whose inductor cache is empty: ``TRAINRT_PRECOMPILE_LEARNER``), and what it did;
 - ``warm_up.WarmUp``: warm-up's phases, the collector and iteration schedule it builds, and what it measured
   (its seconds and env steps, each phase's seconds, the compile caches);
 - ``checkpointing.RunCheckpoints``: writing checkpoints, after a stop too, and restoring one on resume;
@@ -240,7 +240,9 @@ class OffPolicyRunner:
         self.memory_estimate = check_memory_fits(self.rank_cfg)
         # So is input the env or agent cannot be built from (a motion file, an observation group, other networks).
         self._probed_sizes = self._probe_config(self._resume_checkpoint)
-        self._precompile_refusal = precompile_refusal(self.rank_cfg, self.device, self.ranks.world_size)
+        self._precompile_refusal = precompile_refusal(
+            self.rank_cfg, self.device, self.ranks.world_size, caches_before["inductor"][1]
+        )
         self.run_id = (
             run_id_to_continue(self._resume_checkpoint, resume) if resume is not None else new_run_id()
         )
@@ -433,7 +435,7 @@ class OffPolicyRunner:
         if helper.running:
             self.log(
                 "set-up: a helper process compiles the learner update while the envs build "
-                f"({PRECOMPILE_ENV}=1) ... {self._elapsed_sec():.1f}s"
+                f"({PRECOMPILE_ENV}=0 turns it off) ... {self._elapsed_sec():.1f}s"
             )
         try:
             self._build_env_and_agent(rank_cfg)
