@@ -101,15 +101,19 @@ def test_the_helper_process_runs_to_its_end_and_reports_its_time_or_its_error():
     cfg = _cfg()
     helper = _launch({"config": cfg.model_dump(mode="json"), "obs_dims": OBS_DIMS, "num_actions": 3})
     assert helper.running
-    record = helper.wait()
+    note, record = helper.wait_note(), helper.record  # the console's line on what it did
     assert set(record) == {"seconds", "waited_sec"}, record
     assert 0 < record["waited_sec"] <= record["seconds"]
     assert not helper.running and helper.wait() is record
+    seconds, waited = record["seconds"], record["waited_sec"]
+    assert note == f"the learner helper done after {seconds:.1f}s, waited for it {waited:.1f}s"
 
     broken = cfg.model_dump(mode="json")
     broken["algo"]["params"]["batch_size"] = -1
-    record = _launch({"config": broken, "obs_dims": OBS_DIMS, "num_actions": 3}).wait()
+    helper = _launch({"config": broken, "obs_dims": OBS_DIMS, "num_actions": 3})
+    note, record = helper.wait_note(), helper.record
     assert "batch_size" in record["error"], record
+    assert note.startswith(f"the learner helper failed ({record['error'].splitlines()[-1]}) after"), note
 
 
 @pytest.mark.gpu

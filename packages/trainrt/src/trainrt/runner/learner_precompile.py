@@ -119,6 +119,21 @@ class LearnerPrecompile:
         return cls(process, output, None)
 
     @property
+    def started_note(self) -> str:
+        """The console's line (after ``set-up: ``) for a helper just started."""
+        return f"a helper process compiles the learner update while the envs build ({PRECOMPILE_ENV}=0 turns it off)"
+
+    @cold_path
+    def wait_note(self) -> str:
+        """Wait for the helper (``wait``); the console's line (after ``set-up: ``) on what it did."""
+        record = self.wait()
+        if "skipped" in record:
+            return f"no learner helper: {record['skipped']}"
+        error = record.get("error")
+        what = f"failed ({(error.splitlines() or ['no output'])[-1]})" if error is not None else "done"
+        return f"the learner helper {what} after {record['seconds']:.1f}s, waited for it {record['waited_sec']:.1f}s"
+
+    @property
     def running(self) -> bool:
         return self._process is not None and not self.record
 

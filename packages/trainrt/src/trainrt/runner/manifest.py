@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from trainrt.config import TrainConfig
 from trainrt.config.run_config import CONFIG_FILE_NAME, load_resolved_config, runs_inside
 from trainrt.hotpath import cold_path
 from trainrt.runner.atomic_files import atomic_write_text
+from trainrt.runner.build import env_cfg_summary
 from trainrt.runner.summary import json_safe, utc_now
 
 MANIFEST_FILE_NAME = "manifest.json"
@@ -28,6 +30,7 @@ __all__ = [
     "load_resolved_config",
     "recorded_run_id",
     "runs_inside",
+    "write_env_record",
     "write_manifest",
     "write_resolved_config",
 ]
@@ -48,6 +51,18 @@ def write_manifest(run_dir: str | os.PathLike, **facts: Any) -> Path:
     return atomic_write_text(
         Path(run_dir) / MANIFEST_FILE_NAME, json.dumps(json_safe(record), indent=2) + "\n"
     )
+
+
+@cold_path
+def write_env_record(
+    run_dir: Path, env: Any, *, run_id: str, facts: dict[str, Any], log: Callable[[str], None]
+) -> None:
+    """The built env's full manager tables in ``<run_dir>/env.txt`` (said on ``log``), and the manifest
+    rewritten with the env's device and config summary beside ``facts``."""
+    env_tables = run_dir / "env.txt"
+    env_tables.write_text(str(env) + "\n")
+    log(f"full manager tables written to {env_tables}")
+    write_manifest(run_dir, device=str(env.device), env=env_cfg_summary(env.cfg), run_id=run_id, **facts)
 
 
 @cold_path

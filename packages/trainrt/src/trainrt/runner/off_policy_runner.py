@@ -72,7 +72,6 @@ from trainrt.runner.build import (
     build_agent,
     build_env,
     build_replay,
-    env_cfg_summary,
     env_metadata,
     quiet_backend_log,
     resolve_device,
@@ -92,8 +91,8 @@ from trainrt.runner.distributed import (
 )
 from trainrt.runner.export import export_trained_policy
 from trainrt.runner.iteration_clock import IterationClock
-from trainrt.runner.learner_precompile import PRECOMPILE_ENV, LearnerPrecompile, precompile_refusal
-from trainrt.runner.manifest import write_manifest, write_resolved_config
+from trainrt.runner.learner_precompile import LearnerPrecompile, precompile_refusal
+from trainrt.runner.manifest import write_env_record, write_manifest, write_resolved_config
 from trainrt.runner.play import evaluate_policy
 from trainrt.runner.pre_run_checks import load_resume_checkpoint, probe_config, run_id_to_continue
 from trainrt.runner.preflight import check_memory_fits
@@ -433,10 +432,7 @@ class OffPolicyRunner:
             rank_cfg, obs_dims, num_actions, self._precompile_refusal
         )
         if helper.running:
-            self.log(
-                "set-up: a helper process compiles the learner update while the envs build "
-                f"({PRECOMPILE_ENV}=0 turns it off) ... {self._elapsed_sec():.1f}s"
-            )
+            self.log(f"set-up: {helper.started_note} ... {self._elapsed_sec():.1f}s")
         try:
             self._build_env_and_agent(rank_cfg)
         finally:
@@ -470,29 +466,11 @@ class OffPolicyRunner:
         self.env = build_env(rank_cfg)
         self.log(self.env.summary())
         if self.ranks.is_main:
-            env_tables = self.run_dir / "env.txt"
-            env_tables.write_text(str(self.env) + "\n")
-            self.log(f"full manager tables written to {env_tables}")
-            write_manifest(
-                self.run_dir,
-                device=str(self.env.device),
-                env=env_cfg_summary(self.env.cfg),
-                run_id=self.run_id,
-                **self.manifest,
-            )
+            write_env_record(self.run_dir, self.env, run_id=self.run_id, facts=self.manifest, log=self.log)
         self.env_meta = env_metadata(self.env)
         self.agent = build_agent(rank_cfg, self.env.obs_dims, self.env.num_actions, self.env.device)
         if self.learner_precompile.running:
-            record = self.learner_precompile.wait()
-            what = (
-                f"failed ({(record['error'].splitlines() or ['no output'])[-1]})"
-                if "error" in record
-                else "done"
-            )
-            self.log(
-                f"set-up: the learner helper {what} after {record['seconds']:.1f}s, waited for it "
-                f"{record['waited_sec']:.1f}s ... {self._elapsed_sec():.1f}s"
-            )
+            self.log(f"set-up: {self.learner_precompile.wait_note()} ... {self._elapsed_sec():.1f}s")
 
     @cold_path
     def _warm_up(self) -> None:
