@@ -196,3 +196,86 @@ def test_a_helper_still_running_when_the_build_fails_is_stopped():
     assert helper.record == {"skipped": "the run ended before its learner phase"} and not helper.running
     assert helper._process.returncode is not None and helper._process.returncode < 0  # killed, not finished
     assert helper.wait() is helper.record
+
+
+def test_the_helper_leaves_room_only_with_headroom_past_what_the_run_still_allocates():
+    from trainrt.runner.learner_precompile import HEADROOM_BYTES
+    from trainrt.runner.preflight import MemoryEstimate
+
+    gib = 2**30
+    estimate = MemoryEstimate(
+        replay=20 * gib, networks=gib, update_batch=2 * gib, env_state=3 * gib, motion_clips=0, runtime=gib
+    )
+    still_allocated = 23 * gib  # replay, update batch, runtime: the env's state and networks exist already
+    assert LearnerPrecompile.room_beside(estimate, still_allocated + HEADROOM_BYTES)
+    assert not LearnerPrecompile.room_beside(estimate, still_allocated + HEADROOM_BYTES - 1)
+    assert not LearnerPrecompile.room_beside(None, 80 * gib)  # no estimate: wait first
+    assert not LearnerPrecompile.room_beside(estimate, None)  # free memory unknown: wait first
+
+
+def _run_with_helper(tmp_path, monkeypatch, room: bool) -> tuple[list[str], object]:
+    """A tiny CPU run whose learner helper is started (on the CPU it compiles nothing, but it runs), with or
+    without room beside it for the replay; the run's console lines and summary."""
+    from test_runner_train import tiny_config
+
+    import trainrt.runner.off_policy_runner as runner_module
+    from trainrt.runner import OffPolicyRunner, load_run_summary
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(sys.path))
+    monkeypatch.setattr(runner_module, "precompile_refusal", lambda *args: None)
+    monkeypatch.setattr(LearnerPrecompile, "room_beside", staticmethod(lambda estimate, free: room))
+    lines: list[str] = []
+    OffPolicyRunner(tiny_config(tmp_path / "run"), log=lines.append).run()
+    return lines, load_run_summary(tmp_path / "run")
+
+
+def _index(lines: list[str], start: str) -> int:
+    return next(i for i, line in enumerate(lines) if line.startswith(start))
+
+
+@pytest.mark.slow
+def test_with_room_beside_it_the_run_waits_for_its_helper_right_before_the_learner_phase(
+    tmp_path, monkeypatch
+):
+    lines, summary = _run_with_helper(tmp_path, monkeypatch, room=True)
+    assert summary.status == "completed"
+    record = summary.learner_precompile
+    assert set(record) == {"seconds", "waited_sec"}, record
+    phases = list(summary.warmup_phases_sec)
+    assert phases.index("collector_capture") + 1 == phases.index("learner_helper_wait")
+    assert phases.index("learner_helper_wait") + 1 == phases.index("learner_capture")
+    started = _index(lines, "set-up: a helper process compiles the learner update")
+    waits = _index(lines, "warm-up: waiting for the learner helper")
+    done = _index(lines, "warm-up: the learner helper done after")
+    assert (
+        started < _index(lines, "replay: ") < _index(lines, "warm-up: capturing the collector") < waits < done
+    )
+    assert done < _index(lines, "warm-up: capturing the learner update")
+
+
+@pytest.mark.slow
+def test_without_room_beside_it_the_run_waits_for_its_helper_before_allocating_its_replay(
+    tmp_path, monkeypatch
+):
+    lines, summary = _run_with_helper(tmp_path, monkeypatch, room=False)
+    assert summary.status == "completed" and set(summary.learner_precompile) == {"seconds", "waited_sec"}
+    assert "learner_helper_wait" not in summary.warmup_phases_sec
+    assert _index(lines, "set-up: the learner helper done after") < _index(lines, "replay: ")
+    assert not any(line.startswith("warm-up: waiting for the learner helper") for line in lines)
+
+
+@pytest.mark.slow
+def test_a_helper_still_running_when_warm_up_fails_is_stopped(tmp_path, monkeypatch):
+    from trainrt.runner.collector import Collector
+
+    def broken(self):
+        raise RuntimeError("no capture here")
+
+    monkeypatch.setattr(Collector, "capture", broken)
+    with pytest.raises(RuntimeError, match="no capture here"):
+        _run_with_helper(tmp_path, monkeypatch, room=True)
+    from trainrt.runner import load_run_summary
+
+    summary = load_run_summary(tmp_path / "run")
+    assert summary.status == "failed"
+    assert summary.learner_precompile == {"skipped": "the run ended before its learner phase"}

@@ -7,8 +7,11 @@ observation and action sizes, which the pre-run probe already found. So a single
 helper process (``python -m trainrt.runner.learner_precompile``) right before it builds its envs; the helper
 builds the same agent on the same device with a small replay of the same batch shapes, runs the learner's
 half of warm-up (``warm_up.capture_learner``, the very sequence the run runs), and exits. The run waits for it
-before allocating its replay; by then inductor's and Triton's caches hold the learner's kernels, and the run's
-own learner phase finds them there.
+right before its own learner phase (``warmup_phases_sec``'s ``learner_helper_wait``), so the helper compiles
+beside the env's build, reset and first steps; by then inductor's and Triton's caches hold the learner's
+kernels, and the run's learner phase finds them there. Where the device's free memory leaves less than
+``HEADROOM_BYTES`` beside the helper once the replay is allocated, the run waits for it before allocating the
+replay instead.
 
 The helper changes nothing a run computes: it writes compiler cache entries only (inductor's, Triton's: the
 folders the run uses, ``TRAINRT_CACHE_DIR`` included), keyed by the graphs they compile, and the run compiles
@@ -41,6 +44,9 @@ _ON, _OFF, _AUTO = ("1", "true", "yes", "on"), ("0", "false", "no", "off"), ("au
 
 WAIT_LIMIT_SEC = 600.0
 """How long a run waits for its helper before stopping it and compiling the learner itself."""
+
+HEADROOM_BYTES = 8 * 2**30
+"""Free device memory a run keeps beside a running helper, past what it still allocates (``room_beside``)."""
 
 HELPER_ROWS = 8
 """Rows per env of the helper's replay: the batch shapes, not the capacity, decide the learner's graphs."""
@@ -117,6 +123,15 @@ class LearnerPrecompile:
         process.stdin.write(spec.encode())
         process.stdin.close()
         return cls(process, output, None)
+
+    @staticmethod
+    def room_beside(estimate: Any, free_bytes: int | None) -> bool:
+        """Whether a run with pre-flight ``estimate`` (``trainrt.runner.preflight.MemoryEstimate``) can allocate
+        its replay, update batch and runtime beside the running helper with ``HEADROOM_BYTES`` to spare, device
+        memory now ``free_bytes``. Without one or the other, no: the run waits for the helper first."""
+        if estimate is None or free_bytes is None:
+            return False
+        return free_bytes - (estimate.replay + estimate.update_batch + estimate.runtime) >= HEADROOM_BYTES
 
     @property
     def started_note(self) -> str:

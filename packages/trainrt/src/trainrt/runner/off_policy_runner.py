@@ -95,7 +95,7 @@ from trainrt.runner.learner_precompile import LearnerPrecompile, precompile_refu
 from trainrt.runner.manifest import write_env_record, write_manifest, write_resolved_config
 from trainrt.runner.play import evaluate_policy
 from trainrt.runner.pre_run_checks import load_resume_checkpoint, probe_config, run_id_to_continue
-from trainrt.runner.preflight import check_memory_fits
+from trainrt.runner.preflight import check_memory_fits, free_device_bytes
 from trainrt.runner.progress import terminal_console, terminal_printer
 from trainrt.runner.run_dir import (
     RANKS_DIR_NAME,
@@ -105,7 +105,7 @@ from trainrt.runner.run_dir import (
     new_run_id,
     point_latest_at,
 )
-from trainrt.runner.run_log import TENSORBOARD_DIR_NAME, ContactBufferOverflow, RunLog
+from trainrt.runner.run_log import TENSORBOARD_DIR_NAME, ContactBufferOverflow, RunLog, replay_line
 from trainrt.runner.run_log import compile_note as _compile_note
 from trainrt.runner.scalar_sinks import check_scalar_sinks
 from trainrt.runner.schedule import IterationSchedule
@@ -287,8 +287,11 @@ class OffPolicyRunner:
         completed = False
         try:
             try:
-                self._set_up()
-                self._warm_up()
+                try:
+                    self._set_up()
+                    self._warm_up()
+                finally:  # a learner helper still running here: set-up or warm-up raised
+                    self._stop_learner_helper()
                 self._train()
                 self._finish()
                 completed = True
@@ -433,15 +436,11 @@ class OffPolicyRunner:
         )
         if helper.running:
             self.log(f"set-up: {helper.started_note} ... {self._elapsed_sec():.1f}s")
-        try:
-            self._build_env_and_agent(rank_cfg)
-        finally:
-            helper.stop()  # still running here only when the build raised
+        self._build_env_and_agent(rank_cfg)
+        if helper.running and not helper.room_beside(self.memory_estimate, free_device_bytes(self.device)):
+            self.log(f"set-up: {helper.wait_note()} ... {self._elapsed_sec():.1f}s")  # its memory freed first
         self.replay = build_replay(rank_cfg, self.env)
-        self.log(
-            f"replay: {self.replay.num_envs} envs x {self.replay.capacity_per_env} steps per env, "
-            f"{self.replay.memory_bytes() / 2**30:,.2f} GiB on {self.replay.device}"
-        )
+        self.log(replay_line(self.replay))
         ranks.attach_agent(self.agent)  # rank 0's initial weights everywhere; gradients averaged
         if cfg.training.save_replay:
             size_mib = self.replay.memory_bytes() / 2**20
@@ -456,8 +455,7 @@ class OffPolicyRunner:
 
     @cold_path
     def _build_env_and_agent(self, rank_cfg: TrainConfig) -> None:
-        """The env and the agent (the run's tables and manifest written), then the wait for the learner helper:
-        its device memory is free again before the replay is allocated."""
+        """The env and the agent (the run's tables and manifest written)."""
         if rank_cfg.sim.backend == "mjwarp":
             self.log(
                 "set-up: building the envs; on a fresh machine Warp compiles the physics kernels here (tens of "
@@ -469,17 +467,19 @@ class OffPolicyRunner:
             write_env_record(self.run_dir, self.env, run_id=self.run_id, facts=self.manifest, log=self.log)
         self.env_meta = env_metadata(self.env)
         self.agent = build_agent(rank_cfg, self.env.obs_dims, self.env.num_actions, self.env.device)
-        if self.learner_precompile.running:
-            self.log(f"set-up: {self.learner_precompile.wait_note()} ... {self._elapsed_sec():.1f}s")
 
     @cold_path
     def _warm_up(self) -> None:
         """Everything before iteration 1 (``warm_up.WarmUp``); the run log starts in its last phase."""
         start_log = partial(self.run_log.start, self.run_dir, video_cfg=self.rank_cfg, run_id=self.run_id)
+        parts = (self.env, self.agent, self.replay, self.checkpoints)
         resumed = self.resumed_from_iteration is not None
-        self.warm_up.run(
-            self.env, self.agent, self.replay, self.checkpoints, resumed=resumed, start_log=start_log
-        )
+        self.warm_up.run(*parts, resumed=resumed, start_log=start_log, learner_helper=self.learner_precompile)
+
+    @cold_path
+    def _stop_learner_helper(self) -> None:
+        if self.learner_precompile is not None:
+            self.learner_precompile.stop()
 
     # --- after the loop ------------------------------------------------------------------------------------
 

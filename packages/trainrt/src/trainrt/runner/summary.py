@@ -217,8 +217,9 @@ class RunSummary(BaseModel):
     warmup_phases_sec: dict[str, NonNegativeFloat] = Field(
         default_factory=dict,
         description="seconds of each warm-up phase, in order (set_up: from the checks of the input to the "
-        "built parts; reset, first_steps, collector_capture, replay_sample_compile, learner_capture, "
-        "first_updates); the phases that ran so far, summing to about warmup_time_sec",
+        "built parts; reset, first_steps, collector_capture, learner_helper_wait (with a learner helper), "
+        "replay_sample_compile, learner_capture, first_updates); the phases that ran so far, summing to about "
+        "warmup_time_sec",
     )
     compile_cache: CompileCacheRecord | None = Field(
         None,
@@ -227,9 +228,9 @@ class RunSummary(BaseModel):
     )
     learner_precompile: dict[str, NonNegativeFloat | str] | None = Field(
         None,
-        description="the helper process that compiled the learner while the envs built "
-        "(trainrt.runner.learner_precompile): its seconds and the seconds set-up waited for it, its error, or "
-        "why the run started none ('skipped'); None before set-up started it",
+        description="the helper process that compiled the learner while the envs built, reset and took their "
+        "first steps (trainrt.runner.learner_precompile): its seconds and the seconds the run waited for it, "
+        "its error, or why the run started none or stopped it ('skipped'); None before set-up started it",
     )
     iterations: list[IterationTiming] = Field(
         description="per-iteration timings, in order; env_steps summed over ranks, wall time of the rank "

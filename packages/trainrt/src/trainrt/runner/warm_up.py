@@ -19,6 +19,7 @@ from trainrt.runner.checkpointing import RunCheckpoints
 from trainrt.runner.collector import Collector
 from trainrt.runner.compile_cache import cache_contents, compile_cache_note, compile_cache_record
 from trainrt.runner.iteration_clock import IterationClock
+from trainrt.runner.learner_precompile import LearnerPrecompile
 from trainrt.runner.run_log import quiet_backend_diagnostics, warm_up_line
 from trainrt.runner.schedule import IterationSchedule
 
@@ -125,10 +126,13 @@ class WarmUp:
         *,
         resumed: bool,
         start_log: Callable[..., None],
+        learner_helper: LearnerPrecompile | None = None,
     ) -> None:
         """Reset, replay prefill, graph captures, first update; ``start_log(env=, agent=, replay=, collector=)``
         starts the run's log in the last phase. ``resumed``: the run restored a checkpoint (its policy acts in
-        the prefill); one that ``checkpoints`` resumes exactly is put back in place after the captures."""
+        the prefill); one that ``checkpoints`` resumes exactly is put back in place after the captures. A
+        ``learner_helper`` still running is waited for before the learner's phases, so that its compiling
+        overlaps the env's reset and first steps as well as the build."""
         cfg, params = self.cfg, self.cfg.algo.params
         self._phase = ("set_up", 0.0)  # from the checks of the input to the built parts
         self._next_phase("reset", "resetting the envs")
@@ -149,6 +153,9 @@ class WarmUp:
         collector.prefill(0 if exact else params.learning_starts, use_policy=resumed)
         self._next_phase("collector_capture", "capturing the collector's steps")
         collector.capture()
+        if learner_helper is not None and learner_helper.running:
+            self._next_phase("learner_helper_wait", "waiting for the learner helper")
+            self.log(f"warm-up: {learner_helper.wait_note()} ... {self.elapsed_sec():.1f}s")
         capture_learner(cfg, agent, replay, self._next_phase)
         updates = params.updates_per_iteration
         # The first iteration's worth of updates: allocations and lazy state happen here, not in iteration 1.
