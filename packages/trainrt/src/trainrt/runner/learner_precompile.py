@@ -136,7 +136,10 @@ class LearnerPrecompile:
     @property
     def started_note(self) -> str:
         """The console's line (after ``set-up: ``) for a helper just started."""
-        return f"a helper process compiles the learner update while the envs build ({PRECOMPILE_ENV}=0 turns it off)"
+        return (
+            "a helper process compiles the learner update while the envs build and take their first steps "
+            f"({PRECOMPILE_ENV}=0 turns it off)"
+        )
 
     @cold_path
     def wait_note(self) -> str:
