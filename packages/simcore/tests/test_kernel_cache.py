@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -96,28 +97,29 @@ built, cached = True, simcore.kernel_cache("mjwarp").modules
 backend.ctrl.fill_(0.3)
 for _ in range(3):
     backend.step()
-print(json.dumps({"cached": cached, "ahead": backend.compile_ahead, "compiled_later": compiled_later,
+print(json.dumps({"cached": cached, "cached_after": simcore.kernel_cache("mjwarp").modules,
+                  "ahead": backend.compile_ahead, "compiled_later": compiled_later,
                   "compiled_while_built": compiled_while_built, "compiled_in_dry_run": compiled_in_dry_run,
                   "qpos": backend.qpos.tolist(), "qvel": backend.qvel.tolist()}))
 """
 
 
-def compile_ahead_run(tmp_path, workers: str | None, device: str = "cpu") -> dict:
-    """A fresh process with an empty kernel cache: build a backend (a randomized mass) on ``device`` with
+def compile_ahead_run(cache: Path, workers: str | None, device: str = "cpu") -> dict:
+    """A fresh process with the kernel cache ``cache``: build a backend (a randomized mass) on ``device`` with
     ``$SIMCORE_COMPILE_WORKERS=workers`` (None: unset), then step it three times, noting every Warp module that
-    had to be compiled or loaded outside the compile-ahead, while the backend was built and during the steps."""
+    had to be compiled or loaded outside the compile-ahead, while the backend was built and during the steps, and
+    the modules in the cache after the build (``cached``) and after the steps (``cached_after``)."""
     import json
     import os
     import subprocess
     import sys
-    from pathlib import Path
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     env.pop("SIMCORE_COMPILE_WORKERS", None)
     if workers is not None:
         env["SIMCORE_COMPILE_WORKERS"] = workers
     result = subprocess.run(
-        [sys.executable, "-c", COMPILE_AHEAD, str(tmp_path / f"cache{workers}{device}"), device],
+        [sys.executable, "-c", COMPILE_AHEAD, str(cache), device],
         capture_output=True, text=True, env=env, cwd=str(Path(__file__).parent), timeout=900, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
@@ -128,14 +130,16 @@ def compile_ahead_run(tmp_path, workers: str | None, device: str = "cpu") -> dic
 def test_compile_workers_compile_every_module_a_step_launches_when_the_backend_is_built(tmp_path):
     """With ``$SIMCORE_COMPILE_WORKERS`` the backend compiles every Warp module it launches, in its build (the
     derived constants of a randomized mass) and its steps, in one parallel batch found by a dry run, so nothing
-    compiles one by one; the steps compute the same bits as with each module compiled at its first launch."""
-    lazy, ahead = compile_ahead_run(tmp_path, "0"), compile_ahead_run(tmp_path, "2")
-    assert lazy["ahead"] is None and len(lazy["compiled_later"]) >= 10  # MuJoCo Warp's model-sized kernels
-    assert len(lazy["compiled_while_built"]) >= 3  # the derived constants' kernels and the first forward
+    compiles one by one. A backend compiling lazily from the same kernel cache then adds nothing to it (every
+    module it launches was compiled ahead, in the variant it asks for) and steps to the same bits."""
+    ahead = compile_ahead_run(tmp_path / "cache", "2")
+    lazy = compile_ahead_run(tmp_path / "cache", "0")
     assert ahead["ahead"]["workers"] == 2 and "error" not in ahead["ahead"]
     assert ahead["compiled_while_built"] == ahead["compiled_in_dry_run"] == ahead["compiled_later"] == []
-    assert ahead["ahead"]["modules"] >= len(set(lazy["compiled_later"]))
-    assert ahead["cached"] > lazy["cached"]
+    assert ahead["cached"] == ahead["cached_after"] >= ahead["ahead"]["modules"] >= 10  # all in the build
+    assert lazy["ahead"] is None and len(lazy["compiled_later"]) >= 10  # MuJoCo Warp's model-sized kernels
+    assert len(lazy["compiled_while_built"]) >= 3  # the derived constants' kernels and the first forward
+    assert lazy["cached_after"] == ahead["cached_after"]  # the lazy backend found every module in the cache
     assert ahead["qpos"] == lazy["qpos"] and ahead["qvel"] == lazy["qvel"]
     assert lazy["qvel"] != [[0.0] * len(lazy["qvel"][0])] * 2  # the steps moved something
 
@@ -144,17 +148,20 @@ def test_compile_workers_compile_every_module_a_step_launches_when_the_backend_i
 def test_on_cuda_the_backend_compiles_ahead_by_default_and_steps_the_same_bits(tmp_path):
     """Unset, ``$SIMCORE_COMPILE_WORKERS`` compiles ahead on a CUDA device: everything compiles in its parallel
     batches, none alone (the broadphase's occupancy query, which needs its module loaded, is answered in the
-    first dry run with a placeholder and for real in the second), and the first steps compute the same bits as
-    a backend whose modules compile at their first launch (0)."""
+    first dry run with a placeholder and for real in the second), and a backend compiling lazily from the same
+    kernel cache adds nothing to it and steps to the same bits."""
     from simcore._src.mjwarp_backend import DEFAULT_COMPILE_WORKERS
 
-    lazy, ahead = compile_ahead_run(tmp_path, "0", "cuda"), compile_ahead_run(tmp_path, None, "cuda")
-    assert lazy["ahead"] is None and len(lazy["compiled_later"]) >= 10
+    ahead = compile_ahead_run(tmp_path / "cache", None, "cuda")
+    lazy = compile_ahead_run(tmp_path / "cache", "0", "cuda")
     assert ahead["ahead"]["workers"] == min(DEFAULT_COMPILE_WORKERS, os.cpu_count() or 1)
     assert "error" not in ahead["ahead"]
     assert ahead["compiled_while_built"] == ahead["compiled_in_dry_run"] == ahead["compiled_later"] == []
+    assert ahead["cached"] == ahead["cached_after"]
+    assert lazy["ahead"] is None and len(lazy["compiled_later"]) >= 10
     lazy_modules = " ".join(lazy["compiled_while_built"] + lazy["compiled_later"])
     assert "_nxn_broadphase" in lazy_modules  # the scene's broadphase asks an occupancy query
+    assert lazy["cached_after"] == ahead["cached_after"]
     assert ahead["qpos"] == lazy["qpos"] and ahead["qvel"] == lazy["qvel"]
 
 
