@@ -143,7 +143,7 @@ class LearnerPrecompile:
 
     @cold_path
     def wait_note(self) -> str:
-        """Wait for the helper (``wait``); the console's line (after ``set-up: ``) on what it did."""
+        """Wait for the helper (``wait``); the console's line on what it did (after ``set-up: `` or ``warm-up: ``)."""
         record = self.wait()
         if "skipped" in record:
             return f"no learner helper: {record['skipped']}"
