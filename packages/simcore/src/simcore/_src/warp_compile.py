@@ -33,6 +33,11 @@ ModuleLoad = tuple[Any, Any, int | None]
 """A module load a dry run recorded: the Warp module, the device, the block size it was asked for."""
 
 
+def _load_key(module: Any, device: Any, block_dim: int | None) -> tuple[int, str, int | None]:
+    """What makes two recorded loads the same compile: the module, the device, the block size."""
+    return id(module), str(device), block_dim
+
+
 _PLACEHOLDER_BLOCK = 256
 """The block size a first dry run answers an occupancy query with (its grid size: the device's SM count)."""
 
@@ -53,7 +58,7 @@ def _recording_loads(
 
     def record(module: Any, device: Any, block_dim: int | None) -> None:
         resolved = wp.get_device(device)
-        recorded.setdefault((id(module), str(resolved), block_dim), (module, resolved, block_dim))
+        recorded.setdefault(_load_key(module, resolved, block_dim), (module, resolved, block_dim))
 
     def load(module: Any, device: Any, block_dim: int | None = None, *args: Any, **kwargs: Any) -> Any:
         if passthrough:
@@ -125,9 +130,9 @@ def compile_ahead(work: Callable[[], None], workers: int) -> tuple[int, float]:
     loads, asked = modules_launched_by(work, placeholder_answers=True)
     compile_modules(loads, workers)
     if asked:
-        seen = {(id(module), str(device), block_dim) for module, device, block_dim in loads}
+        seen = {_load_key(*load) for load in loads}
         again, _ = modules_launched_by(work)
-        more = [load for load in again if (id(load[0]), str(load[1]), load[2]) not in seen]
+        more = [load for load in again if _load_key(*load) not in seen]
         compile_modules(more, workers)
         loads += more
     return len(loads), time.perf_counter() - start

@@ -143,13 +143,13 @@ class LearnerPrecompile:
 
     @cold_path
     def wait_note(self) -> str:
-        """Wait for the helper (``wait``); the console's line on what it did (after ``set-up: `` or ``warm-up: ``)."""
+        """Wait for the running helper (``wait``); the console's line on what it did (after ``set-up: `` or
+        ``warm-up: ``)."""
         record = self.wait()
-        if "skipped" in record:
-            return f"no learner helper: {record['skipped']}"
         error = record.get("error")
         what = f"failed ({(error.splitlines() or ['no output'])[-1]})" if error is not None else "done"
-        return f"the learner helper {what} after {record['seconds']:.1f}s, waited for it {record['waited_sec']:.1f}s"
+        seconds, waited = record["seconds"], record["waited_sec"]
+        return f"the learner helper {what} after {seconds:.1f}s, waited for it {waited:.1f}s"
 
     @property
     def running(self) -> bool:

@@ -326,7 +326,8 @@ class RunLog:
 def replay_line(replay: Any) -> str:
     """The console line on the replay set-up allocated: its envs, rows per env, size and device."""
     size_gib = replay.memory_bytes() / 2**30
-    return f"replay: {replay.num_envs} envs x {replay.capacity_per_env} steps per env, {size_gib:,.2f} GiB on {replay.device}"
+    rows = f"{replay.num_envs} envs x {replay.capacity_per_env} steps per env"
+    return f"replay: {rows}, {size_gib:,.2f} GiB on {replay.device}"
 
 
 @cold_path
