@@ -386,6 +386,57 @@ def test_ray_cast_rejects_unknown_bodies_and_groups_without_geoms(tmp_path):
     assert every.distance[0, 0].item() == pytest.approx(0.05)  # every group: it leaves the base itself
 
 
+@pytest.mark.parametrize(
+    ("groups", "dropped"),
+    [((simcore.TERRAIN_GEOM_GROUP,), {"ball", "cube"}), (None, set()), ((0,), {"terrain", "floor"})],
+)
+def test_the_mjwarp_cast_tests_only_its_groups_and_returns_what_mujoco_warp_rays_does(
+    tmp_path, groups, dropped
+):
+    import mujoco_warp as mjw
+    import warp as wp
+
+    from simcore._src.mjwarp_rays import candidate_geoms
+
+    model = load_xml(tmp_path, BODIES_XML, heightfields=[simcore.Heightfield(_wavy_heights(), (1.0, 1.0))])
+    kept = {model.geom(int(g)).name for g in candidate_geoms(model, groups)}
+    named = {model.geom(g).name for g in range(model.ngeom)} - {""}
+    assert named - kept == dropped, (
+        "a geom outside the pattern's groups is never tested, one inside always is"
+    )
+    backend = simcore.make_backend("mjwarp", model, cpu_config(3))
+    # origins above, beside and inside the bodies, rays down, sideways and up: hits on the robot's own geoms
+    # where the groups let the rays see them
+    offsets = np.array(
+        [[0.0, 0.0, 0.3], [0.0, 0.0, 0.0], [-0.5, 0.0, 0.0], [0.0, 0.0, -0.5], [0.2, 0.1, 0.4]]
+    )
+    directions = np.array([[0, 0, -1.0], [0, 0, -1.0], [1.0, 0.1, 0.0], [0, 0, 1.0], [0.1, -0.2, -1.0]])
+    pattern = simcore.RayPattern(offsets, directions, alignment="full", geom_groups=groups, max_distance=5.0)
+    cast = backend.ray_cast("ball", pattern)
+    _tilted_poses(backend, body_qpos=0)
+    wp_device = backend._wp_device
+    with wp.ScopedDevice(wp_device):
+        shape = (backend.num_envs, cast.num_rays)
+        dist, geomid, normal = (
+            wp.zeros(shape, dtype=float),
+            wp.zeros(shape, dtype=int),
+            wp.zeros(shape, dtype=wp.vec3),
+        )
+        geomgroup = mjw._src.types.vec6(*([-1] * 6 if groups is None else [int(v) for v in cast.geomgroup]))
+        pnt = wp.from_torch(cast.origin_w.contiguous(), dtype=wp.vec3)
+        vec = wp.from_torch(cast.direction_w.contiguous(), dtype=wp.vec3)
+        exclude = wp.full(cast.num_rays, -1, dtype=int)
+        mjw.rays(backend._m, backend._d, pnt, vec, geomgroup, True, exclude, dist, geomid, normal)
+    raw = wp.to_torch(dist).cpu()
+    expected = torch.where((raw >= 0) & (raw <= 5.0), raw, torch.full_like(raw, 5.0))
+    torch.testing.assert_close(cast.distance.cpu(), expected, rtol=0, atol=1e-6)
+    robot = {model.geom(name).id for name in ("ball", "cube")}
+    hit = set(wp.to_torch(geomid).flatten().tolist())
+    assert bool(hit & robot) == (groups != (simcore.TERRAIN_GEOM_GROUP,)), (
+        "rays meet the robot where they see it"
+    )
+
+
 @pytest.mark.gpu
 def test_ray_cast_inside_a_captured_step_matches_eager(tmp_path):
     model = load_xml(tmp_path, BODIES_XML, heightfields=[simcore.Heightfield(_wavy_heights(), (1.0, 1.0))])

@@ -33,6 +33,7 @@ from simcore._src.backend import SimBackend
 from simcore._src.capability import Capability
 from simcore._src.config import CONSTANT_SOURCE_FIELDS, DERIVED_CONSTANT_FIELDS, SimConfig
 from simcore._src.diagnostics import iteration_stats
+from simcore._src.mjwarp_rays import candidate_geoms, launch_cast
 from simcore._src.ray_cast import RayCast, RayCaster
 from simcore._src.read_plan import DerivedState
 from simcore._src.warp_compile import compile_ahead
@@ -367,24 +368,21 @@ class MjwarpBackend(SimBackend):
             mjw.set_const(self._m, self._d, groups=_CONSTANT_GROUPS, restore=False)
 
     def _ray_caster(self, cast: RayCast) -> tuple[RayCaster, torch.Tensor]:
-        """``mujoco_warp.rays`` over every world and ray, reading ``cast``'s origin and direction tensors in place
-        and writing preallocated arrays: fixed launches, no host sync, so it joins a captured step."""
-        n, r = self.num_envs, cast.num_rays
+        """One launch over every world and ray (``mjwarp_rays``: only the geoms in the pattern's groups are
+        tested), reading ``cast``'s origin and direction tensors in place and writing a preallocated array:
+        fixed launches, no host sync, so it joins a captured step."""
         groups = cast.pattern.geom_groups
         geomgroup = mjw_types.vec6(*([-1] * 6 if groups is None else [int(v) for v in cast.geomgroup]))
         with wp.ScopedDevice(self._wp_device):
+            candidates = wp.array(candidate_geoms(self.mj_model, groups), dtype=int)
             pnt = wp.from_torch(cast.origin_w, dtype=wp.vec3)
             vec = wp.from_torch(cast.direction_w, dtype=wp.vec3)
-            bodyexclude = wp.full(r, -1, dtype=int)
-            dist = wp.full((n, r), -1.0, dtype=float)
-            geomid = wp.zeros((n, r), dtype=int)
-            normal = wp.zeros((n, r), dtype=wp.vec3)
-        arrays = (pnt, vec, bodyexclude, dist, geomid, normal)  # kept alive by the closure
+            dist = wp.full((self.num_envs, cast.num_rays), -1.0, dtype=float)
+        arrays = (candidates, pnt, vec, dist)  # kept alive by the closure
 
         def cast_rays() -> None:
-            p, v, exclude, out_dist, out_geom, out_normal = arrays
             with self._warp_scope():
-                mjw.rays(self._m, self._d, p, v, geomgroup, True, exclude, out_dist, out_geom, out_normal)
+                launch_cast(self._m, self._d, *arrays[:3], geomgroup, arrays[3])
 
         self._compile_ahead(cast_rays, "the ray cast")
         return cast_rays, wp.to_torch(dist, requires_grad=False)
