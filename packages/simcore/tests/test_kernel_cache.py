@@ -90,7 +90,14 @@ def compile_modules(*args):  # a parallel batch
         return real_batch(*args)
     finally:
         batch = False
+compiled_here, real_compile = [], wp.Module._compile
+def _compile(module, *args, **kwargs):  # code generated and compiled in this process (not in a forked one)
+    done = real_compile(module, *args, **kwargs)
+    if done:
+        compiled_here.append(module.name)
+    return done
 wp.Module.load, mjwarp_backend.compile_ahead, warp_compile.compile_modules = load, compile_ahead, compile_modules
+wp.Module._compile = _compile
 built = dry_run = batch = False
 backend = simcore.make_backend("mjwarp", mujoco.MjModel.from_xml_string(SMALL_XML), config)
 built, cached = True, simcore.kernel_cache("mjwarp").modules
@@ -100,6 +107,7 @@ for _ in range(3):
 print(json.dumps({"cached": cached, "cached_after": simcore.kernel_cache("mjwarp").modules,
                   "ahead": backend.compile_ahead, "compiled_later": compiled_later,
                   "compiled_while_built": compiled_while_built, "compiled_in_dry_run": compiled_in_dry_run,
+                  "compiled_here": compiled_here,
                   "qpos": backend.qpos.tolist(), "qvel": backend.qvel.tolist()}))
 """
 
@@ -136,6 +144,8 @@ def test_compile_workers_compile_every_module_a_step_launches_when_the_backend_i
     lazy = compile_ahead_run(tmp_path / "cache", "0")
     assert ahead["ahead"]["workers"] == 2 and "error" not in ahead["ahead"]
     assert ahead["compiled_while_built"] == ahead["compiled_in_dry_run"] == ahead["compiled_later"] == []
+    # forked compile processes generated and compiled every module; the backend's process only loaded them
+    assert ahead["ahead"]["built_in_processes"] == ahead["ahead"]["modules"] and ahead["compiled_here"] == []
     assert ahead["cached"] == ahead["cached_after"] >= ahead["ahead"]["modules"] >= 10  # all in the build
     assert lazy["ahead"] is None and len(lazy["compiled_later"]) >= 10  # MuJoCo Warp's model-sized kernels
     assert len(lazy["compiled_while_built"]) >= 3  # the derived constants' kernels and the first forward
@@ -157,6 +167,7 @@ def test_on_cuda_the_backend_compiles_ahead_by_default_and_steps_the_same_bits(t
     assert ahead["ahead"]["workers"] == min(DEFAULT_COMPILE_WORKERS, os.cpu_count() or 1)
     assert "error" not in ahead["ahead"]
     assert ahead["compiled_while_built"] == ahead["compiled_in_dry_run"] == ahead["compiled_later"] == []
+    assert ahead["ahead"]["built_in_processes"] == ahead["ahead"]["modules"] and ahead["compiled_here"] == []
     assert ahead["cached"] == ahead["cached_after"]
     assert lazy["ahead"] is None and len(lazy["compiled_later"]) >= 10
     lazy_modules = " ".join(lazy["compiled_while_built"] + lazy["compiled_later"])
@@ -185,6 +196,74 @@ def test_a_dry_run_that_fails_is_recorded_and_the_backend_compiles_lazily(monkey
     assert torch.isfinite(backend.qpos).all()
 
 
+@warp.kernel(module="unique")
+def _scale(values: warp.array(dtype=float)):
+    i = warp.tid()
+    values[i] = values[i] * 3.0
+
+
+@warp.kernel(module="unique")
+def _shift(values: warp.array(dtype=float)):
+    i = warp.tid()
+    values[i] = values[i] - 2.0
+
+
+@pytest.mark.parametrize("child_fails", [False, True, "hangs"])
+def test_compile_processes_build_into_the_cache_and_the_parent_compiles_what_they_could_not(
+    tmp_path, restore_warp_cache, monkeypatch, caplog, child_fails
+):
+    """Forked children build the recorded modules into Warp's kernel cache and load none; the parent then loads
+    them, compiling only what a child could not build (an error), or everything when the children stall."""
+    import threading
+
+    from simcore._src import warp_compile
+
+    if not warp_compile.can_fork():
+        pytest.skip("compile processes need fork")
+    directory = simcore.set_kernel_cache_dir("mjwarp", tmp_path / "cache")
+    cpu = warp.get_device("cpu")
+    loads = [(kernel.module, cpu, None) for kernel in (_scale, _shift)]
+    for module, _, _ in loads:
+        module.unload()  # loaded nowhere in this process, whatever ran before
+    real_compile = warp.Module._compile
+
+    def fails_first(module, *args, **kwargs):
+        if module is loads[0][0]:
+            if child_fails == "hangs":
+                threading.Event().wait()  # never set: this child stalls until the parent stops it
+            raise RuntimeError("boom")
+        return real_compile(module, *args, **kwargs)
+
+    if child_fails:  # the children inherit the patch: the first module never builds in a child
+        monkeypatch.setattr(warp.Module, "_compile", fails_first)
+        monkeypatch.setattr(warp_compile, "STALL_TIMEOUT_S", 5.0)
+    built = {False: 2, True: 1, "hangs": 0}[child_fails]
+    assert warp_compile.build_in_processes(loads, 2) == built
+    assert simcore.kernel_cache("mjwarp").modules == (
+        2 if not child_fails else 1
+    )  # built there, loaded nowhere
+    assert all((cpu.context, module.options["block_dim"]) not in module.execs for module, _, _ in loads)
+    assert ("did not build in compile processes" in caplog.text) == (child_fails is True)
+    assert ("compile processes failed, compiling in threads instead: TimeoutError" in caplog.text) == (
+        child_fails == "hangs"
+    )
+    compiled_here = []
+
+    def compile_here(module, *args, **kwargs):
+        done = real_compile(module, *args, **kwargs)
+        compiled_here.extend([module.name] if done else [])
+        return done
+
+    monkeypatch.setattr(warp.Module, "_compile", compile_here)
+    warp_compile.compile_modules(loads, 1)  # loads both; compiles only what the processes left
+    assert compiled_here == ([loads[0][0].name] if child_fails else [])
+    values = warp.full(3, 1.0, dtype=float, device="cpu")
+    warp.launch(_scale, dim=3, inputs=[values], device="cpu")
+    warp.launch(_shift, dim=3, inputs=[values], device="cpu")
+    assert values.numpy().tolist() == [1.0] * 3
+    assert directory.is_dir()
+
+
 def test_the_dry_run_leaves_warp_as_it_found_it():
     import warp as wp
 
@@ -210,6 +289,6 @@ def test_compile_workers_default_by_device_and_refuse_what_is_not_a_count(monkey
     for text in ["-1", "four", "2.5"]:
         monkeypatch.setenv(COMPILE_WORKERS_ENV, text)
         with pytest.raises(
-            ValueError, match=r"\$SIMCORE_COMPILE_WORKERS=.* is not a thread count; set a whole"
+            ValueError, match=r"\$SIMCORE_COMPILE_WORKERS=.* is not a worker count; set a whole"
         ):
             compile_workers()

@@ -34,8 +34,9 @@ class BackendDiagnostics:
         eager_fallback_reason: why the work runs eagerly, or None when a graph is in use.
         conditional_nodes_used: whether the captured graph contains CUDA conditional nodes.
         graphs: per-name diagnostics of every CapturedWork attached to this backend.
-        compile_ahead: what compiling the backend's kernel modules ahead did (mjwarp: ``workers``, ``modules``
-            and ``seconds``, or ``error`` when its dry run failed and modules compiled at their first launch);
+        compile_ahead: what compiling the backend's kernel modules ahead did (mjwarp: ``workers``, ``modules``,
+            ``built_in_processes`` (those the forked compile processes built) and ``seconds``, or ``error`` when
+            its dry run failed and modules compiled at their first launch);
             None when the backend did not compile ahead.
     """
 

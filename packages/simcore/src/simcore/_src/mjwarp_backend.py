@@ -46,21 +46,22 @@ _SOLVER_LIMITS = ("ITERATIONS", "LS_ITERATIONS")
 
 
 COMPILE_WORKERS_ENV = "SIMCORE_COMPILE_WORKERS"
-"""Threads that compile, when a backend is built, every Warp module its step, reset refresh and forward launch
-(found by a dry run, ``simcore._src.warp_compile``); 0: none, each module then compiles at its first launch,
+"""Workers that compile, when a backend is built, every Warp module its step, reset refresh and forward launch
+(found by a dry run, ``simcore._src.warp_compile``: forked processes build them into Warp's kernel cache where
+the platform can fork, then as many threads load them); 0: none, each module then compiles at its first launch,
 one after another. Unset: ``DEFAULT_COMPILE_WORKERS`` on a CUDA device, 0 on Warp's CPU device. A machine
 setting, not a run's: it changes when kernels compile, never what they compute. On an H100 a G1 walk's 59
 modules took 75.1 s one by one, 31.0 s sixteen at a time."""
 
 DEFAULT_COMPILE_WORKERS = 16
-"""Compile threads on a CUDA device when ``$SIMCORE_COMPILE_WORKERS`` is unset (fewer on a machine with fewer
+"""Compile workers on a CUDA device when ``$SIMCORE_COMPILE_WORKERS`` is unset (fewer on a machine with fewer
 cores)."""
 
 _log = logging.getLogger("simcore.mjwarp")
 
 
 def compile_workers(cuda: bool = True) -> int:
-    """``$SIMCORE_COMPILE_WORKERS`` as a thread count; unset, ``DEFAULT_COMPILE_WORKERS`` (at most the machine's
+    """``$SIMCORE_COMPILE_WORKERS`` as a worker count; unset, ``DEFAULT_COMPILE_WORKERS`` (at most the machine's
     cores) for a ``cuda`` device and 0 otherwise. Anything else than an integer >= 0 is refused, naming the
     variable."""
     text = os.environ.get(COMPILE_WORKERS_ENV, "").strip()
@@ -72,7 +73,7 @@ def compile_workers(cuda: bool = True) -> int:
         workers = -1
     if workers < 0:
         raise ValueError(
-            f"${COMPILE_WORKERS_ENV}={text!r} is not a thread count; set a whole number >= 0 (e.g. 16), or unset it"
+            f"${COMPILE_WORKERS_ENV}={text!r} is not a worker count; set a whole number >= 0 (e.g. 16), or unset it"
         )
     return workers
 
@@ -221,12 +222,20 @@ class MjwarpBackend(SimBackend):
         if not workers:
             return None
         try:
-            modules, seconds = compile_ahead(work, workers)
+            modules, built, seconds = compile_ahead(work, workers)
         except Exception as err:
             _log.warning("compiling %s ahead failed, each kernel compiles at its first launch: %s", what, err)
             return {"workers": workers, "error": f"{type(err).__name__}: {err}"}
-        _log.info("compiled %d Warp modules of %s on %s in %.1f s", modules, what, self._wp_device, seconds)
-        return {"workers": workers, "modules": modules, "seconds": round(seconds, 3)}
+        _log.info(
+            "compiled %d Warp modules of %s on %s in %.1f s (%d built in compile processes)",
+            modules, what, self._wp_device, seconds, built,
+        )  # fmt: skip
+        return {
+            "workers": workers,
+            "modules": modules,
+            "built_in_processes": built,
+            "seconds": round(seconds, 3),
+        }
 
     def _every_launch(self) -> None:
         """Every Warp launch this backend's step, reset refresh and forward can make (``_compile_ahead``'s dry

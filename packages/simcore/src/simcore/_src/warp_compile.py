@@ -14,6 +14,15 @@ query with a placeholder; when it asked any, a second dry run, after the batch c
 (the modules are loaded by then) and compiles whatever launches those answers change. So no module compiles
 alone, one after another, inside a dry run.
 
+Warp generates a module's code under one lock (and Python's), so compile threads wait on each other for the
+code generation and overlap only in the native compiler: on a G1 scene 16 threads built 62 modules in 29 s,
+bounded by that serial part. Where the platform can fork, ``compile_modules`` therefore builds the modules in
+``workers`` forked processes first: each child inherits the recorded modules, generates and compiles one at a
+time into Warp's kernel cache (Warp's own build step, which loads nothing on a device: a child never touches
+the parent's CUDA context) and exits; then the parent loads them all from the cache. Best effort: a module a
+child could not build (or all of them, when the children fail or none finishes a module for
+``STALL_TIMEOUT_S``) compiles in the parent's threads, as without processes.
+
 The dry run patches ``warp.Module.load``, ``warp.capture_while``, ``warp.capture_if`` and
 ``warp.get_suggested_block_size`` for its own duration, on the calling thread's watch: call it where no other
 thread launches Warp work (a backend's construction).
@@ -22,12 +31,19 @@ thread launches Warp work (a backend's construction).
 from __future__ import annotations
 
 import contextlib
+import logging
+import multiprocessing
+import os
+import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import warp as wp
+
+_log = logging.getLogger("simcore.mjwarp")
 
 ModuleLoad = tuple[Any, Any, int | None]
 """A module load a dry run recorded: the Warp module, the device, the block size it was asked for."""
@@ -110,29 +126,95 @@ def modules_launched_by(
     return list(recorded.values()), asked
 
 
-def compile_modules(loads: list[ModuleLoad], workers: int) -> None:
-    """Compile (or load from Warp's kernel cache) each recorded module, ``workers`` at a time (as
-    ``warp.force_load`` does, with each module's own block size)."""
+STALL_TIMEOUT_S = 120.0
+"""When no forked compile process has finished a module for this long, the parent stops them all and compiles
+what is missing itself (a G1 step's largest module takes about 10 s to build alone on an H100's host)."""
+
+_FORKED_LOADS: list[ModuleLoad] = []
+"""The loads forked compile processes build (set just before they fork; they inherit it)."""
+
+
+def _build_in_child(index: int) -> str | None:
+    """In a forked child: generate and compile ``_FORKED_LOADS[index]`` into Warp's kernel cache, as its first
+    load would, without loading it on the device. None when built or already cached, else the error."""
+    module, device, block_dim = _FORKED_LOADS[index]
+    try:
+        variant = block_dim if block_dim is not None else module.options["block_dim"]
+        module.get_module_hash(variant)  # resolves the variant's options, as a load does first
+        module._compile(
+            device,
+            os.path.join(wp.config.kernel_cache_dir, module.get_module_identifier(variant)),
+            module._get_compile_output_name(device, block_dim=variant),
+            module._get_compile_arch(device),
+            options=module.resolved_options[variant],
+        )
+    except Exception as err:  # the parent compiles this one itself
+        return f"{getattr(module, 'name', module)}: {type(err).__name__}: {err}"
+    return None
+
+
+def can_fork() -> bool:
+    """Whether compile processes can be forked here (Linux: a forked child shares the recorded modules)."""
+    return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
+
+
+def build_in_processes(loads: list[ModuleLoad], processes: int) -> int:
+    """Build ``loads`` into Warp's kernel cache in ``processes`` forked children, the modules with the most
+    kernels first; returns how many they built (or found cached), 0 when the children died or stalled (what
+    they built by then stays in the cache). Nothing is loaded here; raises nothing."""
+    global _FORKED_LOADS
+    order = sorted(range(len(loads)), key=lambda i: -len(getattr(loads[i][0], "kernels", ())))
+    _FORKED_LOADS = loads
+    try:
+        with warnings.catch_warnings():
+            # Python warns that forking a process with threads may deadlock a child that takes a lock another
+            # thread held; the children take none of the parent's threads' locks: they generate code and run
+            # the native compiler, then exit.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            with multiprocessing.get_context("fork").Pool(min(processes, len(loads))) as pool:
+                results = pool.imap_unordered(_build_in_child, order)
+                errors = [results.next(STALL_TIMEOUT_S) for _ in order]
+    except Exception as err:  # a child that died or hung: the parent's threads compile what is missing
+        _log.warning(
+            "compile processes failed, compiling in threads instead: %s: %s", type(err).__name__, err
+        )
+        return 0
+    finally:
+        _FORKED_LOADS = []
+    failed = [error for error in errors if error is not None]
+    if failed:
+        _log.warning(
+            "%d modules did not build in compile processes (compiled in threads): %s", len(failed), failed[0]
+        )
+    return len(errors) - len(failed)
+
+
+def compile_modules(loads: list[ModuleLoad], workers: int) -> int:
+    """Compile (or load from Warp's kernel cache) each recorded module with ``workers`` processes and threads
+    (see the module docstring), each with its own block size, as ``warp.force_load`` does; returns how many
+    the forked processes built."""
+    built = build_in_processes(loads, workers) if workers > 1 and len(loads) > 1 and can_fork() else 0
     if workers <= 1 or len(loads) <= 1:
         for module, device, block_dim in loads:
             module.load(device, block_dim)
-        return
+        return built
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for future in [pool.submit(module.load, device, block_dim) for module, device, block_dim in loads]:
             future.result()
+    return built
 
 
-def compile_ahead(work: Callable[[], None], workers: int) -> tuple[int, float]:
-    """Dry-run ``work``, then compile the modules it launches ``workers`` at a time: (modules, seconds). When
-    the dry run answered occupancy queries with placeholders, a second one with the real answers compiles what
-    they change."""
+def compile_ahead(work: Callable[[], None], workers: int) -> tuple[int, int, float]:
+    """Dry-run ``work``, then compile the modules it launches with ``workers`` processes and threads: (modules,
+    modules the processes built, seconds). When the dry run answered occupancy queries with placeholders, a
+    second one with the real answers compiles what they change."""
     start = time.perf_counter()
     loads, asked = modules_launched_by(work, placeholder_answers=True)
-    compile_modules(loads, workers)
+    built = compile_modules(loads, workers)
     if asked:
         seen = {_load_key(*load) for load in loads}
         again, _ = modules_launched_by(work)
         more = [load for load in again if _load_key(*load) not in seen]
-        compile_modules(more, workers)
+        built += compile_modules(more, workers)
         loads += more
-    return len(loads), time.perf_counter() - start
+    return len(loads), built, time.perf_counter() - start
