@@ -112,39 +112,18 @@ def cast_rays_over_geoms(
         dist_out[worldid, rayid] = nearest
 
 
+_MODEL_FIELDS = (
+    "nmeshface", "body_weldid", "geom_type", "geom_bodyid", "geom_dataid", "geom_matid", "geom_group", "geom_size",
+    "geom_rgba", "mesh_vertadr", "mesh_faceadr", "mesh_vert", "mesh_face", "hfield_size", "hfield_nrow",
+    "hfield_ncol", "hfield_adr", "hfield_data", "mat_rgba",
+)  # fmt: skip
+"""The model's fields ``cast_rays_over_geoms`` reads, in its order."""
+
+
 def launch_cast(
     m, d, candidates: wp.array, pnt: wp.array, vec: wp.array, geomgroup: vec6, dist: wp.array
 ) -> None:
     """Launch ``cast_rays_over_geoms`` over ``dist``'s ``(worlds, rays)`` on model ``m`` and data ``d``."""
-    wp.launch(
-        cast_rays_over_geoms,
-        dim=dist.shape,
-        inputs=[
-            m.nmeshface,
-            m.body_weldid,
-            m.geom_type,
-            m.geom_bodyid,
-            m.geom_dataid,
-            m.geom_matid,
-            m.geom_group,
-            m.geom_size,
-            m.geom_rgba,
-            m.mesh_vertadr,
-            m.mesh_faceadr,
-            m.mesh_vert,
-            m.mesh_face,
-            m.hfield_size,
-            m.hfield_nrow,
-            m.hfield_ncol,
-            m.hfield_adr,
-            m.hfield_data,
-            m.mat_rgba,
-            d.geom_xpos,
-            d.geom_xmat,
-            candidates,
-            pnt,
-            vec,
-            geomgroup,
-        ],
-        outputs=[dist],
-    )
+    model = [getattr(m, name) for name in _MODEL_FIELDS]
+    inputs = [*model, d.geom_xpos, d.geom_xmat, candidates, pnt, vec, geomgroup]
+    wp.launch(cast_rays_over_geoms, dim=dist.shape, inputs=inputs, outputs=[dist])

@@ -130,24 +130,34 @@ STALL_TIMEOUT_S = 120.0
 """When no forked compile process has finished a module for this long, the parent stops them all and compiles
 what is missing itself (a G1 step's largest module takes about 10 s to build alone on an H100's host)."""
 
-_FORKED_LOADS: list[ModuleLoad] = []
-"""The loads forked compile processes build (set just before they fork; they inherit it)."""
+_FORKED_BUILDS: list[tuple[Any, ...]] = []
+"""What forked compile processes build: each module with the arguments its first load would compile it with (set
+just before they fork; they inherit it)."""
+
+
+def _build_arguments(module: Any, device: Any, block_dim: int | None) -> tuple[Any, ...]:
+    """The module and the arguments ``warp.Module.load`` compiles it with: device, cache folder, binary name,
+    architecture, options. Computed in the parent, before any child forks, so the children write the very
+    files the parent's loads then look for (the names hash the module's code and the compile target, and some
+    of what they read is initialized lazily, per process)."""
+    variant = block_dim if block_dim is not None else module.options["block_dim"]
+    module.get_module_hash(variant)  # resolves the variant's options, as a load does first
+    return (
+        module,
+        device,
+        os.path.join(wp.config.kernel_cache_dir, module.get_module_identifier(variant)),
+        module._get_compile_output_name(device, block_dim=variant),
+        module._get_compile_arch(device),
+        module.resolved_options[variant],
+    )
 
 
 def _build_in_child(index: int) -> str | None:
-    """In a forked child: generate and compile ``_FORKED_LOADS[index]`` into Warp's kernel cache, as its first
+    """In a forked child: generate and compile ``_FORKED_BUILDS[index]`` into Warp's kernel cache, as its first
     load would, without loading it on the device. None when built or already cached, else the error."""
-    module, device, block_dim = _FORKED_LOADS[index]
+    module, device, folder, name, arch, options = _FORKED_BUILDS[index]
     try:
-        variant = block_dim if block_dim is not None else module.options["block_dim"]
-        module.get_module_hash(variant)  # resolves the variant's options, as a load does first
-        module._compile(
-            device,
-            os.path.join(wp.config.kernel_cache_dir, module.get_module_identifier(variant)),
-            module._get_compile_output_name(device, block_dim=variant),
-            module._get_compile_arch(device),
-            options=module.resolved_options[variant],
-        )
+        module._compile(device, folder, name, arch, options=options)
     except Exception as err:  # the parent compiles this one itself
         return f"{getattr(module, 'name', module)}: {type(err).__name__}: {err}"
     return None
@@ -162,10 +172,10 @@ def build_in_processes(loads: list[ModuleLoad], processes: int) -> int:
     """Build ``loads`` into Warp's kernel cache in ``processes`` forked children, the modules with the most
     kernels first; returns how many they built (or found cached), 0 when the children died or stalled (what
     they built by then stays in the cache). Nothing is loaded here; raises nothing."""
-    global _FORKED_LOADS
+    global _FORKED_BUILDS
     order = sorted(range(len(loads)), key=lambda i: -len(getattr(loads[i][0], "kernels", ())))
-    _FORKED_LOADS = loads
     try:
+        _FORKED_BUILDS = [_build_arguments(*load) for load in loads]
         with warnings.catch_warnings():
             # Python warns that forking a process with threads may deadlock a child that takes a lock another
             # thread held; the children take none of the parent's threads' locks: they generate code and run
@@ -180,7 +190,7 @@ def build_in_processes(loads: list[ModuleLoad], processes: int) -> int:
         )
         return 0
     finally:
-        _FORKED_LOADS = []
+        _FORKED_BUILDS = []
     failed = [error for error in errors if error is not None]
     if failed:
         _log.warning(
