@@ -386,6 +386,68 @@ def test_ray_cast_rejects_unknown_bodies_and_groups_without_geoms(tmp_path):
     assert every.distance[0, 0].item() == pytest.approx(0.05)  # every group: it leaves the base itself
 
 
+def _mujoco_warp_rays(
+    backend: simcore.SimBackend, cast: simcore.RayCast
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``mujoco_warp.rays`` from ``cast``'s origins along its directions, seeing its groups: raw distances (-1 for
+    none) and the geoms hit, on the CPU."""
+    import mujoco_warp as mjw
+    import warp as wp
+
+    groups = cast.pattern.geom_groups
+    with wp.ScopedDevice(backend._wp_device):
+        shape = (backend.num_envs, cast.num_rays)
+        dist, geomid = wp.zeros(shape, dtype=float), wp.zeros(shape, dtype=int)
+        normal = wp.zeros(shape, dtype=wp.vec3)
+        geomgroup = mjw._src.types.vec6(*([-1] * 6 if groups is None else [int(v) for v in cast.geomgroup]))
+        pnt = wp.from_torch(cast.origin_w.contiguous(), dtype=wp.vec3)
+        vec = wp.from_torch(cast.direction_w.contiguous(), dtype=wp.vec3)
+        exclude = wp.full(cast.num_rays, -1, dtype=int)
+        mjw.rays(backend._m, backend._d, pnt, vec, geomgroup, True, exclude, dist, geomid, normal)
+    return wp.to_torch(dist).cpu(), wp.to_torch(geomid).cpu()
+
+
+def test_the_mjwarp_cast_skips_terrain_blocks_its_rays_miss_and_returns_what_mujoco_warp_rays_does(tmp_path):
+    from types import SimpleNamespace
+
+    from simcore._src.mjwarp_rays import candidate_geoms, has_per_world_geometry, static_boxes
+
+    x, y = np.meshgrid(np.linspace(0.0, 8.0 * np.pi, 161), np.linspace(0.0, 2.0 * np.pi, 41))
+    field = simcore.Heightfield(0.1 + 0.05 * np.sin(x) * np.cos(y), (10.0, 2.0))  # 20 m by 4 m: 3 blocks
+    model = load_xml(tmp_path, BODIES_XML, heightfields=[field])
+    terrain = candidate_geoms(model, (simcore.TERRAIN_GEOM_GROUP,))
+    kinds = [int(model.geom_type[g]) for g in terrain]
+    assert kinds.count(int(mujoco.mjtGeom.mjGEOM_HFIELD)) == 3
+    low, high, boxed = static_boxes(model, terrain, per_world_geometry=False)
+    assert boxed.tolist() == [
+        int(kind == mujoco.mjtGeom.mjGEOM_HFIELD) for kind in kinds
+    ]  # the floor: a plane
+    assert (low[boxed == 1, 0] < -9.0).any() and (
+        high[boxed == 1, 0] > 9.0
+    ).any()  # the blocks span the field
+    assert not static_boxes(model, terrain, per_world_geometry=True)[2].any()
+    one, four = np.zeros((1, 5, 3)), np.zeros((4, 5, 3))
+    assert not has_per_world_geometry(SimpleNamespace(geom_pos=one, body_quat=one, body_mass=four))
+    assert has_per_world_geometry(SimpleNamespace(geom_pos=one, body_quat=four))  # a world's own body poses
+    backend = simcore.make_backend("mjwarp", model, cpu_config(3))
+    # a scan grid and sideways rays, from over the left, middle and right blocks and over the border
+    pattern = simcore.RayPattern.grid((2.0, 1.0), 0.25, height=0.4, alignment="full", max_distance=30.0)
+    sideways = simcore.RayPattern(
+        np.zeros((4, 3)), np.array([[1.0, 0, -0.05], [-1.0, 0.1, -0.02], [0, 1.0, -0.1], [0.3, -1.0, 0.0]]),
+        alignment="full", max_distance=30.0,
+    )  # fmt: skip
+    casts = [backend.ray_cast("ball", pattern), backend.ray_cast("ball", sideways)]
+    qpos = backend.qpos.clone()
+    qpos[:, 0:3] = torch.tensor([[-6.0, 0.5, 0.6], [0.3, -0.4, 0.5], [9.5, 1.5, 0.7]], dtype=qpos.dtype)
+    backend.qpos.copy_(qpos)
+    backend.forward()
+    for cast in casts:
+        raw, _ = _mujoco_warp_rays(backend, cast)
+        expected = torch.where((raw >= 0) & (raw <= 30.0), raw, torch.full_like(raw, 30.0))
+        torch.testing.assert_close(cast.distance.cpu(), expected, rtol=0, atol=1e-6)
+        assert bool(cast.hit.any())
+
+
 @pytest.mark.parametrize(
     ("groups", "dropped"),
     [((simcore.TERRAIN_GEOM_GROUP,), {"ball", "cube"}), (None, set()), ((0,), {"terrain", "floor"})],
@@ -393,8 +455,6 @@ def test_ray_cast_rejects_unknown_bodies_and_groups_without_geoms(tmp_path):
 def test_the_mjwarp_cast_tests_only_its_groups_and_returns_what_mujoco_warp_rays_does(
     tmp_path, groups, dropped
 ):
-    import mujoco_warp as mjw
-    import warp as wp
 
     from simcore._src.mjwarp_rays import candidate_geoms
 
@@ -414,24 +474,11 @@ def test_the_mjwarp_cast_tests_only_its_groups_and_returns_what_mujoco_warp_rays
     pattern = simcore.RayPattern(offsets, directions, alignment="full", geom_groups=groups, max_distance=5.0)
     cast = backend.ray_cast("ball", pattern)
     _tilted_poses(backend, body_qpos=0)
-    wp_device = backend._wp_device
-    with wp.ScopedDevice(wp_device):
-        shape = (backend.num_envs, cast.num_rays)
-        dist, geomid, normal = (
-            wp.zeros(shape, dtype=float),
-            wp.zeros(shape, dtype=int),
-            wp.zeros(shape, dtype=wp.vec3),
-        )
-        geomgroup = mjw._src.types.vec6(*([-1] * 6 if groups is None else [int(v) for v in cast.geomgroup]))
-        pnt = wp.from_torch(cast.origin_w.contiguous(), dtype=wp.vec3)
-        vec = wp.from_torch(cast.direction_w.contiguous(), dtype=wp.vec3)
-        exclude = wp.full(cast.num_rays, -1, dtype=int)
-        mjw.rays(backend._m, backend._d, pnt, vec, geomgroup, True, exclude, dist, geomid, normal)
-    raw = wp.to_torch(dist).cpu()
+    raw, geomid = _mujoco_warp_rays(backend, cast)
     expected = torch.where((raw >= 0) & (raw <= 5.0), raw, torch.full_like(raw, 5.0))
     torch.testing.assert_close(cast.distance.cpu(), expected, rtol=0, atol=1e-6)
     robot = {model.geom(name).id for name in ("ball", "cube")}
-    hit = set(wp.to_torch(geomid).flatten().tolist())
+    hit = set(geomid.flatten().tolist())
     assert bool(hit & robot) == (groups != (simcore.TERRAIN_GEOM_GROUP,)), (
         "rays meet the robot where they see it"
     )

@@ -33,7 +33,7 @@ from simcore._src.backend import SimBackend
 from simcore._src.capability import Capability
 from simcore._src.config import CONSTANT_SOURCE_FIELDS, DERIVED_CONSTANT_FIELDS, SimConfig
 from simcore._src.diagnostics import iteration_stats
-from simcore._src.mjwarp_rays import candidate_geoms, launch_cast
+from simcore._src.mjwarp_rays import candidate_geoms, has_per_world_geometry, launch_cast, static_boxes
 from simcore._src.ray_cast import RayCast, RayCaster
 from simcore._src.read_plan import DerivedState
 from simcore._src.warp_compile import compile_ahead
@@ -378,20 +378,26 @@ class MjwarpBackend(SimBackend):
 
     def _ray_caster(self, cast: RayCast) -> tuple[RayCaster, torch.Tensor]:
         """One launch over every world and ray (``mjwarp_rays``: only the geoms in the pattern's groups are
-        tested), reading ``cast``'s origin and direction tensors in place and writing a preallocated array:
+        tested, and of the static ones only those whose box the ray meets), reading ``cast``'s origin and direction tensors in place and writing a preallocated array:
         fixed launches, no host sync, so it joins a captured step."""
         groups = cast.pattern.geom_groups
         geomgroup = mjw_types.vec6(*([-1] * 6 if groups is None else [int(v) for v in cast.geomgroup]))
+        candidates = candidate_geoms(self.mj_model, groups)
+        low, high, boxed = static_boxes(self.mj_model, candidates, has_per_world_geometry(self._m))
         with wp.ScopedDevice(self._wp_device):
-            candidates = wp.array(candidate_geoms(self.mj_model, groups), dtype=int)
+            geoms = (
+                wp.array(candidates, dtype=int),
+                wp.array(low, dtype=wp.vec3),
+                wp.array(high, dtype=wp.vec3),
+                wp.array(boxed, dtype=int),
+            )
             pnt = wp.from_torch(cast.origin_w, dtype=wp.vec3)
             vec = wp.from_torch(cast.direction_w, dtype=wp.vec3)
             dist = wp.full((self.num_envs, cast.num_rays), -1.0, dtype=float)
-        arrays = (candidates, pnt, vec, dist)  # kept alive by the closure
 
-        def cast_rays() -> None:
+        def cast_rays() -> None:  # the closure keeps the arrays alive
             with self._warp_scope():
-                launch_cast(self._m, self._d, *arrays[:3], geomgroup, arrays[3])
+                launch_cast(self._m, self._d, geoms, pnt, vec, geomgroup, dist)
 
         self._compile_ahead(cast_rays, "the ray cast")
         return cast_rays, wp.to_torch(dist, requires_grad=False)

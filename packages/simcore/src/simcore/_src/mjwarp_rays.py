@@ -1,13 +1,19 @@
 """MuJoCo Warp's ray cast for a ``RayCast``: one thread per world and ray, over the geoms the pattern can see.
 
 ``mujoco_warp.rays`` tests every geom of the model against every ray, a tile of threads per ray reducing to the
-nearest hit. A height scan sees one geom group (the terrain: a heightfield, a floor, a few meshes) while a
-humanoid brings dozens of geoms it can never see, so that kernel spends nearly all its time rejecting them: on
-the rough G1 walk (2048 worlds, 187 rays, two casts per control step) it took two thirds of the collector's GPU
-time. Here the geoms outside the pattern's groups are dropped on the host, once, when the cast is negotiated,
-and each thread tests the few that remain with MuJoCo Warp's own per-geom test (``_ray_geom_mesh``: the same
-visibility, static-body and group rules, the same heightfield, mesh and primitive intersections), so the
-distances are the ones ``mujoco_warp.rays`` returns.
+nearest hit. A height scan sees one geom group (the terrain) while a humanoid brings dozens of geoms it can
+never see, and a terrain grid is hundreds of heightfield blocks of which a ray meets one or two: on the rough G1
+walk (2048 worlds, 187 rays, two casts per control step) that kernel took two thirds of the collector's GPU
+time. Here, once, when the cast is negotiated:
+
+- the geoms outside the pattern's groups are dropped (``candidate_geoms``);
+- each remaining geom that cannot move (welded to the world, not a plane) gets a world-frame box around it
+  (``static_boxes``: MuJoCo's bounding box of the geom, a millimetre wider), unless the model gives each world
+  its own geometry;
+
+and one thread per world and ray skips every boxed geom whose box its ray misses and tests the rest with
+MuJoCo Warp's own per-geom test (``_ray_geom_mesh``: the same visibility, static-body and group rules, the same
+heightfield, mesh and primitive intersections), so the distances are the ones ``mujoco_warp.rays`` returns.
 """
 
 from __future__ import annotations
@@ -32,6 +38,63 @@ def candidate_geoms(model: mujoco.MjModel, geom_groups: Sequence[int] | None) ->
         return np.arange(model.ngeom, dtype=np.int32)
     groups = np.clip(np.asarray(model.geom_group), 0, NUM_GEOM_GROUPS - 1)
     return np.flatnonzero(np.isin(groups, list(geom_groups))).astype(np.int32)
+
+
+PER_WORLD_GEOMETRY = ("geom_pos", "geom_quat", "geom_size", "geom_dataid", "body_pos", "body_quat")
+"""MuJoCo Warp model fields that place or size a geom; when any holds more than one world's values, no geom gets
+a box (a world's geometry may differ from the host model's)."""
+
+_CORNERS = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], dtype=np.float64)
+
+
+def static_boxes(
+    model: mujoco.MjModel, geoms: np.ndarray, per_world_geometry: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(low, high, boxed)`` for ``geoms``: world-frame corners of a box around each geom that cannot move
+    (welded to the world body, not a plane) and 1 in ``boxed``; 0 for the others, and for all when
+    ``per_world_geometry``. The box is MuJoCo's bounding box of the geom (``geom_aabb``, in the geom's frame)
+    turned into the world frame, widened by 1 mm and a millionth of its distance from the origin."""
+    low, high = np.zeros((len(geoms), 3)), np.zeros((len(geoms), 3))
+    boxed = np.zeros(len(geoms), dtype=np.int32)
+    if per_world_geometry:
+        return low, high, boxed
+    data = mujoco.MjData(model)
+    mujoco.mj_kinematics(model, data)  # static geoms sit where every world has them
+    for i, geom in enumerate(int(g) for g in geoms):
+        if (
+            model.body_weldid[model.geom_bodyid[geom]] != 0
+            or model.geom_type[geom] == mujoco.mjtGeom.mjGEOM_PLANE
+        ):
+            continue
+        center, half = model.geom_aabb[geom, :3], model.geom_aabb[geom, 3:]
+        corners = data.geom_xpos[geom] + (center + half * _CORNERS) @ data.geom_xmat[geom].reshape(3, 3).T
+        margin = 1e-3 + 1e-6 * float(np.abs(corners).max())
+        low[i], high[i], boxed[i] = corners.min(axis=0) - margin, corners.max(axis=0) + margin, 1
+    return low, high, boxed
+
+
+def has_per_world_geometry(m) -> bool:
+    """Whether MuJoCo Warp model ``m`` holds more than one world's values of a field in ``PER_WORLD_GEOMETRY``."""
+    return any(getattr(m, name).shape[0] > 1 for name in PER_WORLD_GEOMETRY if hasattr(m, name))
+
+
+@wp.func
+def _ray_meets_box(origin: wp.vec3, direction: wp.vec3, low: wp.vec3, high: wp.vec3) -> bool:
+    """Whether the ray from ``origin`` along ``direction`` (forward only) passes through the box."""
+    # Warp reassigns a variable in a loop only when it was made with its type's constructor
+    near = float(0.0)  # noqa: UP018
+    far = float(MJ_MAXVAL)
+    meets = bool(True)  # noqa: UP018
+    for axis in range(3):
+        if wp.abs(direction[axis]) < 1.0e-12:
+            if origin[axis] < low[axis] or origin[axis] > high[axis]:
+                meets = False
+        else:
+            t1 = (low[axis] - origin[axis]) / direction[axis]
+            t2 = (high[axis] - origin[axis]) / direction[axis]
+            near = wp.max(near, wp.min(t1, t2))
+            far = wp.min(far, wp.max(t1, t2))
+    return meets and near <= far
 
 
 @wp.kernel
@@ -61,6 +124,9 @@ def cast_rays_over_geoms(
     geom_xmat_in: wp.array2d(dtype=wp.mat33),
     # In:
     candidates: wp.array(dtype=int),
+    box_low: wp.array(dtype=wp.vec3),
+    box_high: wp.array(dtype=wp.vec3),
+    boxed: wp.array(dtype=int),
     pnt: wp.array2d(dtype=wp.vec3),
     vec: wp.array2d(dtype=wp.vec3),
     geomgroup: vec6,
@@ -74,6 +140,8 @@ def cast_rays_over_geoms(
     direction = vec[worldid, rayid]
     nearest = float(MJ_MAXVAL)
     for i in range(candidates.shape[0]):
+        if boxed[i] and not _ray_meets_box(origin, direction, box_low[i], box_high[i]):
+            continue
         dist, _normal = _ray_geom_mesh(
             nmeshface,
             body_weldid,
@@ -121,9 +189,10 @@ _MODEL_FIELDS = (
 
 
 def launch_cast(
-    m, d, candidates: wp.array, pnt: wp.array, vec: wp.array, geomgroup: vec6, dist: wp.array
+    m, d, geoms: tuple[wp.array, ...], pnt: wp.array, vec: wp.array, geomgroup: vec6, dist: wp.array
 ) -> None:
-    """Launch ``cast_rays_over_geoms`` over ``dist``'s ``(worlds, rays)`` on model ``m`` and data ``d``."""
+    """Launch ``cast_rays_over_geoms`` over ``dist``'s ``(worlds, rays)`` on model ``m`` and data ``d``; ``geoms``
+    holds the candidates, their boxes' low and high corners and whether each has one."""
     model = [getattr(m, name) for name in _MODEL_FIELDS]
-    inputs = [*model, d.geom_xpos, d.geom_xmat, candidates, pnt, vec, geomgroup]
+    inputs = [*model, d.geom_xpos, d.geom_xmat, *geoms, pnt, vec, geomgroup]
     wp.launch(cast_rays_over_geoms, dim=dist.shape, inputs=inputs, outputs=[dist])
