@@ -112,9 +112,12 @@ print(json.dumps({"cached": cached, "cached_after": simcore.kernel_cache("mjwarp
 """
 
 
-def compile_ahead_run(cache: Path, workers: str | None, device: str = "cpu") -> dict:
+def compile_ahead_run(
+    cache: Path, workers: str | None, device: str = "cpu", processes: str | None = None
+) -> dict:
     """A fresh process with the kernel cache ``cache``: build a backend (a randomized mass) on ``device`` with
-    ``$SIMCORE_COMPILE_WORKERS=workers`` (None: unset), then step it three times, noting every Warp module that
+    ``$SIMCORE_COMPILE_WORKERS=workers`` and ``$SIMCORE_COMPILE_PROCESSES=processes`` (None: unset), then step it
+    three times, noting every Warp module that
     had to be compiled or loaded outside the compile-ahead, while the backend was built and during the steps, and
     the modules in the cache after the build (``cached``) and after the steps (``cached_after``)."""
     import json
@@ -123,9 +126,10 @@ def compile_ahead_run(cache: Path, workers: str | None, device: str = "cpu") -> 
     import sys
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    env.pop("SIMCORE_COMPILE_WORKERS", None)
-    if workers is not None:
-        env["SIMCORE_COMPILE_WORKERS"] = workers
+    for name, value in (("SIMCORE_COMPILE_WORKERS", workers), ("SIMCORE_COMPILE_PROCESSES", processes)):
+        env.pop(name, None)
+        if value is not None:
+            env[name] = value
     result = subprocess.run(
         [sys.executable, "-c", COMPILE_AHEAD, str(cache), device],
         capture_output=True, text=True, env=env, cwd=str(Path(__file__).parent), timeout=900, check=False,
@@ -140,7 +144,7 @@ def test_compile_workers_compile_every_module_a_step_launches_when_the_backend_i
     derived constants of a randomized mass) and its steps, in one parallel batch found by a dry run, so nothing
     compiles one by one. A backend compiling lazily from the same kernel cache then adds nothing to it (every
     module it launches was compiled ahead, in the variant it asks for) and steps to the same bits."""
-    ahead = compile_ahead_run(tmp_path / "cache", "2")
+    ahead = compile_ahead_run(tmp_path / "cache", "2", processes="1")
     lazy = compile_ahead_run(tmp_path / "cache", "0")
     assert ahead["ahead"]["workers"] == 2 and "error" not in ahead["ahead"]
     assert ahead["compiled_while_built"] == ahead["compiled_in_dry_run"] == ahead["compiled_later"] == []
@@ -158,11 +162,12 @@ def test_compile_workers_compile_every_module_a_step_launches_when_the_backend_i
 def test_on_cuda_the_backend_compiles_ahead_by_default_and_steps_the_same_bits(tmp_path):
     """Unset, ``$SIMCORE_COMPILE_WORKERS`` compiles ahead on a CUDA device: everything compiles in its parallel
     batches, none alone (the broadphase's occupancy query, which needs its module loaded, is answered in the
-    first dry run with a placeholder and for real in the second), and a backend compiling lazily from the same
-    kernel cache adds nothing to it and steps to the same bits."""
+    first dry run with a placeholder and for real in the second), here with forked compile processes building
+    every module (the parent, which holds a CUDA context, only loads them), and a backend compiling lazily from
+    the same kernel cache adds nothing to it and steps to the same bits."""
     from simcore._src.mjwarp_backend import DEFAULT_COMPILE_WORKERS
 
-    ahead = compile_ahead_run(tmp_path / "cache", None, "cuda")
+    ahead = compile_ahead_run(tmp_path / "cache", None, "cuda", processes="1")
     lazy = compile_ahead_run(tmp_path / "cache", "0", "cuda")
     assert ahead["ahead"]["workers"] == min(DEFAULT_COMPILE_WORKERS, os.cpu_count() or 1)
     assert "error" not in ahead["ahead"]
@@ -292,3 +297,17 @@ def test_compile_workers_default_by_device_and_refuse_what_is_not_a_count(monkey
             ValueError, match=r"\$SIMCORE_COMPILE_WORKERS=.* is not a worker count; set a whole"
         ):
             compile_workers()
+
+
+def test_compile_processes_are_off_unless_asked_and_refuse_what_is_not_a_switch(monkeypatch):
+    from simcore._src.mjwarp_backend import COMPILE_PROCESSES_ENV, compile_processes
+
+    monkeypatch.delenv(COMPILE_PROCESSES_ENV, raising=False)
+    assert compile_processes() is False
+    monkeypatch.setenv(COMPILE_PROCESSES_ENV, " 1 ")
+    assert compile_processes() is True
+    monkeypatch.setenv(COMPILE_PROCESSES_ENV, "0")
+    assert compile_processes() is False
+    monkeypatch.setenv(COMPILE_PROCESSES_ENV, "yes")
+    with pytest.raises(ValueError, match=r"\$SIMCORE_COMPILE_PROCESSES='yes': set it to 1"):
+        compile_processes()

@@ -24,7 +24,6 @@ from typing import Any, ClassVar
 
 import mujoco
 import mujoco_warp as mjw
-import mujoco_warp._src.types as mjw_types
 import numpy as np
 import torch
 import warp as wp
@@ -33,7 +32,7 @@ from simcore._src.backend import SimBackend
 from simcore._src.capability import Capability
 from simcore._src.config import CONSTANT_SOURCE_FIELDS, DERIVED_CONSTANT_FIELDS, SimConfig
 from simcore._src.diagnostics import iteration_stats
-from simcore._src.mjwarp_rays import candidate_geoms, has_per_world_geometry, launch_cast, static_boxes
+from simcore._src.mjwarp_rays import ray_cast_launch
 from simcore._src.ray_cast import RayCast, RayCaster
 from simcore._src.read_plan import DerivedState
 from simcore._src.warp_compile import compile_ahead
@@ -47,8 +46,8 @@ _SOLVER_LIMITS = ("ITERATIONS", "LS_ITERATIONS")
 
 COMPILE_WORKERS_ENV = "SIMCORE_COMPILE_WORKERS"
 """Workers that compile, when a backend is built, every Warp module its step, reset refresh and forward launch
-(found by a dry run, ``simcore._src.warp_compile``: forked processes build them into Warp's kernel cache where
-the platform can fork, then as many threads load them); 0: none, each module then compiles at its first launch,
+(found by a dry run, ``simcore._src.warp_compile``; threads, or forked processes first with
+``$SIMCORE_COMPILE_PROCESSES``); 0: none, each module then compiles at its first launch,
 one after another. Unset: ``DEFAULT_COMPILE_WORKERS`` on a CUDA device, 0 on Warp's CPU device. A machine
 setting, not a run's: it changes when kernels compile, never what they compute. On an H100 a G1 walk's 59
 modules took 75.1 s one by one, 31.0 s sixteen at a time."""
@@ -57,7 +56,22 @@ DEFAULT_COMPILE_WORKERS = 16
 """Compile workers on a CUDA device when ``$SIMCORE_COMPILE_WORKERS`` is unset (fewer on a machine with fewer
 cores)."""
 
+COMPILE_PROCESSES_ENV = "SIMCORE_COMPILE_PROCESSES"
+"""``1``: the compile workers are forked processes that build the modules into Warp's kernel cache before threads
+load them (Linux; ``simcore._src.warp_compile``); ``0`` or unset: threads only. Off by default until its
+effect on a fresh GPU machine is measured."""
+
 _log = logging.getLogger("simcore.mjwarp")
+
+
+def compile_processes() -> bool:
+    """``$SIMCORE_COMPILE_PROCESSES`` as a switch (unset: off); anything but 0 or 1 is refused, naming it."""
+    text = os.environ.get(COMPILE_PROCESSES_ENV, "").strip()
+    if text not in ("", "0", "1"):
+        raise ValueError(
+            f"${COMPILE_PROCESSES_ENV}={text!r}: set it to 1 (forked compile processes) or 0, or unset it"
+        )
+    return text == "1"
 
 
 def compile_workers(cuda: bool = True) -> int:
@@ -207,6 +221,7 @@ class MjwarpBackend(SimBackend):
         self._skip_early_sensors = bool(sensors_on and m.nsensor and not config.sensors_every_substep)
         self._m_without_sensors: mjw.Model | None = None
         self._compile_workers = compile_workers(self._wp_device.is_cuda)
+        self._compile_processes = compile_processes()
         # Before the first launch below, so every module of this backend compiles here, in parallel.
         self.compile_ahead = self._compile_ahead(self._every_launch, "a step, a reset and a forward")
         if self._has_constant_sources:
@@ -222,7 +237,7 @@ class MjwarpBackend(SimBackend):
         if not workers:
             return None
         try:
-            modules, built, seconds = compile_ahead(work, workers)
+            modules, built, seconds = compile_ahead(work, workers, self._compile_processes)
         except Exception as err:
             _log.warning("compiling %s ahead failed, each kernel compiles at its first launch: %s", what, err)
             return {"workers": workers, "error": f"{type(err).__name__}: {err}"}
@@ -377,27 +392,15 @@ class MjwarpBackend(SimBackend):
             mjw.set_const(self._m, self._d, groups=_CONSTANT_GROUPS, restore=False)
 
     def _ray_caster(self, cast: RayCast) -> tuple[RayCaster, torch.Tensor]:
-        """One launch over every world and ray (``mjwarp_rays``: only the geoms in the pattern's groups are
-        tested, and of the static ones only those whose box the ray meets), reading ``cast``'s origin and direction tensors in place and writing a preallocated array:
-        fixed launches, no host sync, so it joins a captured step."""
-        groups = cast.pattern.geom_groups
-        geomgroup = mjw_types.vec6(*([-1] * 6 if groups is None else [int(v) for v in cast.geomgroup]))
-        candidates = candidate_geoms(self.mj_model, groups)
-        low, high, boxed = static_boxes(self.mj_model, candidates, has_per_world_geometry(self._m))
+        """One launch over every world and ray (``mjwarp_rays``), reading ``cast``'s origin and direction tensors
+        in place and writing a preallocated array: fixed launches, no host sync, so it joins a captured step."""
         with wp.ScopedDevice(self._wp_device):
-            geoms = (
-                wp.array(candidates, dtype=int),
-                wp.array(low, dtype=wp.vec3),
-                wp.array(high, dtype=wp.vec3),
-                wp.array(boxed, dtype=int),
-            )
-            pnt = wp.from_torch(cast.origin_w, dtype=wp.vec3)
-            vec = wp.from_torch(cast.direction_w, dtype=wp.vec3)
             dist = wp.full((self.num_envs, cast.num_rays), -1.0, dtype=float)
+            launch = ray_cast_launch(self.mj_model, self._m, self._d, cast, dist)
 
-        def cast_rays() -> None:  # the closure keeps the arrays alive
+        def cast_rays() -> None:
             with self._warp_scope():
-                launch_cast(self._m, self._d, geoms, pnt, vec, geomgroup, dist)
+                launch()
 
         self._compile_ahead(cast_rays, "the ray cast")
         return cast_rays, wp.to_torch(dist, requires_grad=False)

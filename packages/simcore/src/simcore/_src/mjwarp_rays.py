@@ -18,7 +18,7 @@ heightfield, mesh and primitive intersections), so the distances are the ones ``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import mujoco
 import numpy as np
@@ -26,7 +26,7 @@ import warp as wp
 from mujoco_warp._src.ray import _ray_geom_mesh
 from mujoco_warp._src.types import MJ_MAXVAL, vec6
 
-from simcore._src.ray_cast import NUM_GEOM_GROUPS
+from simcore._src.ray_cast import NUM_GEOM_GROUPS, RayCast
 
 
 def candidate_geoms(model: mujoco.MjModel, geom_groups: Sequence[int] | None) -> np.ndarray:
@@ -188,11 +188,29 @@ _MODEL_FIELDS = (
 """The model's fields ``cast_rays_over_geoms`` reads, in its order."""
 
 
-def launch_cast(
-    m, d, geoms: tuple[wp.array, ...], pnt: wp.array, vec: wp.array, geomgroup: vec6, dist: wp.array
-) -> None:
-    """Launch ``cast_rays_over_geoms`` over ``dist``'s ``(worlds, rays)`` on model ``m`` and data ``d``; ``geoms``
-    holds the candidates, their boxes' low and high corners and whether each has one."""
-    model = [getattr(m, name) for name in _MODEL_FIELDS]
-    inputs = [*model, d.geom_xpos, d.geom_xmat, *geoms, pnt, vec, geomgroup]
-    wp.launch(cast_rays_over_geoms, dim=dist.shape, inputs=inputs, outputs=[dist])
+def ray_cast_launch(model: mujoco.MjModel, m, d, cast: RayCast, dist: wp.array) -> Callable[[], None]:
+    """The launch of ``cast_rays_over_geoms`` that casts ``cast``'s rays on MuJoCo Warp model ``m`` (of host model
+    ``model``) and data ``d`` into ``dist`` ``(worlds, rays)``: its candidates and their boxes are found and its
+    arguments gathered here, once, on the current Warp device; the launch reads ``cast``'s origin and direction
+    tensors in place."""
+    groups = cast.pattern.geom_groups
+    candidates = candidate_geoms(model, groups)
+    low, high, boxed = static_boxes(model, candidates, has_per_world_geometry(m))
+    inputs = [
+        *(getattr(m, name) for name in _MODEL_FIELDS),
+        d.geom_xpos,
+        d.geom_xmat,
+        wp.array(candidates, dtype=int),
+        wp.array(low, dtype=wp.vec3),
+        wp.array(high, dtype=wp.vec3),
+        wp.array(boxed, dtype=int),
+        wp.from_torch(cast.origin_w, dtype=wp.vec3),
+        wp.from_torch(cast.direction_w, dtype=wp.vec3),
+        vec6(*([-1] * NUM_GEOM_GROUPS if groups is None else [int(v) for v in cast.geomgroup])),
+    ]
+    outputs = [dist]
+
+    def launch() -> None:
+        wp.launch(cast_rays_over_geoms, dim=dist.shape, inputs=inputs, outputs=outputs)
+
+    return launch

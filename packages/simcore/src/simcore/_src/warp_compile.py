@@ -16,8 +16,8 @@ alone, one after another, inside a dry run.
 
 Warp generates a module's code under one lock (and Python's), so compile threads wait on each other for the
 code generation and overlap only in the native compiler: on a G1 scene 16 threads built 62 modules in 29 s,
-bounded by that serial part. Where the platform can fork, ``compile_modules`` therefore builds the modules in
-``workers`` forked processes first: each child inherits the recorded modules, generates and compiles one at a
+bounded by that serial part. Asked to (``processes``) where the platform can fork, ``compile_modules`` therefore
+builds the modules in ``workers`` forked processes first: each child inherits the recorded modules, generates and compiles one at a
 time into Warp's kernel cache (Warp's own build step, which loads nothing on a device: a child never touches
 the parent's CUDA context) and exits; then the parent loads them all from the cache. Best effort: a module a
 child could not build (or all of them, when the children fail or none finishes a module for
@@ -159,7 +159,7 @@ def _build_in_child(index: int) -> str | None:
     try:
         module._compile(device, folder, name, arch, options=options)
     except Exception as err:  # the parent compiles this one itself
-        return f"{getattr(module, 'name', module)}: {type(err).__name__}: {err}"
+        return f"{module.name}: {type(err).__name__}: {err}"
     return None
 
 
@@ -199,32 +199,32 @@ def build_in_processes(loads: list[ModuleLoad], processes: int) -> int:
     return len(errors) - len(failed)
 
 
-def compile_modules(loads: list[ModuleLoad], workers: int) -> int:
-    """Compile (or load from Warp's kernel cache) each recorded module with ``workers`` processes and threads
-    (see the module docstring), each with its own block size, as ``warp.force_load`` does; returns how many
-    the forked processes built."""
-    built = build_in_processes(loads, workers) if workers > 1 and len(loads) > 1 and can_fork() else 0
+def compile_modules(loads: list[ModuleLoad], workers: int, processes: bool = False) -> int:
+    """Compile (or load from Warp's kernel cache) each recorded module ``workers`` at a time, each with its own
+    block size, as ``warp.force_load`` does: in threads, after forked processes built them into the cache when
+    ``processes`` (see the module docstring). Returns how many the processes built."""
     if workers <= 1 or len(loads) <= 1:
         for module, device, block_dim in loads:
             module.load(device, block_dim)
-        return built
+        return 0
+    built = build_in_processes(loads, workers) if processes and can_fork() else 0
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for future in [pool.submit(module.load, device, block_dim) for module, device, block_dim in loads]:
             future.result()
     return built
 
 
-def compile_ahead(work: Callable[[], None], workers: int) -> tuple[int, int, float]:
-    """Dry-run ``work``, then compile the modules it launches with ``workers`` processes and threads: (modules,
-    modules the processes built, seconds). When the dry run answered occupancy queries with placeholders, a
-    second one with the real answers compiles what they change."""
+def compile_ahead(work: Callable[[], None], workers: int, processes: bool = False) -> tuple[int, int, float]:
+    """Dry-run ``work``, then compile the modules it launches with ``workers`` threads (forked processes first
+    when ``processes``): (modules, modules the processes built, seconds). When the dry run answered occupancy
+    queries with placeholders, a second one with the real answers compiles what they change."""
     start = time.perf_counter()
     loads, asked = modules_launched_by(work, placeholder_answers=True)
-    built = compile_modules(loads, workers)
+    built = compile_modules(loads, workers, processes)
     if asked:
         seen = {_load_key(*load) for load in loads}
         again, _ = modules_launched_by(work)
         more = [load for load in again if _load_key(*load) not in seen]
-        built += compile_modules(more, workers)
+        built += compile_modules(more, workers, processes)
         loads += more
     return len(loads), built, time.perf_counter() - start
