@@ -12,8 +12,10 @@
    to ``--evals`` checkpoints spread over the run, the last always among them;
 3. one row per evaluated checkpoint: iteration, wall-clock seconds since set-up began (the summary's
    ``elapsed_sec`` of that iteration), and the headline eval numbers (walk: worst fall
-   fraction, mean and worst linear-velocity error, mean yaw-rate error over the commands; tracking:
-   completion and the body, anchor and joint errors; both: the fraction of saturated action components).
+   fraction, mean and worst linear-velocity error, mean yaw-rate error over the commands, and on terrain
+   each type's fall fraction and the error on flat ground; tracking: completion and the body, anchor and
+   joint errors; both: the fraction of saturated action components). The JSON also keeps the run's last
+   terrain curriculum statistics (mean level, share per level) where the task has one.
 
 The run's ``algo.max_iterations`` is raised so that only the budget ends it; a learning-rate schedule whose
 horizon the config leaves to the run (``lr_decay_updates`` unset) keeps the preset's horizon
@@ -73,12 +75,19 @@ def spread(items: list[int], count: int) -> list[int]:
     return sorted(picks)
 
 
-def headline(task: str, result: dict[str, Any]) -> dict[str, float]:
+def headline(result: dict[str, Any]) -> dict[str, float]:
     """The numbers of one eval result that go into the curve table."""
-    if task == "g1_walk_flat":
+    if "tracking" not in result:  # a walk: fixed commands (and on rough ground, terrain types)
         rows = list(result["commands"].values())
         lin = [r["lin_vel_error_xy"] for r in rows]
+        terrain = {
+            f"fell_{name}": float(found["failed_fraction"])
+            for name, found in result.get("terrain", {}).items()
+        }
+        if result.get("flat_lin_vel_error_xy") is not None:
+            terrain["flat_lin_vel_error"] = float(result["flat_lin_vel_error_xy"])
         return {
+            **terrain,
             "worst_fell": max(r["failed_fraction"] for r in rows),
             "mean_lin_vel_error": sum(lin) / len(lin),
             "worst_lin_vel_error": max(lin),
@@ -197,7 +206,7 @@ def curve(
         result = evaluate_run(run_dir, checkpoint=iteration, num_envs=eval_envs, log=lambda line: None)
         results.append(result)
         rows.append({"iteration": iteration, "wall_clock_s": at.get(iteration, math.nan), **on_run,
-                     **headline(summary.task, result)})  # fmt: skip
+                     **headline(result)})  # fmt: skip
     if check:
         result = evaluate_run(
             run_dir,
@@ -211,7 +220,7 @@ def curve(
         results.append(result)
         rows.append({"iteration": iterations[-1], "wall_clock_s": at.get(iterations[-1], math.nan),
                      "eval_on": check_label(check["sim"], check["solver_iterations"]),
-                     **headline(summary.task, result)})  # fmt: skip
+                     **headline(result)})  # fmt: skip
     facts = {
         "run_dir": str(run_dir),
         "commit": summary.commit,
@@ -220,6 +229,8 @@ def curve(
         "time_limit_reached": summary.time_limit_reached,
         "warmup_time_sec": summary.warmup_time_sec,
         "final_episode_length": summary.episode_statistics.get("Episode/length"),
+        # a terrain curriculum's mean level and level shares (Curriculum/<term>/...), as the summary has them
+        "curriculum": {k: v for k, v in summary.episode_statistics.items() if k.startswith("Curriculum/")},
         "rows": rows,
         "evals": results,
     }

@@ -1,5 +1,6 @@
 """`benchmarks/learning_curve.py` end to end on the CPU: a time-limited tiny run, then evals of its checkpoints."""
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -179,3 +180,31 @@ def test_a_bad_check_is_refused_before_anything_runs(tmp_path, flag, message):
     result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 2 and message in result.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_a_rough_walk_row_has_each_terrain_types_falls_and_the_flat_ground_error():
+    spec = importlib.util.spec_from_file_location("learning_curve", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    walk = {"failed_fraction": 0.0, "lin_vel_error_xy": 0.1, "ang_vel_error_z": 0.2, "action_saturation": 0.0}
+    result = {
+        "terrain": {
+            "flat": {"level": 5, "failed_fraction": 0.0},
+            "stairs_up": {"level": 5, "failed_fraction": 0.25},
+        },
+        "flat_lin_vel_error_xy": 0.1,
+        "commands": {
+            "flat/forward_0.5": walk,
+            "stairs_up/forward_0.5": {**walk, "failed_fraction": 0.5, "lin_vel_error_xy": 0.3},
+        },
+    }
+    row = script.headline(result)
+    assert (row["fell_flat"], row["fell_stairs_up"], row["flat_lin_vel_error"]) == (0.0, 0.25, 0.1)
+    assert row["worst_fell"] == 0.5 and row["worst_lin_vel_error"] == 0.3
+    assert row["mean_lin_vel_error"] == pytest.approx(0.2) and row["mean_yaw_rate_error"] == pytest.approx(
+        0.2
+    )
+    flat_only = script.headline({"commands": {"forward_0.5": walk}})  # the flat walk: no terrain columns
+    assert set(flat_only) == {
+        "worst_fell", "mean_lin_vel_error", "worst_lin_vel_error", "mean_yaw_rate_error", "action_saturation"
+    }  # fmt: skip
