@@ -374,6 +374,31 @@ def test_ray_casts_refresh_in_place_on_step_and_reset(tmp_path, name):
     assert [t.data_ptr() for t in (cast.distance, cast.hit, cast.hit_pos_w)] == pointers
 
 
+@pytest.mark.parametrize("name", BACKENDS)
+def test_after_a_reset_only_the_reset_rows_are_recast_to_what_a_full_cast_gives(tmp_path, name):
+    model = load_xml(tmp_path, BODIES_XML, heightfields=[simcore.Heightfield(_wavy_heights(), (1.0, 1.0))])
+    backend = simcore.make_backend(name, model, cpu_config(4))
+    cast = backend.ray_cast("ball", simcore.RayPattern.grid((0.4, 0.2), 0.1, height=0.3))
+    for _ in range(3):
+        backend.step()
+    # a sentinel in the raw distances of the rows the reset leaves alone: a recast row would overwrite it
+    rows = torch.tensor([True, False, True, False], device=backend.device)
+    cast._raw[~rows] = 0.125
+    spec = backend.reset_spec(["qpos", "qvel"])
+    payload = {"qpos": backend.qpos.clone(), "qvel": torch.zeros_like(backend.qvel)}
+    ball = slice(0, 3)  # the ball's free joint comes first
+    payload["qpos"][:, ball] += torch.tensor(
+        [0.05, -0.03, 0.1], dtype=payload["qpos"].dtype, device=backend.device
+    )
+    backend.reset(rows, payload, spec)
+    assert bool((cast._raw[~rows] == 0.125).all()), "rows the reset left alone were cast again"
+    assert bool((cast._raw[rows] != 0.125).all())
+    reset_rows = cast.distance[rows].clone()
+    backend.forward()  # a full cast from the same state
+    torch.testing.assert_close(cast.distance[rows], reset_rows, rtol=0, atol=0)
+    assert bool(cast.hit[rows].all())
+
+
 def test_ray_cast_rejects_unknown_bodies_and_groups_without_geoms(tmp_path):
     backend = simcore.make_backend("mujoco", load_xml(tmp_path, STEP_XML), cpu_config(1))
     with pytest.raises(ValueError, match="unknown body name 'torso'"):
@@ -496,6 +521,21 @@ def test_ray_cast_inside_a_captured_step_matches_eager(tmp_path):
     backend.forward()  # eager casts from the same state
     torch.testing.assert_close(cast.distance, captured)
     assert bool(cast.hit.all())
+    # a captured reset recasts its rows only, to what an eager full cast gives
+    rows = torch.tensor([True, False, True, False], device="cuda")
+    spec = backend.reset_spec(["qpos", "qvel"])
+    payload = {"qpos": backend.qpos.clone(), "qvel": torch.zeros_like(backend.qvel)}
+    payload["qpos"][:, :3] += torch.tensor([0.05, -0.03, 0.1], dtype=payload["qpos"].dtype, device="cuda")
+    reset = simcore.CapturedWork(
+        lambda: backend.reset(rows, payload, spec), backend=backend, name="reset", require_graph=True
+    )
+    reset.capture()
+    cast._raw[~rows] = 0.125  # a sentinel a recast row would overwrite
+    reset.replay()
+    assert bool((cast._raw[~rows] == 0.125).all()) and bool((cast._raw[rows] != 0.125).all())
+    captured = cast.distance[rows].clone()
+    backend.forward()
+    torch.testing.assert_close(cast.distance[rows], captured, rtol=0, atol=0)
 
 
 MJCF_HFIELD_XML = """

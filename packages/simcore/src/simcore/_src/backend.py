@@ -168,9 +168,14 @@ class SimBackend(abc.ABC):
         and the constant recomputation left the derived state alone."""
         self.forward()
 
-    def _refresh_plans(self) -> None:
+    def _refresh_plans(self, reset_rows: torch.Tensor | None = None) -> None:
+        """Refresh every plan from the derived state; ``reset_rows``: after a reset of those rows, where ray
+        casts recast only them (a read plan's gathers are cheap and refresh every row)."""
         for plan in self._plans:
-            plan._refresh()
+            if isinstance(plan, RayCast):
+                plan._refresh(reset_rows)
+            else:
+                plan._refresh()
 
     # ----------------------------------------------------------------------------------------- cold path
     def read_plan(

@@ -377,7 +377,7 @@ class MjwarpBackend(SimBackend):
                     self._sensor_kernels()
             else:
                 self._derived_kernels()
-        self._refresh_plans()
+        self._refresh_plans(mask)  # ray casts recast the reset rows only
 
     def _reset_refresh_is_conditional(self) -> bool:
         """Whether the post-reset refresh can branch on the device-side selected-row count without a sync."""
@@ -393,16 +393,17 @@ class MjwarpBackend(SimBackend):
 
     def _ray_caster(self, cast: RayCast) -> tuple[RayCaster, torch.Tensor]:
         """One launch over every world and ray (``mjwarp_rays``), reading ``cast``'s origin and direction tensors
-        in place and writing a preallocated array: fixed launches, no host sync, so it joins a captured step."""
+        in place and writing a preallocated array: fixed launches, no host sync, so it joins a captured step.
+        After a reset its threads in rows the mask leaves out return at once."""
         with wp.ScopedDevice(self._wp_device):
             dist = wp.full((self.num_envs, cast.num_rays), -1.0, dtype=float)
             launch = ray_cast_launch(self.mj_model, self._m, self._d, cast, dist)
 
-        def cast_rays() -> None:
+        def cast_rays(rows: torch.Tensor | None) -> None:
             with self._warp_scope():
-                launch()
+                launch(rows)
 
-        self._compile_ahead(cast_rays, "the ray cast")
+        self._compile_ahead(lambda: cast_rays(None), "the ray cast")
         return cast_rays, wp.to_torch(dist, requires_grad=False)
 
     # ----------------------------------------------------------------------------------------- cold path

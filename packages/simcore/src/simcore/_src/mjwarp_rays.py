@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 
 import mujoco
 import numpy as np
+import torch
 import warp as wp
 from mujoco_warp._src.ray import _ray_geom_mesh
 from mujoco_warp._src.types import MJ_MAXVAL, vec6
@@ -130,12 +131,16 @@ def cast_rays_over_geoms(
     pnt: wp.array2d(dtype=wp.vec3),
     vec: wp.array2d(dtype=wp.vec3),
     geomgroup: vec6,
+    rows: wp.array(dtype=wp.bool),
     # Out:
     dist_out: wp.array2d(dtype=float),
 ):
     """Distance from each ray's origin to the nearest candidate geom it hits, -1 for none (``mujoco_warp.rays``'
-    convention); static geoms are seen and no body is excluded (what ``RayCast`` asks of every backend)."""
+    convention); static geoms are seen and no body is excluded (what ``RayCast`` asks of every backend). Worlds
+    where ``rows`` is false keep their distances."""
     worldid, rayid = wp.tid()
+    if not rows[worldid]:
+        return
     origin = pnt[worldid, rayid]
     direction = vec[worldid, rayid]
     nearest = float(MJ_MAXVAL)
@@ -188,11 +193,13 @@ _MODEL_FIELDS = (
 """The model's fields ``cast_rays_over_geoms`` reads, in its order."""
 
 
-def ray_cast_launch(model: mujoco.MjModel, m, d, cast: RayCast, dist: wp.array) -> Callable[[], None]:
+def ray_cast_launch(
+    model: mujoco.MjModel, m, d, cast: RayCast, dist: wp.array
+) -> Callable[[torch.Tensor | None], None]:
     """The launch of ``cast_rays_over_geoms`` that casts ``cast``'s rays on MuJoCo Warp model ``m`` (of host model
     ``model``) and data ``d`` into ``dist`` ``(worlds, rays)``: its candidates and their boxes are found and its
     arguments gathered here, once, on the current Warp device; the launch reads ``cast``'s origin and direction
-    tensors in place."""
+    tensors in place, and casts every world (``rows`` None) or the worlds a ``(worlds,)`` bool tensor selects."""
     groups = cast.pattern.geom_groups
     candidates = candidate_geoms(model, groups)
     low, high, boxed = static_boxes(model, candidates, has_per_world_geometry(m))
@@ -208,9 +215,11 @@ def ray_cast_launch(model: mujoco.MjModel, m, d, cast: RayCast, dist: wp.array) 
         wp.from_torch(cast.direction_w, dtype=wp.vec3),
         vec6(*([-1] * NUM_GEOM_GROUPS if groups is None else [int(v) for v in cast.geomgroup])),
     ]
+    every_world = wp.ones(dist.shape[0], dtype=wp.bool)
     outputs = [dist]
 
-    def launch() -> None:
-        wp.launch(cast_rays_over_geoms, dim=dist.shape, inputs=inputs, outputs=outputs)
+    def launch(rows: torch.Tensor | None) -> None:
+        selected = every_world if rows is None else wp.from_torch(rows, dtype=wp.bool)
+        wp.launch(cast_rays_over_geoms, dim=dist.shape, inputs=[*inputs, selected], outputs=outputs)
 
     return launch

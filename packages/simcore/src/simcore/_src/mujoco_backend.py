@@ -218,7 +218,8 @@ class MujocoBackend(SimBackend):
         # The host bridge reads the mask anyway: a reset that selects no row changed nothing to refresh
         # (constants are recomputed in selected worlds only).
         if self._mask_to_host(mask).any():
-            self.forward()
+            self._refresh_derived()
+            self._refresh_plans(mask)  # ray casts recast the reset worlds only
 
     @staticmethod
     def _refresh_world(m: mujoco.MjModel, d: mujoco.MjData) -> None:
@@ -277,8 +278,9 @@ class MujocoBackend(SimBackend):
     # ========================================================================================= host boundary
     # The only place NumPy touches simulation data: torch carriers <-> host mirrors <-> MjData / MjModel.
     def _ray_caster(self, cast: RayCast) -> tuple[RayCaster, torch.Tensor]:
-        """``mujoco.mj_ray`` for each ray of each world, on the world's MjData (its kinematics are those of the
-        carriers after every step/forward/reset); origins and directions cross to the host here."""
+        """``mujoco.mj_ray`` for each ray of each world (after a reset, of each reset world), on the world's MjData
+        (its kinematics are those of the carriers after every step/forward/reset); origins and directions cross
+        to the host here."""
         n, r = self.num_envs, cast.num_rays
         raw = torch.full((n, r), -1.0, dtype=torch.float64, device=self.device)
         raw_host = raw if self.device.type == "cpu" else torch.full((n, r), -1.0, dtype=torch.float64)
@@ -286,10 +288,12 @@ class MujocoBackend(SimBackend):
         geomgroup = cast.geomgroup if cast.pattern.geom_groups is not None else None
         geomid = np.zeros(1, dtype=np.int32)
 
-        def cast_rays() -> None:
+        def cast_rays(rows: torch.Tensor | None) -> None:
             origins = cast.origin_w.detach().to("cpu").numpy()
             directions = cast.direction_w.detach().to("cpu").numpy()
-            for i, (m, d) in enumerate(zip(self._world_models, self._world_data)):
+            worlds = range(n) if rows is None else np.flatnonzero(self._mask_to_host(rows))
+            for i in worlds:
+                m, d = self._world_models[i], self._world_data[i]
                 for j in range(r):
                     raw_array[i, j] = mujoco.mj_ray(
                         m, d, origins[i, j], directions[i, j], geomgroup, 1, -1, geomid

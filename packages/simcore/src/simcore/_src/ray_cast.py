@@ -127,8 +127,10 @@ class RayPattern:
         return cls(offsets=offsets, directions=direction, **kwargs)
 
 
-RayCaster = Callable[[], None]
-"""Backend work that casts ``origin_w``/``direction_w`` of a RayCast into its raw distances (-1 for a miss)."""
+RayCaster = Callable[[torch.Tensor | None], None]
+"""Backend work that casts ``origin_w``/``direction_w`` of a RayCast into its raw distances (-1 for a miss):
+``caster(None)`` casts every row; ``caster(rows)``, rows a ``(num_envs,)`` bool tensor, only the rows set there
+(the others keep the distances of the last cast: after a reset their pose has not changed)."""
 
 
 class RayCast:
@@ -202,9 +204,11 @@ class RayCast:
         """The backend's casting work and the ``(num_envs, R)`` tensor it writes raw distances into."""
         self._cast, self._raw = cast, raw
 
-    def _refresh(self) -> None:
+    def _refresh(self, rows: torch.Tensor | None = None) -> None:
         """Place the rays from the body pose, cast them, and fill the outputs (fixed-shape torch ops; the cast
-        is the backend's: no host sync on device backends)."""
+        is the backend's: no host sync on device backends). ``rows`` (a reset's ``(num_envs,)`` bool mask): cast
+        only those rows; every other row's pose is unchanged since the last cast, so its distances are too, and
+        the outputs are recomputed from them to the same bits."""
         d = self._derived
         pos = d.xpos[:, self._body_id]  # (N, 3)
         quat = d.xquat[:, self._body_id]  # (N, 4) wxyz
@@ -222,7 +226,7 @@ class RayCast:
             offsets = torch.stack((cos * ox - sin * oy, sin * ox + cos * oy, oz.expand_as(cos * ox)), dim=-1)
         torch.add(pos.unsqueeze(1), offsets, out=self.origin_w)
         self.direction_w.copy_(directions)
-        self._cast()
+        self._cast(rows)
         raw = self._raw
         max_distance = self.pattern.max_distance
         torch.logical_and(raw >= 0, raw <= max_distance, out=self.hit)
