@@ -473,6 +473,64 @@ def test_the_mjwarp_cast_skips_terrain_blocks_its_rays_miss_and_returns_what_muj
         assert bool(cast.hit.any())
 
 
+def test_the_box_grid_lists_each_box_in_every_cell_it_overlaps():
+    from simcore._src.mjwarp_rays import box_grid
+
+    rng = np.random.default_rng(0)
+    low = np.concatenate([rng.uniform(-10.0, 10.0, (40, 2)), np.zeros((40, 1))], axis=1)
+    high = low + np.concatenate([rng.uniform(0.2, 4.0, (40, 2)), np.ones((40, 1))], axis=1)
+    boxed = (np.arange(40) % 5 != 0).astype(np.int32)  # every fifth geom has no box
+    (x0, y0, cell, nx, ny), start, items, unboxed = box_grid(low, high, boxed)
+    assert unboxed.tolist() == list(range(0, 40, 5))
+    assert len(start) == nx * ny + 1 and start[-1] == len(items)
+    for cy in range(ny):
+        for cx in range(nx):
+            listed = set(items[start[cy * nx + cx] : start[cy * nx + cx + 1]].tolist())
+            cell_low = np.array([x0 + cx * cell, y0 + cy * cell])
+            overlaps = {
+                g
+                for g in np.flatnonzero(boxed)
+                if (np.minimum(high[g, :2], cell_low + cell) > np.maximum(low[g, :2], cell_low)).all()
+            }
+            assert overlaps <= listed, f"cell {(cx, cy)} misses boxes {sorted(overlaps - listed)}"
+            assert not listed & set(unboxed.tolist())
+    # boxes far apart keep the cells from becoming tiny; no boxes: one empty cell
+    assert box_grid(np.zeros((2, 3)), np.zeros((2, 3)), np.zeros(2, dtype=np.int32))[0][3:] == (1, 1)
+
+
+def test_the_mjwarp_cast_finds_every_block_a_short_ray_reaches_across_the_grid(tmp_path):
+    """A 24 m field in 3 x 3 blocks; rays of 3 m from near the blocks' shared corners and edges, down, sideways
+    and diagonally across the seams: the grid lets each ray test only the blocks near it, and every distance
+    within reach is the one ``mujoco_warp.rays`` finds testing every geom."""
+    from simcore._src.mjwarp_rays import box_grid, candidate_geoms, static_boxes
+
+    x, y = np.meshgrid(np.linspace(0.0, 6.0 * np.pi, 97), np.linspace(0.0, 6.0 * np.pi, 97))
+    field = simcore.Heightfield(0.1 + 0.08 * np.sin(x) * np.cos(1.3 * y), (12.0, 12.0))
+    model = load_xml(tmp_path, BODIES_XML, heightfields=[field])
+    terrain = candidate_geoms(model, (simcore.TERRAIN_GEOM_GROUP,))
+    (_x0, _y0, _cell, nx, ny), *_ = box_grid(*static_boxes(model, terrain, per_world_geometry=False))
+    assert (nx, ny) == (3, 3)
+    backend = simcore.make_backend("mjwarp", model, cpu_config(4))
+    angles = np.linspace(0.0, 2.0 * np.pi, 12, endpoint=False)
+    flat = np.stack([np.cos(angles), np.sin(angles), np.full(12, -0.08)], axis=1)  # nearly level, all around
+    steep = np.stack([np.cos(angles), np.sin(angles), np.full(12, -1.0)], axis=1)
+    directions = np.concatenate([flat, steep, [[0.0, 0.0, -1.0]]])
+    pattern = simcore.RayPattern(
+        np.zeros((len(directions), 3)), directions, alignment="world", max_distance=3.0
+    )
+    cast = backend.ray_cast("ball", pattern)
+    qpos = backend.qpos.clone()
+    qpos[:, 0:3] = torch.tensor(
+        [[4.05, 3.95, 0.35], [-3.98, 4.02, 0.3], [0.0, -4.01, 0.25], [11.5, -11.6, 0.3]], dtype=qpos.dtype
+    )  # by the shared corners, an edge, and the field's own corner
+    backend.qpos.copy_(qpos)
+    backend.forward()
+    raw, _ = _mujoco_warp_rays(backend, cast)
+    expected = torch.where((raw >= 0) & (raw <= 3.0), raw, torch.full_like(raw, 3.0))
+    torch.testing.assert_close(cast.distance.cpu(), expected, rtol=0, atol=1e-6)
+    assert 0.3 < float(cast.hit.float().mean()) < 1.0  # hits and misses both
+
+
 @pytest.mark.parametrize(
     ("groups", "dropped"),
     [((simcore.TERRAIN_GEOM_GROUP,), {"ball", "cube"}), (None, set()), ((0,), {"terrain", "floor"})],

@@ -11,9 +11,13 @@ time. Here, once, when the cast is negotiated:
   (``static_boxes``: MuJoCo's bounding box of the geom, a millimetre wider), unless the model gives each world
   its own geometry;
 
-and one thread per world and ray skips every boxed geom whose box its ray misses and tests the rest with
-MuJoCo Warp's own per-geom test (``_ray_geom_mesh``: the same visibility, static-body and group rules, the same
-heightfield, mesh and primitive intersections), so the distances are the ones ``mujoco_warp.rays`` returns.
+- the boxes are listed in the cells of a horizontal grid they overlap (``box_grid``);
+
+and one thread per world and ray tests the geoms without a box, and of the boxed ones those listed in the cells
+its first ``max_distance`` meters cross whose box it meets (a height scan's ray: the one or two blocks under
+it, not the grid's hundreds), each with MuJoCo Warp's own per-geom test (``_ray_geom_mesh``: the same
+visibility, static-body and group rules, the same heightfield, mesh and primitive intersections), so the
+distances within reach are the ones ``mujoco_warp.rays`` returns. After a reset only the reset worlds cast.
 """
 
 from __future__ import annotations
@@ -79,6 +83,42 @@ def has_per_world_geometry(m) -> bool:
     return any(getattr(m, name).shape[0] > 1 for name in PER_WORLD_GEOMETRY if hasattr(m, name))
 
 
+GRID_MAX_CELLS_PER_SIDE = 64
+"""The box grid's cells per side at most: its cell is never smaller than 1/64 of the boxes' span."""
+
+
+def box_grid(
+    low: np.ndarray, high: np.ndarray, boxed: np.ndarray
+) -> tuple[tuple[float, float, float, int, int], np.ndarray, np.ndarray, np.ndarray]:
+    """A uniform grid over the horizontal extent of the boxed geoms, so that a ray tests only the boxes of the
+    cells its reach crosses: ``(layout, cell_start, cell_items, unboxed)``.
+
+    ``layout`` is ``(x0, y0, cell, nx, ny)``: the grid's corner, its square cell's side (the median of the boxes'
+    larger horizontal sides, at least 1/``GRID_MAX_CELLS_PER_SIDE`` of the span) and its cells along x and y.
+    Cell ``(cx, cy)`` (index ``cy * nx + cx``) lists in ``cell_items[cell_start[c]:cell_start[c + 1]]`` every
+    boxed geom (an index into ``low``) whose box overlaps it horizontally; a geom that spans cells is listed in
+    each. ``unboxed`` lists the geoms without a box (moving geoms, planes): every ray tests them."""
+    unboxed = np.flatnonzero(boxed == 0).astype(np.int32)
+    ids = np.flatnonzero(boxed)
+    if len(ids) == 0:
+        return (0.0, 0.0, 1.0, 1, 1), np.zeros(2, dtype=np.int32), np.zeros(0, dtype=np.int32), unboxed
+    lo, hi = low[ids, :2], high[ids, :2]
+    corner, span = lo.min(axis=0), hi.max(axis=0) - lo.min(axis=0)
+    cell = max(float(np.median((hi - lo).max(axis=1))), float(span.max()) / GRID_MAX_CELLS_PER_SIDE, 1e-3)
+    nx, ny = (max(1, int(np.ceil(extent / cell))) for extent in span)
+    first = np.clip(np.floor((lo - corner) / cell).astype(int), 0, [nx - 1, ny - 1])
+    last = np.clip(np.floor((hi - corner) / cell).astype(int), 0, [nx - 1, ny - 1])
+    lists: list[list[int]] = [[] for _ in range(nx * ny)]
+    for geom, (cx0, cy0), (cx1, cy1) in zip(ids, first, last):
+        for cy in range(cy0, cy1 + 1):
+            for cx in range(cx0, cx1 + 1):
+                lists[cy * nx + cx].append(int(geom))
+    start = np.zeros(nx * ny + 1, dtype=np.int32)
+    start[1:] = np.cumsum([len(items) for items in lists])
+    items = np.array([g for cell_items in lists for g in cell_items], dtype=np.int32)
+    return (float(corner[0]), float(corner[1]), cell, nx, ny), start, items, unboxed
+
+
 @wp.func
 def _ray_meets_box(origin: wp.vec3, direction: wp.vec3, low: wp.vec3, high: wp.vec3) -> bool:
     """Whether the ray from ``origin`` along ``direction`` (forward only) passes through the box."""
@@ -96,6 +136,17 @@ def _ray_meets_box(origin: wp.vec3, direction: wp.vec3, low: wp.vec3, high: wp.v
             near = wp.max(near, wp.min(t1, t2))
             far = wp.min(far, wp.max(t1, t2))
     return meets and near <= far
+
+
+@wp.func
+def _cell_range(low: float, high: float, corner: float, cell: float, count: int) -> wp.vec2i:
+    """The first and last cell (of ``count`` from ``corner``) that ``[low, high]`` overlaps; first > last when
+    none."""
+    first = int(wp.floor((low - corner) / cell))
+    last = int(wp.floor((high - corner) / cell))
+    if last < 0 or first >= count:
+        return wp.vec2i(0, -1)
+    return wp.vec2i(wp.max(first, 0), wp.min(last, count - 1))
 
 
 @wp.kernel
@@ -127,7 +178,14 @@ def cast_rays_over_geoms(
     candidates: wp.array(dtype=int),
     box_low: wp.array(dtype=wp.vec3),
     box_high: wp.array(dtype=wp.vec3),
-    boxed: wp.array(dtype=int),
+    unboxed: wp.array(dtype=int),
+    grid_corner: wp.vec2,
+    grid_cell: float,
+    grid_nx: int,
+    grid_ny: int,
+    cell_start: wp.array(dtype=int),
+    cell_items: wp.array(dtype=int),
+    reach: float,
     pnt: wp.array2d(dtype=wp.vec3),
     vec: wp.array2d(dtype=wp.vec3),
     geomgroup: vec6,
@@ -137,48 +195,84 @@ def cast_rays_over_geoms(
 ):
     """Distance from each ray's origin to the nearest candidate geom it hits, -1 for none (``mujoco_warp.rays``'
     convention); static geoms are seen and no body is excluded (what ``RayCast`` asks of every backend). Worlds
-    where ``rows`` is false keep their distances."""
+    where ``rows`` is false keep their distances.
+
+    Tested: every unboxed candidate, then the boxed ones listed in the grid cells that the ray's first ``reach``
+    meters cross horizontally (``box_grid``), each only where the ray meets its box. A geom met only farther than
+    ``reach`` may go untested: the ray's hit there is a miss to the ``RayCast`` anyway."""
     worldid, rayid = wp.tid()
     if not rows[worldid]:
         return
     origin = pnt[worldid, rayid]
     direction = vec[worldid, rayid]
+    end = origin + reach * direction
+    # the cells under the ray's reach, a millimetre wider on each side (the host and device round differently)
+    xs = _cell_range(
+        wp.min(origin[0], end[0]) - 1.0e-3,
+        wp.max(origin[0], end[0]) + 1.0e-3,
+        grid_corner[0],
+        grid_cell,
+        grid_nx,
+    )
+    ys = _cell_range(
+        wp.min(origin[1], end[1]) - 1.0e-3,
+        wp.max(origin[1], end[1]) + 1.0e-3,
+        grid_corner[1],
+        grid_cell,
+        grid_ny,
+    )
+    width = xs[1] - xs[0] + 1
+    cells = width * (ys[1] - ys[0] + 1)
+    if width <= 0 or ys[1] < ys[0] or not (wp.isfinite(origin) and wp.isfinite(end)):
+        cells = 0
     nearest = float(MJ_MAXVAL)
-    for i in range(candidates.shape[0]):
-        if boxed[i] and not _ray_meets_box(origin, direction, box_low[i], box_high[i]):
-            continue
-        dist, _normal = _ray_geom_mesh(
-            nmeshface,
-            body_weldid,
-            geom_type,
-            geom_bodyid,
-            geom_dataid,
-            geom_matid,
-            geom_group,
-            geom_size,
-            geom_rgba,
-            mesh_vertadr,
-            mesh_faceadr,
-            mesh_vert,
-            mesh_face,
-            hfield_size,
-            hfield_nrow,
-            hfield_ncol,
-            hfield_adr,
-            hfield_data,
-            mat_rgba,
-            geom_xpos_in,
-            geom_xmat_in,
-            worldid,
-            origin,
-            direction,
-            geomgroup,
-            True,
-            -1,
-            candidates[i],
-        )
-        if dist >= 0.0 and dist < nearest:
-            nearest = dist
+    for slot in range(cells + 1):  # slot 0: the unboxed candidates; then one slot per cell
+        begin = int(0)  # noqa: UP018, RUF046 (Warp: reassigned below)
+        stop = int(unboxed.shape[0])
+        if slot > 0:
+            cellid = (ys[0] + (slot - 1) // width) * grid_nx + xs[0] + (slot - 1) % width
+            begin = cell_start[cellid]
+            stop = cell_start[cellid + 1]
+        for k in range(begin, stop):
+            i = int(0)  # noqa: UP018, RUF046
+            if slot == 0:
+                i = unboxed[k]
+            else:
+                i = cell_items[k]
+                if not _ray_meets_box(origin, direction, box_low[i], box_high[i]):
+                    continue
+            dist, _normal = _ray_geom_mesh(
+                nmeshface,
+                body_weldid,
+                geom_type,
+                geom_bodyid,
+                geom_dataid,
+                geom_matid,
+                geom_group,
+                geom_size,
+                geom_rgba,
+                mesh_vertadr,
+                mesh_faceadr,
+                mesh_vert,
+                mesh_face,
+                hfield_size,
+                hfield_nrow,
+                hfield_ncol,
+                hfield_adr,
+                hfield_data,
+                mat_rgba,
+                geom_xpos_in,
+                geom_xmat_in,
+                worldid,
+                origin,
+                direction,
+                geomgroup,
+                True,
+                -1,
+                candidates[i],
+            )
+            if dist >= 0.0 and dist < nearest:
+                nearest = dist
     if nearest >= MJ_MAXVAL:
         dist_out[worldid, rayid] = -1.0
     else:
@@ -203,6 +297,7 @@ def ray_cast_launch(
     groups = cast.pattern.geom_groups
     candidates = candidate_geoms(model, groups)
     low, high, boxed = static_boxes(model, candidates, has_per_world_geometry(m))
+    (x0, y0, cell, nx, ny), cell_start, cell_items, unboxed = box_grid(low, high, boxed)
     inputs = [
         *(getattr(m, name) for name in _MODEL_FIELDS),
         d.geom_xpos,
@@ -210,7 +305,14 @@ def ray_cast_launch(
         wp.array(candidates, dtype=int),
         wp.array(low, dtype=wp.vec3),
         wp.array(high, dtype=wp.vec3),
-        wp.array(boxed, dtype=int),
+        wp.array(unboxed, dtype=int),
+        wp.vec2(x0, y0),
+        cell,
+        nx,
+        ny,
+        wp.array(cell_start, dtype=int),
+        wp.array(cell_items, dtype=int),
+        float(cast.pattern.max_distance),
         wp.from_torch(cast.origin_w, dtype=wp.vec3),
         wp.from_torch(cast.direction_w, dtype=wp.vec3),
         vec6(*([-1] * NUM_GEOM_GROUPS if groups is None else [int(v) for v in cast.geomgroup])),
