@@ -139,11 +139,12 @@ def _ray_meets_box(origin: wp.vec3, direction: wp.vec3, low: wp.vec3, high: wp.v
 
 
 @wp.func
-def _cell_range(low: float, high: float, corner: float, cell: float, count: int) -> wp.vec2i:
-    """The first and last cell (of ``count`` from ``corner``) that ``[low, high]`` overlaps; first > last when
-    none."""
-    first = int(wp.floor((low - corner) / cell))
-    last = int(wp.floor((high - corner) / cell))
+def _cell_range(a: float, b: float, corner: float, cell: float, count: int) -> wp.vec2i:
+    """The first and last cell (of ``count`` from ``corner``) under the segment from ``a`` to ``b`` along one
+    axis, a millimetre wider each way (the host lists boxes and the device finds cells in other precisions);
+    first > last when none."""
+    first = int(wp.floor((wp.min(a, b) - 1.0e-3 - corner) / cell))
+    last = int(wp.floor((wp.max(a, b) + 1.0e-3 - corner) / cell))
     if last < 0 or first >= count:
         return wp.vec2i(0, -1)
     return wp.vec2i(wp.max(first, 0), wp.min(last, count - 1))
@@ -206,21 +207,8 @@ def cast_rays_over_geoms(
     origin = pnt[worldid, rayid]
     direction = vec[worldid, rayid]
     end = origin + reach * direction
-    # the cells under the ray's reach, a millimetre wider on each side (the host and device round differently)
-    xs = _cell_range(
-        wp.min(origin[0], end[0]) - 1.0e-3,
-        wp.max(origin[0], end[0]) + 1.0e-3,
-        grid_corner[0],
-        grid_cell,
-        grid_nx,
-    )
-    ys = _cell_range(
-        wp.min(origin[1], end[1]) - 1.0e-3,
-        wp.max(origin[1], end[1]) + 1.0e-3,
-        grid_corner[1],
-        grid_cell,
-        grid_ny,
-    )
+    xs = _cell_range(origin[0], end[0], grid_corner[0], grid_cell, grid_nx)  # the cells under the ray's reach
+    ys = _cell_range(origin[1], end[1], grid_corner[1], grid_cell, grid_ny)
     width = xs[1] - xs[0] + 1
     cells = width * (ys[1] - ys[0] + 1)
     if width <= 0 or ys[1] < ys[0] or not (wp.isfinite(origin) and wp.isfinite(end)):
