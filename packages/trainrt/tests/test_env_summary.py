@@ -35,3 +35,31 @@ def test_summary_lines_fit_the_width_and_count_the_names_left_out():
     assert _name_list(names, 30) == "term_0, term_1, +8 more"
     assert _name_list(names, 1000) == ", ".join(names)
     assert _name_list(["a_very_long_single_name"], 5) == "a_very_long_single_name", "one name always shows"
+
+
+def test_the_summary_names_the_ground_the_task_adds():
+    from types import SimpleNamespace
+
+    from trainrt.envs.env_description import scene_line
+    from trainrt.terrain import TerrainMeshCfg
+
+    grid = SimpleNamespace(
+        num_levels=10,
+        tile_size=8.0,
+        column_types=["flat", "rough", "rough", "stairs_up", "flat"],
+        cfg=SimpleNamespace(max_init_level=5),
+    )
+    slope = TerrainMeshCfg(file="/clips/terrain_slope.obj", pos=(1.0, 0.0, 0.5))
+    scene = SimpleNamespace
+
+    def env(terrain, meshes=()):
+        return SimpleNamespace(terrain=terrain, cfg=SimpleNamespace(scene=scene(terrain_meshes=meshes)))
+
+    assert scene_line(env(grid)) == (
+        "  scene: terrain grid of 10 levels x 5 columns of 8 m tiles (flat 2, rough 2, stairs_up 1), first levels 0-5"
+    )
+    assert scene_line(env(None, (slope,))) == "  scene: mesh terrain_slope.obj at (1, 0, 0.5) in every world"
+    assert scene_line(env(grid, (slope,))).count("; ") == 1
+    assert scene_line(env(None)) is None  # the model's own floor: no line
+    flat = make_env(toy_cfg(metrics={}, curriculum={}))
+    assert not any(line.startswith("  scene:") for line in flat.summary().splitlines())

@@ -8,6 +8,7 @@ Cold-path text and metadata built from a `ManagerBasedRlEnv` and its managers; t
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from trainrt.hotpath import cold_path
@@ -54,9 +55,33 @@ def env_header(env: Any) -> str:
 
 
 @cold_path
+def scene_line(env: Any) -> str | None:
+    """The ground the task adds to the robot's model, in one line (None for the model's own ground): the
+    terrain grid (levels, columns per type, tile size, first levels) and the static meshes in every world."""
+    parts = []
+    terrain = getattr(env, "terrain", None)
+    if terrain is not None:
+        types = ", ".join(
+            f"{name} {terrain.column_types.count(name)}" for name in dict.fromkeys(terrain.column_types)
+        )
+        parts.append(
+            f"terrain grid of {terrain.num_levels} levels x {len(terrain.column_types)} columns of "
+            f"{terrain.tile_size:g} m tiles ({types}), first levels 0-{terrain.cfg.max_init_level}"
+        )
+    for mesh in env.cfg.scene.terrain_meshes:
+        x, y, z = mesh.pos
+        parts.append(f"mesh {os.path.basename(mesh.file)} at ({x:g}, {y:g}, {z:g}) in every world")
+    return f"  scene: {'; '.join(parts)}" if parts else None
+
+
+@cold_path
 def env_summary(env: Any, width: int = SUMMARY_WIDTH) -> str:
-    """The env in a few lines: the header, then per manager its term count and names (cut to ``width``)."""
+    """The env in a few lines: the header, the ground the task adds (if any), then per manager its term count
+    and names (cut to ``width``)."""
     lines = [env_header(env)]
+    scene = scene_line(env)
+    if scene is not None:
+        lines.append(scene)
     for manager in env_managers(env):
         terms = manager.active_terms
         if isinstance(terms, dict):  # observation groups: sizes, then each distinct term name once
