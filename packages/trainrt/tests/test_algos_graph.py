@@ -107,6 +107,36 @@ def test_one_graph_for_all_updates_matches_one_replay_per_update(algo):
 
 
 @pytest.mark.parametrize("algo", ["sac", "flashsac"])
+def test_a_learner_captured_on_part_of_the_gpu_makes_the_same_updates(algo):
+    from trainrt.runner.learner_partition import LearnerPartition
+
+    total = torch.cuda.get_device_properties(DEVICE).multi_processor_count
+    partition = LearnerPartition(total // 2, DEVICE, overlap=True)
+    assert partition.stream is not None, partition.fallback_reason
+    runs = []
+    for stream in (None, partition.stream):
+        agent, buffer = _filled(algo, bf16_autocast=False)
+        agent.capture_update(
+            lambda generator, buffer=buffer: buffer.sample(BATCH, generator),
+            updates_per_replay=4,
+            capture_stream=stream,
+        )
+        assert agent.update_diagnostics()["updates_per_graph_replay"] == 4, agent.update_fallback_reason
+        with torch.cuda.stream(stream or torch.cuda.current_stream(DEVICE)):
+            agent.replay_updates(4)
+        torch.cuda.synchronize()
+        runs.append(_params(agent))
+    for whole, held in zip(*runs):
+        torch.testing.assert_close(held, whole, **FP32_TOL)  # scatter-add order may differ
+    with pytest.raises(ValueError, match=f"below this GPU's {total} multiprocessors"):
+        LearnerPartition(total, DEVICE, overlap=True)
+    alone = LearnerPartition(
+        total // 2, DEVICE, overlap=False
+    )  # not overlapped: nothing to share the GPU with
+    assert alone.stream is None and "training.overlap is off" in alone.fallback_reason
+
+
+@pytest.mark.parametrize("algo", ["sac", "flashsac"])
 def test_compiled_learner_graph_matches_the_eager_update(algo):
     agent, buffer = _filled(algo, bf16_autocast=False)
     agent.capture_update(

@@ -187,6 +187,7 @@ class LearnerExecution:
         warmup_updates: int = 2,
         updates_per_replay: int = 1,
         compile: bool = False,
+        capture_stream: torch.cuda.Stream | None = None,
     ) -> None:
         """Prepare `replay_updates`: capture `sample_fn(update_rng)` + updates into CUDA graphs.
 
@@ -198,6 +199,8 @@ class LearnerExecution:
             updates_per_replay: M, updates the runner asks for at once; when the actor period divides M,
                 one graph replays all M (one launch per iteration).
             compile: compile the update's network parts with torch.compile (CUDA only) before capture.
+            capture_stream: the stream to capture on (None: torch's own capture stream); the graphs keep its
+                multiprocessors wherever they are replayed (a green context's stream: ``LearnerPartition``).
         """
         if updates_per_replay < 1:
             raise ValueError(f"updates_per_replay must be >= 1, got {updates_per_replay}")
@@ -224,7 +227,7 @@ class LearnerExecution:
             self._warm_up_updates(sample_fn, max(1, warmup_updates))
         try:
             with garbage_held_during_capture():
-                self._capture_update_graphs(sample_fn, updates_per_replay)
+                self._capture_update_graphs(sample_fn, updates_per_replay, capture_stream)
         except Exception as exc:  # capture is best effort: record why and run eagerly
             self._graphs = {}
             self._multi_graph = None
@@ -234,14 +237,17 @@ class LearnerExecution:
         self.update_fallback_reason = ""
 
     @cold_path
-    def _capture_update_graphs(self, sample_fn: SampleFn, updates_per_replay: int) -> None:
-        """Capture the single-update graphs (with and without the actor) and, if asked, the multi-update one."""
+    def _capture_update_graphs(
+        self, sample_fn: SampleFn, updates_per_replay: int, stream: torch.cuda.Stream | None
+    ) -> None:
+        """Capture the single-update graphs (with and without the actor) and, if asked, the multi-update one,
+        on ``stream`` (None: torch's capture stream)."""
         variants = [True] if self.actor_update_period == 1 else [True, False]
         pool = None
         for update_actor in variants:
             graph = torch.cuda.CUDAGraph()
             graph.register_generator_state(self.update_rng)
-            with torch.cuda.graph(graph, pool=pool):
+            with torch.cuda.graph(graph, pool=pool, stream=stream):
                 self._update_step(sample_fn(self.update_rng), update_actor=update_actor)
             pool = graph.pool()
             self._graphs[update_actor] = graph
@@ -249,7 +255,7 @@ class LearnerExecution:
             offset = self.num_updates % self.actor_update_period
             graph = torch.cuda.CUDAGraph()
             graph.register_generator_state(self.update_rng)
-            with torch.cuda.graph(graph, pool=pool):
+            with torch.cuda.graph(graph, pool=pool, stream=stream):
                 for index in range(updates_per_replay):
                     due = (offset + index) % self.actor_update_period == 0
                     self._update_step(sample_fn(self.update_rng), update_actor=due)

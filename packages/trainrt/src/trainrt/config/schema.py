@@ -303,6 +303,13 @@ class TrainingSection(BaseModel):
         "(the learner trains on the replay as of the iteration's start; see adr/0011); false: one after "
         "the other",
     )
+    learner_sms: int | None = Field(
+        None,
+        ge=1,
+        description="overlapped on CUDA: hold the learner's graphs to this many multiprocessors (a CUDA green "
+        "context), so that the collector's kernels keep the rest; None: both share the whole GPU (adr/0026). "
+        "For a collector-bound task, whose learner takes well under its collector's time",
+    )
     compile_learner: bool = Field(
         True, description="fuse the learner update's network math with torch.compile (CUDA only)"
     )

@@ -354,7 +354,18 @@ def warm_up_line(
             else f"; step math eager ({collector_graph.get('step_math_fallback_reason')})"
         )
         + f"; schedule: {overlap}"
+        + _partition_note(schedule)
     )
+
+
+@cold_path
+def _partition_note(schedule: dict[str, Any]) -> str:
+    """The warm-up line's note on ``training.learner_sms``: none when unset."""
+    if schedule.get("learner_sms") is None:
+        return ""
+    if schedule["learner_partitioned"]:
+        return f", learner held to {schedule['learner_sms']} multiprocessors"
+    return f", learner on the whole GPU ({schedule['learner_partition_fallback_reason']})"
 
 
 @cold_path

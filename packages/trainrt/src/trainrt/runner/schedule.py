@@ -32,6 +32,7 @@ import torch
 
 from trainrt.hotpath import cold_path
 from trainrt.runner.iteration_clock import IterationClock
+from trainrt.runner.learner_partition import LearnerPartition
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,8 @@ class IterationSchedule:
             sequential and ``overlap_fallback_reason`` says why.
         serialize: run an overlapped schedule's two parts on the current stream, one after the other
             (same semantics as two streams; for equivalence tests).
+        learner_partition: the learner's share of the GPU (``LearnerPartition``); its stream, when it has
+            one, is the overlapped learner's stream, and its facts join ``diagnostics()``.
     """
 
     @cold_path
@@ -73,6 +76,7 @@ class IterationSchedule:
         updates_per_iteration: int,
         overlap: bool,
         serialize: bool = False,
+        learner_partition: LearnerPartition | None = None,
     ) -> None:
         self.collector = collector
         self.agent = agent
@@ -89,11 +93,14 @@ class IterationSchedule:
             device = agent.device
             # The collector's many small, latency-bound kernels get the higher priority; the learner's
             # large GEMMs fill the multiprocessors they leave idle.
+            # A learner held to part of the GPU replays on its partition's stream (where it was captured).
             high, low = torch.cuda.Stream.priority_range()[1], 0
+            partitioned = None if learner_partition is None else learner_partition.stream
             self._streams = (
                 torch.cuda.Stream(device, priority=high),
-                torch.cuda.Stream(device, priority=low),
+                partitioned if partitioned is not None else torch.cuda.Stream(device, priority=low),
             )
+        self.learner_partition = learner_partition
 
     @cold_path
     def _overlap_blocker(self) -> str:
@@ -162,4 +169,5 @@ class IterationSchedule:
             "overlap_concurrent_streams": self.concurrent,
             "overlap_fallback_reason": self.overlap_fallback_reason,
             "data_staleness_iterations": 1 if self.overlap_enabled else 0,
+            **(self.learner_partition.diagnostics() if self.learner_partition is not None else {}),
         }

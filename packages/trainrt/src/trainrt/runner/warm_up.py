@@ -13,12 +13,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from trainrt.config import TrainConfig
 from trainrt.hotpath import cold_path
 from trainrt.runner.checkpointing import RunCheckpoints
 from trainrt.runner.collector import Collector
 from trainrt.runner.compile_cache import cache_contents, compile_cache_note, compile_cache_record
 from trainrt.runner.iteration_clock import IterationClock
+from trainrt.runner.learner_partition import LearnerPartition
 from trainrt.runner.learner_precompile import LearnerPrecompile
 from trainrt.runner.run_log import quiet_backend_diagnostics, warm_up_line
 from trainrt.runner.schedule import IterationSchedule
@@ -40,12 +43,17 @@ def first_steps_note(cfg: TrainConfig, env: Any) -> str:
 
 @cold_path
 def capture_learner(
-    cfg: TrainConfig, agent: Any, replay: Any, next_phase: Callable[[str, str], None] | None = None
+    cfg: TrainConfig,
+    agent: Any,
+    replay: Any,
+    next_phase: Callable[[str, str], None] | None = None,
+    capture_stream: torch.cuda.Stream | None = None,
 ) -> None:
     """The learner's half of warm-up, once the replay holds its first rows: freeze the replay's view, set the
     learning-rate horizon, compile the replay's sampling and the update, capture the update. ``next_phase(name,
     what)`` is told as each phase starts. A run's warm-up runs it, and so does the helper that compiles the
-    learner ahead (``trainrt.runner.learner_precompile``): one sequence, so both compile the same graphs."""
+    learner ahead (``trainrt.runner.learner_precompile``): one sequence, so both compile the same graphs.
+    ``capture_stream``: where the update's graphs are captured (a ``LearnerPartition``'s stream)."""
     params = cfg.algo.params
     next_phase = next_phase or (lambda name, what: None)
     replay.freeze_view()
@@ -66,6 +74,7 @@ def capture_learner(
         enabled=cfg.training.cuda_graph,
         updates_per_replay=updates,
         compile=cfg.training.compile_learner,
+        capture_stream=capture_stream,
     )
 
 
@@ -114,6 +123,9 @@ class WarmUp:
         self.env_steps = 0
         self.phases_sec: dict[str, float] = {}
         self.compile_cache = compile_cache_record(cache_root, caches_before, None)
+        self.learner_partition = LearnerPartition(
+            cfg.training.learner_sms, torch.device(device), overlap=cfg.training.overlap
+        )
         self._phase: tuple[str, float] | None = None  # the phase running, and when it began
 
     @cold_path
@@ -156,7 +168,7 @@ class WarmUp:
         if learner_helper is not None and learner_helper.running:
             self._next_phase("learner_helper_wait", "waiting for the learner helper")
             self.log(f"warm-up: {learner_helper.wait_note()} ... {self.elapsed_sec():.1f}s")
-        capture_learner(cfg, agent, replay, self._next_phase)
+        capture_learner(cfg, agent, replay, self._next_phase, self.learner_partition.stream)
         updates = params.updates_per_iteration
         # The first iteration's worth of updates: allocations and lazy state happen here, not in iteration 1.
         self._next_phase("first_updates", "first learner updates")
@@ -168,6 +180,7 @@ class WarmUp:
             steps_per_iteration=cfg.algo.steps_per_iteration,
             updates_per_iteration=updates,
             overlap=cfg.training.overlap,
+            learner_partition=self.learner_partition,
         )
         start_log(env=env, agent=agent, replay=replay, collector=collector)
         self._next_phase(None)  # waits for the device's work
