@@ -494,7 +494,7 @@ def test_the_box_grid_lists_each_box_in_every_cell_it_overlaps():
             }
             assert overlaps <= listed, f"cell {(cx, cy)} misses boxes {sorted(overlaps - listed)}"
             assert not listed & set(unboxed.tolist())
-    # boxes far apart keep the cells from becoming tiny; no boxes: one empty cell
+    # no boxes: one empty cell, every geom in the unboxed list
     assert box_grid(np.zeros((2, 3)), np.zeros((2, 3)), np.zeros(2, dtype=np.int32))[0][3:] == (1, 1)
 
 

@@ -50,10 +50,11 @@ def test_the_summary_names_the_ground_the_task_adds():
         cfg=SimpleNamespace(max_init_level=5),
     )
     slope = TerrainMeshCfg(file="/clips/terrain_slope.obj", pos=(1.0, 0.0, 0.5))
-    scene = SimpleNamespace
 
     def env(terrain, meshes=()):
-        return SimpleNamespace(terrain=terrain, cfg=SimpleNamespace(scene=scene(terrain_meshes=meshes)))
+        return SimpleNamespace(
+            terrain=terrain, cfg=SimpleNamespace(scene=SimpleNamespace(terrain_meshes=meshes))
+        )
 
     assert scene_line(env(grid)) == (
         "  scene: terrain grid of 10 levels x 5 columns of 8 m tiles (flat 2, rough 2, stairs_up 1), first levels 0-5"

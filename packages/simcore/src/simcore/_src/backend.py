@@ -169,13 +169,10 @@ class SimBackend(abc.ABC):
         self.forward()
 
     def _refresh_plans(self, reset_rows: torch.Tensor | None = None) -> None:
-        """Refresh every plan from the derived state; ``reset_rows``: after a reset of those rows, where ray
-        casts recast only them (a read plan's gathers are cheap and refresh every row)."""
+        """Refresh every plan from the derived state; ``reset_rows``: after a reset of only those rows (a plan may
+        refresh just them: the other rows' state has not changed)."""
         for plan in self._plans:
-            if isinstance(plan, RayCast):
-                plan._refresh(reset_rows)
-            else:
-                plan._refresh()
+            plan._refresh(reset_rows)
 
     # ----------------------------------------------------------------------------------------- cold path
     def read_plan(

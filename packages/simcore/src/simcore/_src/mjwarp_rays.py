@@ -10,7 +10,6 @@ time. Here, once, when the cast is negotiated:
 - each remaining geom that cannot move (welded to the world, not a plane) gets a world-frame box around it
   (``static_boxes``: MuJoCo's bounding box of the geom, a millimetre wider), unless the model gives each world
   its own geometry;
-
 - the boxes are listed in the cells of a horizontal grid they overlap (``box_grid``);
 
 and one thread per world and ray tests the geoms without a box, and of the boxed ones those listed in the cells

@@ -127,8 +127,9 @@ class ReadPlan:
                 f"sensor {name!r} is not in this plan; plan sensors: {list(self.sensor_names)}"
             ) from None
 
-    def _refresh(self) -> None:
-        """Gather the plan's tensors from the backend's derived state (fixed-shape torch ops, no host sync)."""
+    def _refresh(self, rows: torch.Tensor | None = None) -> None:
+        """Gather the plan's tensors from the backend's derived state (fixed-shape torch ops, no host sync). Every
+        row, also after a reset of ``rows`` only: the gathers cost less than selecting rows would."""
         d = self._derived
         torch.index_select(d.xpos, 1, self._body_ids, out=self.body_pos_w)
         torch.index_select(d.xquat, 1, self._body_ids, out=self.body_quat_w)

@@ -40,12 +40,12 @@ class LearnerPartition:
             index = device.index if device.index is not None else torch.cuda.current_device()
             self._context = GreenContext.create(num_sms=requested, device_id=index)
             self.stream = self._context.Stream()
-        except (
-            Exception
-        ) as exc:  # this torch or driver cannot: the learner shares the whole GPU, and says why
+        except Exception as exc:
+            # this torch or driver cannot: the learner shares the whole GPU, and says why
             self._context, self.stream = None, None
             self.fallback_reason = f"green context unavailable: {type(exc).__name__}: {exc}"[:300]
 
+    @cold_path
     def _refusal(self, device: torch.device, overlap: bool) -> str:
         """Why no partition is made ("" when one is); ValueError for a count the GPU does not have."""
         if self.requested is None:
