@@ -134,6 +134,49 @@ def test_resolved_overrides_round_trip_through_config_json(tmp_path):
     assert make_env_cfg(again).rewards["action_rate_l2"].weight == -0.05
 
 
+def test_terrain_changes_reach_the_grid_and_round_trip_through_config_json(tmp_path):
+    cfg = _cfg(
+        "g1_walk_rough",
+        "task.terrain.num_rows=4",
+        "task.terrain.max_init_level=1",
+        "task.terrain.difficulty_range=[0.2,0.6]",
+        "task.terrain.types.stairs_up.proportion=0",
+        "task.terrain.types.boxes.height_range=[0.05,0.1]",
+    )
+    grid = make_env_cfg(cfg).scene.terrain
+    task_grid = make_task_cfg("g1_walk_rough").scene.terrain
+    assert (grid.num_rows, grid.max_init_level, grid.difficulty_range) == (4, 1, (0.2, 0.6))
+    assert grid.types["stairs_up"].proportion == 0 and grid.types["boxes"].height_range == (0.05, 0.1)
+    assert grid.types["rough"] == task_grid.types["rough"] and grid.num_cols == task_grid.num_cols
+    path = tmp_path / "config.json"
+    path.write_text(cfg.model_dump_json())
+    assert make_env_cfg(TrainConfig.model_validate(json.loads(path.read_text()))).scene.terrain == grid
+
+
+@pytest.mark.parametrize(
+    ("task", "override", "message"),
+    [
+        ("g1_walk_flat", "task.terrain.num_rows=4", r"task 'g1_walk_flat' has no terrain grid"),
+        (
+            "g1_walk_rough",
+            "task.terrain.num_row=4",
+            r"unknown fields \['num_row'\]; valid fields: \[.*'num_rows'",
+        ),
+        (
+            "g1_walk_rough",
+            "task.terrain.num_rows=3",
+            r"max_init_level must be an int in .* = \[0, 2\], got 5",
+        ),
+        ("g1_walk_rough", "task.terrain.types.stair.proportion=1", r"unknown terrain types \['stair'\]"),
+        ("g1_walk_rough", "task.terrain.types.boxes.num_boxes=-1", r"num_boxes must be an int >= 0"),
+        ("g1_walk_rough", "task.terrain.size=inf", r"task.terrain.size must be a finite number"),
+    ],
+)
+def test_bad_terrain_changes_name_the_problem(task, override, message):
+    with pytest.raises(OverrideError, match=message):
+        _cfg(task, override)
+
+
 @pytest.mark.parametrize(
     ("override", "message"),
     [

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 import pytest
 import torch
@@ -13,7 +14,9 @@ from g1_assets import require_g1_assets
 from test_runner_train import tiny_config
 
 from trainrt.envs import ManagerBasedRlEnv
+from trainrt.mdp.math import quat_apply
 from trainrt.runner import OffPolicyRunner
+from trainrt.runner.build import make_env_cfg
 from trainrt.runner.evaluate import evaluate_task, format_eval_table
 from trainrt.tasks import make_task_cfg, task_spec
 from trainrt.tasks.velocity.rough_env_cfg import ROUGH_NCONMAX, ROUGH_TERRAIN
@@ -99,6 +102,17 @@ def test_the_evaluation_setup_puts_each_block_on_its_type_at_the_middle_level(tm
     origins = terrain.curriculum.origins()
     assert ((env.robot.root_pos_w[:, :2] - origins[:, :2]).abs() <= 0.5 + 1e-5).all()
     torch.testing.assert_close(env.command_manager.command("twist")[:, 0], torch.ones(4))
+    # a 20 m walk stays on its type at the middle level: every row of the grid is drawn like the training
+    # grid's middle level, and every env faces +y, along its column (rows run along y)
+    low, high = ROUGH_TERRAIN.level_difficulties(ROUGH_TERRAIN.num_rows // 2)
+    assert (low, high) == (0.5, 0.6)
+    assert ((terrain.difficulties >= low) & (terrain.difficulties < high)).all()
+    forward = quat_apply(env.robot.root_quat_w, torch.tensor([[1.0, 0.0, 0.0]]).expand(4, 3))
+    torch.testing.assert_close(forward, torch.tensor([[0.0, 1.0, 0.0]]).expand(4, 3), atol=1e-5, rtol=0)
+    # the training run's own grid and headings are the task's
+    trained = make_env_cfg(tiny_config(tmp_path / "run2", "sac", "g1_walk_rough"))
+    assert trained.scene.terrain == ROUGH_TERRAIN
+    assert trained.events["reset_base"].params["pose_range"]["yaw"] == (-math.pi, math.pi)
 
 
 def test_a_tiny_rough_run_logs_the_terrain_levels_in_its_summary(tmp_path):
@@ -114,7 +128,9 @@ def test_a_tiny_rough_run_logs_the_terrain_levels_in_its_summary(tmp_path):
     assert all(share == 0.0 for share in shares[ROUGH_TERRAIN.max_init_level + 1 :])
     rows = [row for text in lines for row in text.splitlines() if row.startswith("curriculum")]
     assert rows and "terrain_levels/mean_level" in rows[0]  # the console block's curriculum row
-    assert not any("level_0" in row for text in lines for row in text.splitlines())
+    # the shares and each type's mean level stay out of the console: the summary keeps them
+    assert not any("level_0" in row or "mean_level/" in row for text in lines for row in text.splitlines())
+    assert {f"Curriculum/terrain_levels/mean_level/{t}" for t in TYPES} <= set(stats)
 
 
 def test_the_physics_benchmark_steps_the_rough_walk_on_its_terrain(tmp_path):

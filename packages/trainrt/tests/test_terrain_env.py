@@ -196,6 +196,18 @@ def test_the_curriculum_moves_levels_by_the_distance_walked_against_the_command(
     assert [stats[f"Curriculum/levels/level_{i}"] for i in range(3)] == pytest.approx([0.5, 0.25, 0.25])
 
 
+def test_the_curriculum_reports_each_terrain_types_mean_level(box_path):
+    env = _env(box_path, num_envs=6)
+    env.reset()
+    assert env.terrain.column_types == ("flat", "up", "down")
+    env.terrain.assign_tiles(torch.tensor([2, 0, 1, 2, 1, 1]), torch.tensor([0, 0, 1, 1, 2, 0]))
+    env.curriculum_manager.compute(torch.zeros(6, dtype=torch.bool))  # no episode ended: the levels stay
+    stats = env.episode_stats()
+    per_type = [stats[f"Curriculum/levels/mean_level/{name}"] for name in ("flat", "up", "down")]
+    assert per_type == pytest.approx([(2 + 0 + 1) / 3, (1 + 2) / 2, 1.0])
+    assert stats["Curriculum/levels/mean_level"] == pytest.approx(7 / 6)
+
+
 def test_rows_that_never_stepped_keep_their_level(box_path):
     env = _env(box_path, num_envs=4)
     before = env.terrain.curriculum.levels.clone()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -21,6 +22,7 @@ from trainrt.terrain import (
     discrete_boxes_tile,
     flat_tile,
     generate_terrain,
+    grid_with_changes,
     pyramid_slope_tile,
     pyramid_stairs_tile,
     random_rough_tile,
@@ -171,6 +173,63 @@ def test_rows_grow_in_difficulty():
     assert platform.tolist() == pytest.approx([0.05, 0.125, 0.2], abs=1e-6)
 
 
+@pytest.mark.parametrize("jitter", [True, False])
+def test_a_difficulty_range_draws_every_row_like_one_level(jitter):
+    """``level_difficulties(k)`` as the ``difficulty_range``: each row at the difficulty row ``k`` of the full
+    grid is drawn at (inside its band with jitter, exactly without), so every tile is like that level's."""
+    stairs = {"stairs": PyramidStairsCfg(step_height_range=(0.0, 0.2))}
+    full = _grid(num_rows=4, difficulty_jitter=jitter, types=stairs)
+    low, high = full.level_difficulties(2)
+    assert (low, high) == ((0.5, 0.75) if jitter else pytest.approx((2 / 3, 2 / 3)))
+    level = generate_terrain(dataclasses.replace(full, difficulty_range=(low, high)))
+    d = level.difficulties
+    if jitter:
+        assert torch.all((d >= low) & (d < high)) and torch.all(torch.diff(d) > 0)
+    else:
+        assert d.tolist() == pytest.approx([2 / 3] * 4)
+        # every row's stairs are the full grid's row 2: the same platform height
+        reference = generate_terrain(full).origins[2, 0, 2]
+        assert level.origins[:, 0, 2].tolist() == pytest.approx([float(reference)] * 4, abs=1e-6)
+    with pytest.raises(ValueError, match=r"level must be an int in \[0, 3\], got 4"):
+        full.level_difficulties(4)
+
+
+def test_grid_changes_reach_the_grid_and_its_types_and_name_what_is_valid():
+    grid = _grid(types={"a": FlatCfg(proportion=0.5), "s": PyramidStairsCfg()})
+    changed = grid_with_changes(
+        grid,
+        {"num_rows": 5, "difficulty_range": [0.2, 0.4], "types": {"s": {"step_height_range": [0.1, 0.15]}}},
+    )
+    assert changed.num_rows == 5 and changed.difficulty_range == (0.2, 0.4)
+    assert (
+        changed.types["s"] == PyramidStairsCfg(step_height_range=(0.1, 0.15))
+        and changed.types["a"] == grid.types["a"]
+    )
+    assert dataclasses.replace(changed, num_rows=3, difficulty_range=(0.0, 1.0), types=grid.types) == grid
+    for changes, message in (
+        ({"num_row": 5}, r"task.terrain: unknown fields \['num_row'\]; valid fields: \['border_width', "),
+        (
+            {"types": {"x": {}}},
+            r"task.terrain.types: unknown terrain types \['x'\]; this grid has \['a', 's'\]",
+        ),
+        (
+            {"types": {"a": {"kind": "stairs"}}},
+            r"task.terrain.types.a: unknown fields \['kind'\]; valid fields: ",
+        ),
+        (
+            {"types": {"s": {"step_width": 0}}},
+            r"task.terrain.types.s: PyramidStairsCfg.step_width must be > 0",
+        ),
+        (
+            {"max_init_level": 3},
+            r"task.terrain: TerrainGridCfg.max_init_level must be an int in .* = \[0, 2\], got 3",
+        ),
+        ({"types": {"a": {"proportion": 0.0}, "s": {"proportion": 0.0}}}, r"proportions must sum to > 0"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            grid_with_changes(grid, changes)
+
+
 def test_columns_follow_the_proportions():
     types = {
         "a": FlatCfg(proportion=0.5),
@@ -213,6 +272,9 @@ def test_the_seed_makes_the_terrain():
         ({"types": {}}, r"TerrainGridCfg.types must name at least one terrain type"),
         ({"types": {"a": FlatCfg(proportion=0.0)}}, r"proportions must sum to > 0"),
         ({"types": {"a": "flat"}}, r"TerrainGridCfg.types\['a'\] must be a terrain type cfg"),
+        ({"difficulty_range": (0.6, 0.5)}, r"TerrainGridCfg.difficulty_range must have min <= max"),
+        ({"difficulty_range": (-0.1, 0.5)}, r"TerrainGridCfg.difficulty_range must lie in \[0, 1\]"),
+        ({"difficulty_range": (0.5, 1.5)}, r"TerrainGridCfg.difficulty_range must lie in \[0, 1\]"),
         (
             {"num_rows": 50, "num_cols": 50, "size": 8.0},
             rf"4021 x 4021 heightfield .* over the limit of MAX_HEIGHTFIELD_CELLS = {MAX_HEIGHTFIELD_CELLS}",

@@ -117,6 +117,11 @@ class TaskSection(BaseModel):
         description="observation terms, by group: {group: {name: {params, scale, clip, noise, history_length, "
         "enabled}}}; noise takes the fields of the term's own noise, e.g. {n_min, n_max}",
     )
+    terrain: dict[str, Any] = Field(
+        default_factory=dict,
+        description="changes to the task's terrain grid (a task with one): TerrainGridCfg fields, e.g. num_rows, "
+        "max_init_level, difficulty_range, and each type's under types, e.g. types.stairs_up.proportion",
+    )
 
     @field_validator("name")
     @classmethod
@@ -134,6 +139,17 @@ class TaskSection(BaseModel):
         from trainrt.tasks import check_motion_file
 
         return check_motion_file(info.data["name"], value)
+
+    @field_validator("terrain")
+    @classmethod
+    def _terrain_fits_the_task(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        _refuse_non_finite_numbers(value, "task.terrain")
+        if not value or "name" not in info.data:
+            return value
+        from trainrt.tasks import check_terrain_changes
+
+        check_terrain_changes(info.data["name"], value)
+        return value
 
     @field_validator("actions", "rewards", "terminations", "events", "commands", "observations")
     @classmethod

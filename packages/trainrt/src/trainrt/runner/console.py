@@ -34,8 +34,9 @@ class BlockRow:
         label: the row's label.
         prefixes: scalar-name prefixes, stripped when shown (``Metrics/lin_vel_error_xy`` -> ``lin_vel_error_xy``).
         percent: show the values as percentages (fractions of episodes).
-        hidden: last name parts left out of the row (``level_`` hides a curriculum's per-level shares, which
-            TensorBoard and ``run_summary.json`` keep; the row shows their mean).
+        hidden: name parts left out of the row: a name with a part that starts with one of them is not shown
+            (``level_`` hides a curriculum's per-level shares and ``mean_level/`` its per-type means, which
+            TensorBoard and ``run_summary.json`` keep; the row shows the overall mean).
     """
 
     label: str
@@ -47,7 +48,7 @@ class BlockRow:
 BLOCK_ROWS: tuple[BlockRow, ...] = (
     BlockRow("metrics", ("Metrics/",)),
     BlockRow("ended by", ("Episode/term_",), percent=True),
-    BlockRow("curriculum", ("Curriculum/",), hidden=("level_",)),
+    BlockRow("curriculum", ("Curriculum/",), hidden=("level_", "mean_level/")),
 )
 """The episode rows after ``episodes`` (count, length, return), in the order the block shows them."""
 
@@ -160,7 +161,7 @@ def format_iteration_block(
             f"{name[len(prefix) :]} {_value(value, row.percent)}"
             for prefix in row.prefixes
             for name, value in episode.items()
-            if name.startswith(prefix) and not name.rsplit("/", 1)[-1].startswith(row.hidden)
+            if name.startswith(prefix) and not any(f"/{part}" in f"/{name}" for part in row.hidden)
         ]
         rows += _wrapped(row.label, items)
     rows += _wrapped("losses", [f"{name} {format_number(value)}" for name, value in losses.items()])

@@ -16,6 +16,7 @@ _LAZY = {
     "make_task_cfg": "trainrt.tasks.build",
     "check_term_overrides": "trainrt.tasks.build",
     "check_motion_file": "trainrt.tasks.build",
+    "check_terrain_changes": "trainrt.tasks.build",
 }
 
 
@@ -30,6 +31,7 @@ __all__ = [
     "TaskSpec",
     "check_motion_file",
     "check_term_overrides",
+    "check_terrain_changes",
     "make_task_cfg",
     "register_task",
     "task_names",

@@ -1,13 +1,14 @@
 """Building a task's ``EnvCfg``: the registered factory, then a ``TaskSection``'s changes.
 
 ``make_task_cfg(name)`` is the factory's config; ``make_task_cfg(section)`` (a ``TaskSection`` of the training
-config) also applies the section's motion clip, episode length and per-term overrides
+config) also applies the section's motion clip, episode length, terrain changes and per-term overrides
 (``trainrt.tasks.term_overrides``), so every command that rebuilds a run's env from its ``config.json`` gets the
 same task.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,6 +60,8 @@ def make_task_cfg(task: str | TaskSection) -> EnvCfg:
         set_motion_file(env_cfg, name, task.motion_file)
     if task.episode_length_s is not None:
         env_cfg.episode_length_s = float(task.episode_length_s)
+    if task.terrain:
+        apply_terrain_changes(env_cfg, name, task.terrain)
     for section in TERM_SECTIONS:
         apply_term_overrides(env_cfg, section, getattr(task, section))
     apply_observation_overrides(env_cfg, task.observations)
@@ -73,6 +76,27 @@ def check_term_overrides(task: str, section: str, overrides: Mapping[str, Any]) 
         apply_observation_overrides(factory(), overrides)
     else:
         apply_term_overrides(factory(), section, overrides)
+
+
+@cold_path
+def apply_terrain_changes(env_cfg: EnvCfg, task: str, changes: Mapping[str, Any]) -> None:
+    """Change ``env_cfg``'s terrain grid in place (``trainrt.terrain.grid_with_changes``); ValueError for a task
+    whose ground is not a terrain grid, or a change the grid refuses (naming the field and what is valid)."""
+    from trainrt.terrain import grid_with_changes
+
+    grid = env_cfg.scene.terrain
+    if grid is None:
+        raise ValueError(
+            f"task.terrain: task {task!r} has no terrain grid (scene.terrain; its ground is the model's own "
+            "floor or a mesh); docs/tasks.md names each task's terrain"
+        )
+    env_cfg.scene = dataclasses.replace(env_cfg.scene, terrain=grid_with_changes(grid, changes))
+
+
+@cold_path
+def check_terrain_changes(task: str, changes: Mapping[str, Any]) -> None:
+    """Apply ``task.terrain``'s changes to a fresh config of ``task`` to check them (ValueError when they do not fit)."""
+    apply_terrain_changes(task_spec(task).env_cfg_factory()(), task, changes)
 
 
 @cold_path
@@ -95,4 +119,11 @@ def check_motion_file(task: str, motion_file: str) -> str:
     return str(path.resolve()) if path.is_file() else motion_file
 
 
-__all__ = ["TASKS", "check_motion_file", "check_term_overrides", "make_task_cfg"]
+__all__ = [
+    "TASKS",
+    "apply_terrain_changes",
+    "check_motion_file",
+    "check_term_overrides",
+    "check_terrain_changes",
+    "make_task_cfg",
+]

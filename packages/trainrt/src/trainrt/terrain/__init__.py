@@ -19,6 +19,7 @@ from trainrt.terrain.cfg import (
     SubTerrainCfg,
     TerrainGridCfg,
     TerrainMeshCfg,
+    grid_with_changes,
 )
 from trainrt.terrain.curriculum import TerrainCurriculum
 from trainrt.terrain.generator import (
@@ -51,6 +52,7 @@ __all__ = [
     "discrete_boxes_tile",
     "flat_tile",
     "generate_terrain",
+    "grid_with_changes",
     "pyramid_slope_tile",
     "pyramid_stairs_tile",
     "random_rough_tile",

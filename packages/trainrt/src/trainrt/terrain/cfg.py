@@ -8,9 +8,11 @@ Every field is checked when the cfg is built; a message names the field and the 
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 MAX_HEIGHTFIELD_CELLS = 4_194_304
 """The most samples one generated heightfield may hold (2048 x 2048): a larger grid is refused at config time."""
@@ -161,7 +163,8 @@ class TerrainGridCfg:
     Attributes:
         size: side of a tile, meters (rounded to whole cells of ``horizontal_scale``).
         num_rows: difficulty levels (>= 1): row ``i`` is drawn at difficulty ``(i + u) / num_rows``, ``u``
-            uniform in [0, 1) (``difficulty_jitter=False``: ``u = 0`` for rows below the top, the top row at 1).
+            uniform in [0, 1) (``difficulty_jitter=False``: ``i / (num_rows - 1)``, the top row at 1), mapped
+            into ``difficulty_range``.
         num_cols: columns (>= 1), shared among ``types`` by proportion.
         horizontal_scale: meters between heightfield samples.
         vertical_scale: heights are rounded to multiples of this, meters.
@@ -172,6 +175,9 @@ class TerrainGridCfg:
             alone with 0.
         max_init_level: an env's first level is uniform in ``[0, max_init_level]`` (``TerrainCurriculum``);
             at most ``num_rows - 1``.
+        difficulty_range: ``(low, high)`` in [0, 1]: the rows' difficulties span this range instead of
+            [0, 1] (a row at ``d`` is drawn at ``low + d * (high - low)``), as Isaac Lab's generator's. An
+            evaluation uses ``level_difficulties`` here to draw every row like one level of the training grid.
     """
 
     size: float = 8.0
@@ -184,6 +190,7 @@ class TerrainGridCfg:
     seed: int | None = None
     difficulty_jitter: bool = True
     max_init_level: int = 0
+    difficulty_range: tuple[float, float] = (0.0, 1.0)
 
     @property
     def tile_cells(self) -> int:
@@ -194,6 +201,18 @@ class TerrainGridCfg:
     def border_cells(self) -> int:
         """Samples of flat border on each side."""
         return round(self.border_width / self.horizontal_scale)
+
+    def level_difficulties(self, level: int) -> tuple[float, float]:
+        """The ``(low, high)`` difficulties row ``level`` is drawn between (one value without jitter): as a
+        ``difficulty_range``, it makes every row of a grid like that level."""
+        if not (isinstance(level, int) and 0 <= level < self.num_rows):
+            raise ValueError(f"level must be an int in [0, {self.num_rows - 1}], got {level!r}")
+        low, high = self.difficulty_range
+        if self.difficulty_jitter:
+            ends = (level / self.num_rows, (level + 1) / self.num_rows)
+        else:
+            ends = (1.0, 1.0) if self.num_rows == 1 else (level / (self.num_rows - 1),) * 2
+        return (low + ends[0] * (high - low), low + ends[1] * (high - low))
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -217,6 +236,12 @@ class TerrainGridCfg:
             )
         if self.seed is not None and (not isinstance(self.seed, int) or isinstance(self.seed, bool)):
             raise ValueError(f"TerrainGridCfg.seed must be an int or None (the run seed), got {self.seed!r}")
+        _range("TerrainGridCfg", "difficulty_range", self.difficulty_range)
+        if not 0.0 <= self.difficulty_range[0] <= self.difficulty_range[1] <= 1.0:
+            raise ValueError(
+                f"TerrainGridCfg.difficulty_range must lie in [0, 1] (1 is each type's hardest), "
+                f"got {self.difficulty_range!r}"
+            )
         level = self.max_init_level
         if not (isinstance(level, int) and not isinstance(level, bool) and 0 <= level < self.num_rows):
             raise ValueError(
@@ -264,3 +289,48 @@ class TerrainMeshCfg:
                 raise ValueError(f"TerrainMeshCfg.{name} must be {size} numbers, got {value!r}")
             for v in value:
                 _finite("TerrainMeshCfg", name, v)
+
+
+def _changed(where: str, cfg: Any, changes: Mapping[str, Any]) -> Any:
+    """``cfg`` (a frozen cfg dataclass) with ``changes`` to its fields; a list given for a tuple field becomes a
+    tuple. ValueError naming ``where`` and the valid fields for an unknown one, or the cfg's own message."""
+    if not isinstance(changes, Mapping):
+        raise ValueError(f"{where}: expected a mapping of field names to values, got {changes!r}")
+    names = [f.name for f in dataclasses.fields(cfg)]
+    unknown = sorted(set(changes) - set(names))
+    if unknown:
+        raise ValueError(f"{where}: unknown fields {unknown}; valid fields: {sorted(names)}")
+    update = {
+        name: tuple(value) if isinstance(value, list) and isinstance(getattr(cfg, name), tuple) else value
+        for name, value in changes.items()
+    }
+    try:
+        return dataclasses.replace(cfg, **update)
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
+
+
+def grid_with_changes(
+    cfg: TerrainGridCfg, changes: Mapping[str, Any], where: str = "task.terrain"
+) -> TerrainGridCfg:
+    """``cfg`` with ``changes``: ``TerrainGridCfg`` fields by name, and under ``types`` each terrain type's fields
+    by type name (``{"num_rows": 5, "types": {"stairs_up": {"proportion": 0.0}}}``). Types cannot be added or
+    removed here (a proportion of 0 leaves one out). Every change is checked as the cfg's own fields are:
+    ValueError naming ``where``, the field and what is valid."""
+    if not isinstance(changes, Mapping):
+        raise ValueError(f"{where}: expected a mapping of TerrainGridCfg fields to values, got {changes!r}")
+    type_changes = changes.get("types", {})
+    if not isinstance(type_changes, Mapping):
+        raise ValueError(
+            f"{where}.types: expected a mapping of terrain type names to changes, got {type_changes!r}"
+        )
+    unknown = sorted(set(type_changes) - set(cfg.types))
+    if unknown:
+        raise ValueError(f"{where}.types: unknown terrain types {unknown}; this grid has {sorted(cfg.types)}")
+    types = {
+        name: _changed(f"{where}.types.{name}", type_cfg, type_changes[name])
+        if name in type_changes
+        else type_cfg
+        for name, type_cfg in cfg.types.items()
+    }
+    return _changed(where, cfg, {**changes, "types": types})

@@ -173,13 +173,16 @@ def column_types(cfg: TerrainGridCfg) -> tuple[str, ...]:
 
 def row_difficulties(cfg: TerrainGridCfg, gen: torch.Generator) -> torch.Tensor:
     """Row ``i``'s difficulty: ``(i + u) / num_rows`` with ``u`` uniform in [0, 1) (jitter on), else
-    ``i / (num_rows - 1)`` (0 to 1; a single row at 1)."""
+    ``i / (num_rows - 1)`` (0 to 1; a single row at 1), mapped into ``cfg.difficulty_range``."""
     i = torch.arange(cfg.num_rows, dtype=torch.float32)
     if cfg.difficulty_jitter:
-        return (i + torch.rand(cfg.num_rows, generator=gen)) / cfg.num_rows
-    if cfg.num_rows == 1:
-        return torch.ones(1)
-    return i / (cfg.num_rows - 1)
+        unit = (i + torch.rand(cfg.num_rows, generator=gen)) / cfg.num_rows
+    elif cfg.num_rows == 1:
+        unit = torch.ones(1)
+    else:
+        unit = i / (cfg.num_rows - 1)
+    low, high = cfg.difficulty_range
+    return low + unit * (high - low)
 
 
 def generate_terrain(

@@ -202,7 +202,9 @@ class TerrainLevels(ManagerTermBase):
     """Curriculum: at each episode end, move the env a level up when it walked more than half a tile from its
     tile's centre, down when it walked less than half of what its command asked for over an episode
     (``TerrainCurriculum.update``). Rows whose episode has not started (``episode_length_buf == 0``, e.g. the
-    first reset) stay. Reports ``mean_level`` and ``level_<i>`` (the fraction of envs at level ``i``).
+    first reset) stay. Reports ``mean_level``, ``mean_level/<type>`` (the mean level of the envs on each
+    terrain type's columns: which ground holds the robots back) and ``level_<i>`` (the fraction of envs at
+    level ``i``).
 
     Params:
         command_name: the velocity command (its first two columns are the commanded planar velocity).
@@ -226,6 +228,13 @@ class TerrainLevels(ManagerTermBase):
         self.curriculum = env.terrain.curriculum
         self.episode_s = env.max_episode_length * env.step_dt
         self._levels = [f"level_{i}" for i in range(self.curriculum.num_levels)]
+        names = list(dict.fromkeys(env.terrain.column_types))  # the types that have columns, in column order
+        self._types = [f"mean_level/{name}" for name in names]
+        device = self.curriculum.levels.device
+        self._type_of_column = torch.tensor(
+            [names.index(t) for t in env.terrain.column_types], dtype=torch.long, device=device
+        )
+        self._type_ids = torch.arange(len(names), device=device)
 
     def __call__(self, env: ManagerBasedRlEnv, env_mask: torch.Tensor) -> dict[str, torch.Tensor]:
         curriculum = self.curriculum
@@ -236,7 +245,13 @@ class TerrainLevels(ManagerTermBase):
         commanded = torch.linalg.vector_norm(command, dim=1) * self.episode_s
         curriculum.update(started, walked, commanded)
         shares = curriculum.level_distribution()
-        return {"mean_level": curriculum.mean_level(), **dict(zip(self._levels, shares.unbind(0)))}
+        on_type = (self._type_of_column[curriculum.columns][None, :] == self._type_ids[:, None]).float()
+        per_type = (on_type @ curriculum.levels.float()) / on_type.sum(dim=1).clamp(min=1.0)
+        return {
+            "mean_level": curriculum.mean_level(),
+            **dict(zip(self._types, per_type.unbind(0))),
+            **dict(zip(self._levels, shares.unbind(0))),
+        }
 
 
 def terrain_out_of_bounds(env: ManagerBasedRlEnv, margin: float = 1.0) -> torch.Tensor:

@@ -146,6 +146,7 @@ class TerrainScene:
             "num_levels": self.num_levels,
             "num_cols": self.cfg.num_cols,
             "tile_size": self.tile_size,
+            "difficulty_range": list(self.cfg.difficulty_range),
             "column_types": list(self.column_types),
             "seed": self.cfg.seed,
         }

@@ -88,15 +88,17 @@ def walk_spec(
     scenario_help: str,
     setup: Callable[[Any, Sequence[EvalScenario], int], None],
     result: Callable[[Any, int, dict[str, dict[str, Any]]], dict[str, Any]],
+    config: Callable[[Any], Any] | None = None,
 ) -> EvaluationSpec:
     """A walk's ``EvaluationSpec`` over ``scenarios``: the twist command pinned and pushes off
-    (``walk_eval_config``), the walk's metrics, one rollout of ``horizon_s`` simulated seconds unless the
-    ``horizon_s`` option says otherwise (at most one episode), and the ``commands`` option choosing scenarios
-    by name (``scenario_help`` says what the names are). ``setup`` and ``result`` as in ``EvaluationSpec``."""
+    (``walk_eval_config``; ``config``, when given, builds the evaluation's run config instead), the walk's
+    metrics, one rollout of ``horizon_s`` simulated seconds unless the ``horizon_s`` option says
+    otherwise (at most one episode), and the ``commands`` option choosing scenarios by name (``scenario_help``
+    says what the names are). ``setup`` and ``result`` as in ``EvaluationSpec``."""
     from trainrt import mdp
 
     return EvaluationSpec(
-        config=lambda cfg: walk_eval_config(cfg, (0.0, 0.0, 0.0)),
+        config=config or (lambda cfg: walk_eval_config(cfg, (0.0, 0.0, 0.0))),
         scenarios=scenarios,
         metrics={
             "lin_vel_error_xy": lambda env: mdp.lin_vel_error_xy(env, command_name="twist"),

@@ -6,18 +6,25 @@ grid's middle level (``num_levels // 2``; the block's rows spread over the type'
 training episode). Per block: the walk's metrics (fell, linear and yaw-rate errors, achieved velocities);
 per terrain type: the fraction of rows that fell over both commands; and the mean linear velocity error on
 flat ground (the ``flat`` type's blocks).
+
+20 s at 1 m/s is 20 m, more than two tiles, so the walk stays on its type and level by the grid it runs on:
+the run's grid drawn again with every row like the middle level (``difficulty_range`` =
+``TerrainGridCfg.level_difficulties(num_levels // 2)``), and every env facing along its column (yaw
+``ALONG_COLUMN_YAW``: +y, across rows), so that it crosses tiles of its own type at that difficulty, not the
+neighbouring columns' types or the harder rows above.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from trainrt.hotpath import cold_path
-from trainrt.runner.evaluation_spec import EvalScenario, EvaluationSpec
-from trainrt.tasks.velocity.evaluation import _assign_scenario_commands, walk_spec
+from trainrt.runner.evaluation_spec import EvalScenario, EvaluationSpec, with_task_changes
+from trainrt.tasks.velocity.evaluation import _assign_scenario_commands, walk_eval_config, walk_spec
 
 ROUGH_EVAL_COMMANDS: dict[str, tuple[float, float, float]] = {
     "forward_0.5": (0.5, 0.0, 0.0),
@@ -27,6 +34,26 @@ ROUGH_EVAL_COMMANDS: dict[str, tuple[float, float, float]] = {
 
 ROUGH_EVAL_HORIZON_S = 20.0
 """Simulated seconds of a rough walk rollout: one training episode."""
+
+ALONG_COLUMN_YAW = math.pi / 2
+"""Every evaluated env's heading after its reset: facing +y, along its tile column (rows run along y)."""
+
+
+@cold_path
+def rough_walk_eval_config(cfg: Any) -> Any:
+    """The run config of the rough walk's evaluation: the walk's (``walk_eval_config``: commands pinned, pushes
+    off), every grid row drawn like the run grid's middle level, every env facing along its column."""
+    from trainrt.tasks import make_task_cfg
+
+    grid = make_task_cfg(cfg.task).scene.terrain
+    if grid is None:
+        raise ValueError("the rough walk evaluation needs a task with SceneCfg.terrain")
+    band = list(grid.level_difficulties(grid.num_rows // 2))
+    heading = {"params": {"pose_range": {"yaw": [ALONG_COLUMN_YAW, ALONG_COLUMN_YAW]}}}
+    return with_task_changes(
+        walk_eval_config(cfg, (0.0, 0.0, 0.0)),
+        {"terrain": {"difficulty_range": band}, "events": {"reset_base": heading}},
+    )
 
 
 def _scenarios(types: Sequence[str]) -> tuple[EvalScenario, ...]:
@@ -89,4 +116,5 @@ def rough_walk_evaluation() -> EvaluationSpec:
         scenario_help="terrain/command scenario names",
         setup=place_on_terrain,
         result=_result,
+        config=rough_walk_eval_config,
     )
