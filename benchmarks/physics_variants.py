@@ -23,7 +23,11 @@ iterations per substep (mean and max over worlds) after each timing. Variants:
 - ``sensors_every_substep``: sensors on every substep, as before (``SimConfig.sensors_every_substep``);
 - ``unrolled_solver``: every solver iteration in the graph, no conditional node (``graph_conditional``);
 - ``solver_iterations_5`` and ``solver_tolerance_1e-6`` (on request): physics changes, to see what they
-  would buy.
+  would buy;
+- ``box_soles`` (on request): a model change, to see what it would buy: each foot's sole geoms (``--sole-geoms``,
+  a regex; default the task's ``foot_friction`` event's geoms) become one box, their bounding box in the foot's
+  frame (``box_soles``), so a foot meets the ground as one box instead of several capsules (the G1's seven
+  per foot: fewer collision pairs and contacts, most of all on a heightfield).
 
 It attributes time; the acceptance number stays ``tail_env_steps_per_sec`` of a training run.
 """
@@ -32,16 +36,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 from typing import Any
 
+import mujoco
+import numpy as np
 import torch
 
 import simcore
 from trainrt.config.resolve import resolve_train_config
 from trainrt.runner.bench import physics_backend
-from trainrt.runner.build import build_env
+from trainrt.runner.build import build_env, make_env_cfg
+from trainrt.terrain.scene import TerrainScene, scene_model
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
@@ -49,6 +57,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "unrolled_solver": {"graph_conditional": False},
     "solver_iterations_5": {"options": {"iterations": 5}},
     "solver_tolerance_1e-6": {"options": {"tolerance": 1e-6}},
+    "box_soles": {"model": "box_soles"},
 }
 """Variant name -> the SimConfig fields it changes, and under ``options`` the physics options it sets with
 ``set_option``. The first three give the same physics at another cost; the option variants change the physics
@@ -57,10 +66,73 @@ VARIANTS: dict[str, dict[str, Any]] = {
 DEFAULT_VARIANTS = ("default", "sensors_every_substep", "unrolled_solver")
 
 
-def _backend(cfg: Any, changes: dict[str, Any]) -> simcore.SimBackend:
-    """The variant's bare backend (`trainrt.runner.bench.physics_backend`), its options set."""
+def _aabb_in_body(model: mujoco.MjModel, geom: int) -> tuple[np.ndarray, np.ndarray]:
+    """The (low, high) corners of a capsule's, sphere's or box's bounding box in its body's frame."""
+    rot = np.empty(9)
+    mujoco.mju_quat2Mat(rot, model.geom_quat[geom])
+    rot, pos, size = rot.reshape(3, 3), model.geom_pos[geom], model.geom_size[geom]
+    kind = model.geom_type[geom]
+    if kind == mujoco.mjtGeom.mjGEOM_SPHERE:
+        points, pad = pos[None, :], size[0]
+    elif kind == mujoco.mjtGeom.mjGEOM_CAPSULE:
+        points, pad = pos + np.outer([-1.0, 1.0], rot[:, 2] * size[1]), size[0]
+    elif kind == mujoco.mjtGeom.mjGEOM_BOX:
+        signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], dtype=float)
+        points, pad = pos + (signs * size) @ rot.T, 0.0
+    else:
+        raise ValueError(f"geom {model.geom(geom).name!r}: box_soles takes spheres, capsules and boxes")
+    return points.min(axis=0) - pad, points.max(axis=0) + pad
+
+
+def box_soles(model: mujoco.MjModel, sole_geoms: str) -> mujoco.MjModel:
+    """``model`` changed in place: per body, the geoms whose names match ``sole_geoms`` become one box, their
+    bounding box in the body's frame. The first keeps its contact properties and becomes the box; the others
+    stop colliding (contype and conaffinity 0). ValueError when no geom matches."""
+    pattern = re.compile(sole_geoms)
+    by_body: dict[int, list[int]] = {}
+    for geom in range(model.ngeom):
+        if pattern.fullmatch(model.geom(geom).name):
+            by_body.setdefault(int(model.geom_bodyid[geom]), []).append(geom)
+    if not by_body:
+        raise ValueError(f"--sole-geoms {sole_geoms!r} matches no geom of the task's model")
+    for geoms in by_body.values():
+        corners = [_aabb_in_body(model, g) for g in geoms]
+        low = np.min([c[0] for c in corners], axis=0)
+        high = np.max([c[1] for c in corners], axis=0)
+        first, half = geoms[0], (high - low) / 2
+        model.geom_type[first] = mujoco.mjtGeom.mjGEOM_BOX
+        model.geom_pos[first] = (low + high) / 2
+        model.geom_quat[first] = (1.0, 0.0, 0.0, 0.0)
+        model.geom_size[first] = half
+        model.geom_aabb[first] = (0.0, 0.0, 0.0, *half)
+        model.geom_rbound[first] = float(np.linalg.norm(half))
+        for other in geoms[1:]:
+            model.geom_contype[other] = 0
+            model.geom_conaffinity[other] = 0
+    return model
+
+
+def _sole_geoms(cfg: Any, given: str | None) -> str:
+    """``--sole-geoms``, else the geoms of the task's ``foot_friction`` event."""
+    if given:
+        return given
+    event = make_env_cfg(cfg).events.get("foot_friction")
+    if event is None:
+        raise ValueError("box_soles: the task has no foot_friction event naming its soles; give --sole-geoms")
+    return str(event.params["geom_names"][0])
+
+
+def _backend(cfg: Any, changes: dict[str, Any], sole_geoms: str | None = None) -> simcore.SimBackend:
+    """The variant's bare backend (`trainrt.runner.bench.physics_backend`), its options set; ``changes`` with
+    ``model="box_soles"`` builds the task's scene model with box soles (``sole_geoms``: see ``_sole_geoms``)."""
     changes = dict(changes)
     options = changes.pop("options", {})
+    if changes.pop("model", None) == "box_soles":
+        env_cfg = make_env_cfg(cfg)
+        terrain = (
+            None if env_cfg.scene.terrain is None else TerrainScene(env_cfg.scene.terrain, cfg.training.seed)
+        )
+        changes["model"] = box_soles(scene_model(env_cfg.scene, terrain)[0], _sole_geoms(cfg, sole_geoms))
     # every variant starts from copies of the same states
     backend = physics_backend(cfg, require=(simcore.Capability.STATE_TENSORS,), **changes)
     for name, value in options.items():
@@ -125,6 +197,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default=",".join(DEFAULT_VARIANTS),
         help=f"comma-separated names, the first the reference; of {', '.join(VARIANTS)}",
     )
+    parser.add_argument(
+        "--sole-geoms",
+        default=None,
+        help="box_soles: regex of the sole geoms (default: the task's foot_friction's)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="write the results as JSON here")
     args = parser.parse_args(argv)
@@ -136,7 +213,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     k = cfg.training.collector_steps_per_replay
     if args.steps % k:
         parser.error(f"--steps must be a multiple of K={k}")
-    backends = {name: _backend(cfg, VARIANTS[name]) for name in names}
+    backends = {name: _backend(cfg, VARIANTS[name], args.sole_geoms) for name in names}
     states = saved_states(backends[names[0]], args.stir_steps, args.seed)
     if args.collected_steps > 0:
         states["collected"] = collected_state(cfg, args.collected_steps, args.seed)
