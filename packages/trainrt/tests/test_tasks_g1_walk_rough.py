@@ -81,11 +81,13 @@ def test_the_evaluation_runs_every_terrain_type_at_its_middle_level(tmp_path):
     )
     shown = {"algo": "sac", "task": "g1_walk_rough", "iteration": 1, "sim": "mujoco", "trained_sim": "mujoco"}
     table = format_eval_table({**result, **shown})
-    assert f"per terrain type (flat ground: lin vel err {result['flat_lin_vel_error_xy']:.3f} m/s)" in table
+    flat_error = result["flat_lin_vel_error_xy"]
+    assert (
+        f"per terrain type, every row at difficulty 0.50-0.60 (flat ground: lin vel err {flat_error:.3f} m/s)"
+        in table
+    )
     assert all(f"| {name} " in table for name in TYPES)
-    # each type at the middle level, every row of the grid drawn like it
-    assert all(r["difficulty"] == pytest.approx([0.5, 0.6]) for r in result["terrain"].values())
-    assert "| difficulty " in table and "| 0.50-0.60 " in table
+    assert result["grid"]["difficulty_range"] == pytest.approx([0.5, 0.6])  # every row like the middle level
 
 
 def test_the_evaluation_setup_puts_each_block_on_its_type_at_the_middle_level(tmp_path):

@@ -512,17 +512,12 @@ def format_eval_table(result: dict[str, Any]) -> str:
     table = format_table(title, header, rows)
     if "terrain" in result:  # a rough walk: falls per terrain type over its commands, and flat ground's error
         flat = result.get("flat_lin_vel_error_xy")
-        by_type = [
-            [
-                name,
-                r["level"],
-                "-".join(f"{d:.2f}" for d in r.get("difficulty", ())),
-                f"{r['failed_fraction']:.3f}",
-            ]
-            for name, r in result["terrain"].items()
-        ]
-        title = "per terrain type" + (
-            f" (flat ground: lin vel err {flat:.3f} m/s)" if flat is not None else ""
+        by_type = [[name, r["level"], f"{r['failed_fraction']:.3f}"] for name, r in result["terrain"].items()]
+        band = result.get("grid", {}).get("difficulty_range")  # every row of the grid drawn like that level
+        title = (
+            "per terrain type"
+            + (f", every row at difficulty {band[0]:.2f}-{band[1]:.2f}" if band else "")
+            + (f" (flat ground: lin vel err {flat:.3f} m/s)" if flat is not None else "")
         )
-        table += "\n" + format_table(title, ["terrain", "level", "difficulty", "fell"], by_type)
+        table += "\n" + format_table(title, ["terrain", "level", "fell"], by_type)
     return table

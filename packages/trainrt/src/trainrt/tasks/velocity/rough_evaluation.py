@@ -92,7 +92,6 @@ def _result(env: Any, horizon: int, rows: dict[str, dict[str, Any]]) -> dict[str
     terrain = {
         name: {
             "level": env.terrain.num_levels // 2,
-            "difficulty": list(env.terrain.cfg.difficulty_range),  # every row drawn like that level
             "failed_fraction": sum(r["failed_fraction"] for r in found) / len(found),
         }
         for name, found in by_type.items()
