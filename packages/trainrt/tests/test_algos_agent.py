@@ -136,6 +136,52 @@ def test_loading_keeps_tensor_identity(algo):
     assert agent.critic_optimizer.state[param]["exp_avg"] is exp_avg  # a captured graph would still see it
 
 
+@pytest.mark.parametrize("algo", ALGOS)
+def test_an_acting_only_agent_acts_as_the_learner_it_loaded_and_refuses_to_learn(algo):
+    agent, buffer = _agent_with_data(algo, seed=0)
+    for _ in range(3):
+        agent.update(buffer.sample(32, agent.update_rng))
+    agent.act(_obs(3))
+    actor = make_agent(algo, SMALL[algo](), OBS_DIMS, NUM_ACTIONS, "cpu", seed=99, learns=False)
+    assert not actor.learns
+    assert not any(isinstance(v, torch.optim.Optimizer) for v in vars(actor).values())
+    actor.load_state_dict(agent.state_dict())
+
+    obs = _obs(4)
+    torch.testing.assert_close(actor.act(obs, deterministic=True), agent.act(obs, deterministic=True))
+    for _ in range(2):  # the exploration stream continues as the learner's (generator and held noise loaded)
+        torch.testing.assert_close(actor.act(obs), agent.act(obs))
+    torch.testing.assert_close(actor.actor_for_export()(obs["policy"]), agent.act(obs, deterministic=True))
+    assert actor.rng_state()["rng"].equal(agent.rng_state()["rng"])
+    for refused, call in (
+        ("cannot update", lambda: actor.update(buffer.sample(32, actor.update_rng))),
+        ("cannot capture updates", lambda: actor.capture_update(lambda g: buffer.sample(32, g))),
+        ("cannot save a resumable state", actor.state_dict),
+    ):
+        with pytest.raises(RuntimeError, match=f"{refused}: this agent was built to act only.*learns=True"):
+            call()
+
+
+def test_building_an_acting_only_agent_does_not_import_the_compiler():
+    """Evaluation, play and export build agents that only act; torch's compiler (pulled in by building an
+    optimizer) costs seconds per process to import, so they must not."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, trainrt.algos as a\n"
+        f"a.make_agent('sac', None, {OBS_DIMS!r}, {NUM_ACTIONS}, 'cpu', learns=False)\n"
+        "acting_only = 'torch._dynamo' in sys.modules\n"
+        f"a.make_agent('sac', None, {OBS_DIMS!r}, {NUM_ACTIONS}, 'cpu')\n"
+        "print(acting_only, 'torch._dynamo' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [
+        "False",
+        "True",
+    ]  # the learner's optimizers do import it: the check can fail
+
+
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the TorchScript exporter needs no onnxscript
 @pytest.mark.parametrize("algo", ALGOS)
 def test_exported_actor_runs_in_onnxruntime(algo, tmp_path):

@@ -9,8 +9,15 @@ import torch
 
 from trainrt.hotpath import cold_path
 
-_COMPILE_ERRORS = (torch._dynamo.exc.TorchDynamoException, torch._dynamo.exc.FailOnRecompileLimitHit)
-"""What torch.compile raises, before running anything, when it cannot compile (again)."""
+
+def _is_compile_error(exc: Exception) -> bool:
+    """Whether ``exc`` is what torch.compile raises, before running anything, when it cannot compile (again).
+
+    Imports dynamo here rather than at module level: a process that never compiles (evaluation, export) then
+    never pays for importing it, and one that compiled has imported it already."""
+    from torch._dynamo import exc as dynamo_exc
+
+    return isinstance(exc, (dynamo_exc.TorchDynamoException, dynamo_exc.FailOnRecompileLimitHit))
 
 
 class CompiledOnFirstCall:
@@ -38,7 +45,9 @@ class CompiledOnFirstCall:
             return self.fn(*args)
         try:
             return self._active(*args)
-        except _COMPILE_ERRORS as exc:
+        except Exception as exc:
+            if not _is_compile_error(exc):
+                raise
             # A later call that must compile again (new guards, or too many recompiles) and cannot: torch.compile
             # raises before running anything, so the eager call is the first to write.
             self.uncompile(f"recompiling failed: {type(exc).__name__}: {exc}")

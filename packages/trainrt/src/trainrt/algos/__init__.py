@@ -25,6 +25,7 @@ def make_agent(
     device: torch.device | str,
     *,
     seed: int = 0,
+    learns: bool = True,
 ) -> Agent:
     """Build an agent for `algo` ("sac" or "flashsac") on `device`.
 
@@ -36,6 +37,9 @@ def make_agent(
         num_actions: A, the action dimension (actions live in [-1, 1]).
         device: parameter / buffer / generator device.
         seed: seeds parameter init and the agent's generators.
+        learns: False builds an agent that only acts (evaluation, play, export): no optimizers or update
+            parts, so it builds in a fraction of the time; it loads a checkpoint's weights but cannot update
+            or save a resumable state.
     """
     if algo not in ALGORITHMS:
         raise ValueError(f"unknown algo {algo!r}; valid: {sorted(ALGORITHMS)}")
@@ -49,7 +53,7 @@ def make_agent(
             raise ValueError(f"{role}={group!r} is not an observation group; available: {sorted(obs_dims)}")
     if num_actions < 1:
         raise ValueError(f"num_actions must be >= 1, got {num_actions}")
-    return agent_cls(cfg, obs_dims, num_actions, device, seed=seed)
+    return agent_cls(cfg, obs_dims, num_actions, device, seed=seed, learns=learns)
 
 
 __all__ = [

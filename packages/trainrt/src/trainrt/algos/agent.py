@@ -23,7 +23,7 @@ from torch import nn
 
 from trainrt.algos import update_math
 from trainrt.algos.distributional import categorical_support, check_support_range
-from trainrt.algos.execution import LearnerExecution, Part, UpdateParts
+from trainrt.algos.execution import LearnerExecution, Part, UpdateParts, raise_acting_only
 from trainrt.algos.lr_schedule import LrSchedule, lr_schedule_from
 from trainrt.algos.networks import check_log_std_range
 from trainrt.algos.normalizer import RunningObsNormalizer
@@ -148,6 +148,9 @@ class Agent(LearnerExecution, abc.ABC):
         actor_optimizer: AdamW over the actor's parameters (scheduled learning rate).
         critic_optimizer: AdamW over the critic's parameters (scheduled learning rate).
         alpha_optimizer: AdamW over `log_alpha` alone (no weight decay, constant learning rate).
+        learns: False for an agent built to act only (evaluation, play, export): it has no optimizers and
+            no update parts, loads a checkpoint's networks, normalizers, temperature and generators, and
+            refuses to update or to save a resumable state.
         parts: the update's pieces (`UpdateParts`), each run plain or compiled as `LearnerExecution` decides.
     """
 
@@ -169,8 +172,11 @@ class Agent(LearnerExecution, abc.ABC):
     alpha_optimizer: torch.optim.Optimizer
     parts: UpdateParts
 
-    def __init__(self, cfg: LearnerConfig, num_actions: int, device: torch.device | str, seed: int):
+    def __init__(
+        self, cfg: LearnerConfig, num_actions: int, device: torch.device | str, seed: int, learns: bool = True
+    ):
         self.cfg = cfg
+        self.learns = learns
         self.num_actions = num_actions
         self.device = torch.device(device)
         self.seed = seed
@@ -213,8 +219,9 @@ class Agent(LearnerExecution, abc.ABC):
 
         Moves ``actor`` and ``critic`` to the device, copies the critic into `critic_target`, creates the
         observation normalizers (one shared object when both read one group), the C51 `support`,
-        `log_alpha`, the three AdamW optimizers, the learning-rate schedule over the actor and critic
-        optimizers, and the acting copy. Draws no random numbers.
+        `log_alpha`, the three AdamW optimizers and the learning-rate schedule over the actor and critic
+        optimizers (a learning agent only: building an optimizer imports torch's compiler, seconds that an
+        acting-only process need not spend), and the acting copy. Draws no random numbers.
 
         Args:
             actor: the policy network, initialized (under `_seeded_init`).
@@ -241,15 +248,18 @@ class Agent(LearnerExecution, abc.ABC):
         self._actor_params = list(self.actor.parameters())
         self._critic_params = list(self.critic.parameters())
         self._target_params = list(self.critic_target.parameters())
-        self.actor_optimizer = self._adamw(self._actor_params, cfg.actor_lr, cfg.adam_betas, cfg.weight_decay)
-        self.critic_optimizer = self._adamw(
-            self._critic_params, cfg.critic_lr, cfg.adam_betas, cfg.weight_decay
-        )
-        # No weight decay on the temperature: it would pull alpha toward 1.
-        self.alpha_optimizer = self._adamw([self.log_alpha], cfg.alpha_lr, cfg.adam_betas, 0.0)
-        self._init_lr_schedule(
-            lr_schedule_from(cfg, self.device), [self.actor_optimizer, self.critic_optimizer]
-        )
+        if self.learns:
+            self.actor_optimizer = self._adamw(
+                self._actor_params, cfg.actor_lr, cfg.adam_betas, cfg.weight_decay
+            )
+            self.critic_optimizer = self._adamw(
+                self._critic_params, cfg.critic_lr, cfg.adam_betas, cfg.weight_decay
+            )
+            # No weight decay on the temperature: it would pull alpha toward 1.
+            self.alpha_optimizer = self._adamw([self.log_alpha], cfg.alpha_lr, cfg.adam_betas, 0.0)
+            self._init_lr_schedule(
+                lr_schedule_from(cfg, self.device), [self.actor_optimizer, self.critic_optimizer]
+            )
         self._init_acting_policy()
 
     @cold_path
@@ -293,6 +303,8 @@ class Agent(LearnerExecution, abc.ABC):
     @cold_path
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume: networks, target, normalizers, temperature, optimizers, RNGs, updates."""
+        if not self.learns:
+            raise_acting_only("save a resumable state")
         return clone_state(
             {
                 "algo": self.algo,
@@ -305,7 +317,7 @@ class Agent(LearnerExecution, abc.ABC):
                 "actor_optimizer": self.actor_optimizer.state_dict(),
                 "critic_optimizer": self.critic_optimizer.state_dict(),
                 "alpha_optimizer": self.alpha_optimizer.state_dict(),
-                "rng_state": self._rng_state(),
+                "rng_state": self.rng_state(),
                 "num_updates": self.num_updates,
                 "schedule_step": self._schedule_step,
             }
@@ -313,7 +325,8 @@ class Agent(LearnerExecution, abc.ABC):
 
     @cold_path
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore `state_dict()` output in place (captured graphs stay valid)."""
+        """Restore `state_dict()` output in place (captured graphs stay valid); an acting-only agent skips the
+        optimizers' state."""
         if state.get("algo") != self.algo:
             raise ValueError(f"checkpoint is for algo {state.get('algo')!r}, this agent is {self.algo!r}")
         self.actor.load_state_dict(state["actor"])
@@ -323,9 +336,10 @@ class Agent(LearnerExecution, abc.ABC):
         self.critic_obs_normalizer.load_state_dict(state["critic_obs_normalizer"])
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
-        load_optimizer_state_inplace(self.actor_optimizer, state["actor_optimizer"])
-        load_optimizer_state_inplace(self.critic_optimizer, state["critic_optimizer"])
-        load_optimizer_state_inplace(self.alpha_optimizer, state["alpha_optimizer"])
+        if self.learns:
+            load_optimizer_state_inplace(self.actor_optimizer, state["actor_optimizer"])
+            load_optimizer_state_inplace(self.critic_optimizer, state["critic_optimizer"])
+            load_optimizer_state_inplace(self.alpha_optimizer, state["alpha_optimizer"])
         self._load_rng_state(state["rng_state"])
         self.num_updates = int(state["num_updates"])
         if "schedule_step" in state:
@@ -456,7 +470,7 @@ class Agent(LearnerExecution, abc.ABC):
             params, lr=lr, betas=betas, weight_decay=weight_decay, capturable=on_cuda, fused=on_cuda or None
         )
 
-    def _rng_state(self) -> dict[str, torch.Tensor]:
+    def rng_state(self) -> dict[str, torch.Tensor]:
         """Both generators' states (host tensors)."""
         return {"rng": self.rng.get_state(), "update_rng": self.update_rng.get_state()}
 

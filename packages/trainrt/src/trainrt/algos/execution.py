@@ -92,6 +92,15 @@ def check_part_names(parts: type[UpdateParts], settings: ExecutionSettings) -> N
             )
 
 
+@cold_path
+def raise_acting_only(what: str) -> None:
+    """Refuse ``what`` on an agent built to act only (``learns=False``), naming the fix."""
+    raise RuntimeError(
+        f"cannot {what}: this agent was built to act only (learns=False: no optimizers); build it with "
+        "learns=True to train or to save a resumable state"
+    )
+
+
 class LearnerExecution:
     """The execution half of `trainrt.algos.agent.Agent`: compiling its parts, capturing and replaying its
     update graphs, falling back to eager with a reason, and the acting copy of the policy. It calls the
@@ -108,6 +117,7 @@ class LearnerExecution:
     actor_optimizer: torch.optim.Optimizer
     critic_optimizer: torch.optim.Optimizer
     alpha_optimizer: torch.optim.Optimizer
+    learns: bool
     algo: ClassVar[str]
 
     def _update_step(self, batch: Batch, update_actor: bool) -> None:
@@ -174,6 +184,8 @@ class LearnerExecution:
 
     def update(self, batch: Batch) -> None:
         """One eager gradient update from `batch`, then publish the policy; losses stay on the device."""
+        if not self.learns:
+            raise_acting_only("update")
         self._update_step(batch, self._actor_due())
         self.num_updates += 1
         self.publish_policy()
@@ -202,6 +214,8 @@ class LearnerExecution:
             capture_stream: the stream to capture on (None: torch's own capture stream); the graphs keep its
                 multiprocessors wherever they are replayed (a green context's stream: ``LearnerPartition``).
         """
+        if not self.learns:
+            raise_acting_only("capture updates")
         if updates_per_replay < 1:
             raise ValueError(f"updates_per_replay must be >= 1, got {updates_per_replay}")
         self._sample_fn = sample_fn

@@ -130,9 +130,10 @@ class FlashSacAgent(Agent):
         num_actions: int,
         device: torch.device | str,
         seed: int = 0,
+        learns: bool = True,
     ):
         check_part_names(FlashSacParts, cfg)
-        super().__init__(cfg, num_actions, device, seed)
+        super().__init__(cfg, num_actions, device, seed, learns)
         actor_dim, critic_dim = self._obs_group_dims(obs_dims)
         with self._seeded_init():
             actor = FlashSacActor(actor_dim, num_actions, cfg)
@@ -164,7 +165,8 @@ class FlashSacAgent(Agent):
             "alpha_loss",
             "entropy",
         )
-        self.parts = self._flashsac_parts()
+        if learns:
+            self.parts = self._flashsac_parts()
 
     def _flashsac_parts(self) -> FlashSacParts:
         """The update's math bound to this agent's modules and optimizers (each part its own lambda, as

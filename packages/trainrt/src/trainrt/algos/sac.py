@@ -191,9 +191,10 @@ class SacAgent(Agent):
         num_actions: int,
         device: torch.device | str,
         seed: int = 0,
+        learns: bool = True,
     ):
         check_part_names(SacParts, cfg)
-        super().__init__(cfg, num_actions, device, seed)
+        super().__init__(cfg, num_actions, device, seed, learns)
         actor_dim, critic_dim = self._obs_group_dims(obs_dims)
         with self._seeded_init():
             actor = SacActor(actor_dim, num_actions, cfg.actor_hidden_dim, cfg.log_std_min, cfg.log_std_max)
@@ -207,7 +208,8 @@ class SacAgent(Agent):
         self._declare_losses(  # recorded by every update first, then by actor updates only
             "critic_loss", "q_mean", "target_q_mean", "alpha", "actor_loss", "alpha_loss", "entropy"
         )
-        self.parts = self._sac_parts()
+        if learns:
+            self.parts = self._sac_parts()
 
     def _sac_parts(self) -> SacParts:
         """The update's math bound to this agent's modules and optimizers.

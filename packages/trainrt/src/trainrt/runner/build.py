@@ -125,11 +125,23 @@ def quiet_backend_log(backend: str) -> None:
 
 @cold_path
 def build_agent(
-    cfg: TrainConfig, obs_dims: dict[str, int], num_actions: int, device: torch.device | str
+    cfg: TrainConfig,
+    obs_dims: dict[str, int],
+    num_actions: int,
+    device: torch.device | str,
+    *,
+    learns: bool = True,
 ) -> Any:
-    """The agent of ``cfg.algo`` for the given observation group sizes and action count."""
+    """The agent of ``cfg.algo`` for the given observation group sizes and action count (``learns=False``: one
+    that only acts, for evaluation, play and export)."""
     return make_agent(
-        cfg.algo.name, cfg.algo.params, obs_dims, num_actions, torch.device(device), seed=cfg.training.seed
+        cfg.algo.name,
+        cfg.algo.params,
+        obs_dims,
+        num_actions,
+        torch.device(device),
+        seed=cfg.training.seed,
+        learns=learns,
     )
 
 

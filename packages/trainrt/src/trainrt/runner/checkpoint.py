@@ -435,7 +435,7 @@ def load_agent_weights(agent: Any, state: dict[str, Any]) -> None:
     agent_state = state["agent"]
     saved_device = torch.device(state.get("device", "cpu"))
     if saved_device.type != torch.device(agent.device).type and "rng_state" in agent_state:
-        agent_state = {**agent_state, "rng_state": agent.state_dict()["rng_state"]}
+        agent_state = {**agent_state, "rng_state": agent.rng_state()}
     agent.load_state_dict(agent_state)
 
 

@@ -245,7 +245,7 @@ def _load_agent(cfg: TrainConfig, env: Any, state: dict[str, Any]) -> Any:
     the weights do not fit the networks the run's config builds."""
     check_action_mapping(state, env)
     check_motion_clips(state, env)
-    agent = build_agent(cfg, env.obs_dims, env.num_actions, env.device)
+    agent = build_agent(cfg, env.obs_dims, env.num_actions, env.device, learns=False)
     load_run_weights(state, agent, cfg, dict(env.obs_dims), action="cannot evaluate")
     return agent
 

@@ -159,7 +159,7 @@ def export_run(
     cfg = load_resolved_config(run_dir, motion_file=motion_file)
     state = load_run_checkpoint(run_dir, checkpoint, map_location="cpu", require=POLICY_CHECKPOINT_KEYS)
     env_meta = state["env_meta"]
-    agent = build_agent(cfg, env_meta["obs_dims"], env_meta["num_actions"], "cpu")
+    agent = build_agent(cfg, env_meta["obs_dims"], env_meta["num_actions"], "cpu", learns=False)
     load_run_weights(state, agent, cfg, action="cannot export")
     group = policy_obs_group(agent)
     metadata = export_metadata(

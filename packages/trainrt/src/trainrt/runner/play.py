@@ -109,7 +109,7 @@ def load_run_policy(
     agent with the checkpoint's weights, and the checkpoint facts (``path``, ``iteration``)."""
     cfg = rollout_config(run_dir, sim=sim, motion_file=motion_file)
     env = build_env(cfg, num_envs=num_envs)
-    agent = build_agent(cfg, env.obs_dims, env.num_actions, env.device)
+    agent = build_agent(cfg, env.obs_dims, env.num_actions, env.device, learns=False)
     state = load_run_checkpoint(run_dir, checkpoint, map_location=env.device, require=POLICY_CHECKPOINT_KEYS)
     check_action_mapping(state, env)
     check_motion_clips(state, env)
