@@ -203,8 +203,8 @@ class TerrainLevels(ManagerTermBase):
     tile's centre, down when it walked less than half of what its command asked for over an episode
     (``TerrainCurriculum.update``). Rows whose episode has not started (``episode_length_buf == 0``, e.g. the
     first reset) stay. Reports ``mean_level``, ``mean_level/<type>`` (the mean level of the envs on each
-    terrain type's columns, 0 where no env is: which ground holds the robots back) and ``level_<i>`` (the fraction of envs at
-    level ``i``).
+    terrain type's columns, 0 where no env is: which ground holds the robots back) and ``level_<i>`` (the
+    fraction of envs at level ``i``).
 
     Params:
         command_name: the velocity command (its first two columns are the commanded planar velocity).
