@@ -68,9 +68,12 @@ def test_cache_memoizes_only_while_active_and_for_one_version():
         cache.bump()
         assert cache.version == version + 1
         assert cache.get("k", compute) == 4
+        cache.forget()  # drops the memo, the state did not change
+        assert cache.version == version + 1 and cache.active
+        assert cache.get("k", compute) == 5 and cache.get("k", compute) == 5
     assert not cache.active
     with cache.memoizing():
-        assert cache.get("k", compute) == 5  # a new step starts empty
+        assert cache.get("k", compute) == 6  # a new step starts empty
 
 
 @pytest.mark.parametrize("task", TASK_NAMES)

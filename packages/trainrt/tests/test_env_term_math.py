@@ -97,32 +97,34 @@ def test_compiled_term_math_leaves_the_eager_state_on_the_gpu(task):
 
 
 @pytest.mark.slow
-def test_a_second_env_past_the_recompile_limit_steps_eagerly_and_says_why():
-    """torch.compile compiles a function again for every env object; past its recompile limit (8 by default,
-    3 here) the next env's compiled parts fall back to eager instead of raising, and step as the eager env.
-    The observation frames compile twice per env (with the history update at the reset, without it in the
-    step), the terms once: the second env's frames fail in the step, a call after their first."""
+@pytest.mark.parametrize("task", TASKS)
+def test_each_part_compiles_once_and_a_second_env_past_the_recompile_limit_steps_eagerly(task):
+    """Each part of the term math compiles one variant per env: the observation frames are called with and
+    without the history update (a flag that matters only with history terms, which these tasks have none
+    of) and with an empty or a full memo of derived quantities, and neither may make them compile again (a
+    fresh machine pays seconds per variant). So with a recompile limit of 1 the first env steps through its
+    resets with every part compiled. torch.compile compiles a function
+    again for every env object whose attributes its guards pin; past the limit the second env's parts fall
+    back to eager instead of raising, say why, and step as the eager env."""
     torch._dynamo.reset()
-    with torch._dynamo.config.patch(recompile_limit=3):
-        first, second, reference = (_env("g1_walk_flat", "mjwarp", "cpu") for _ in range(3))
+    with torch._dynamo.config.patch(recompile_limit=1):
+        first, second, reference = (_env(task, "mjwarp", "cpu") for _ in range(3))
         actions = _actions(first)
         for env in (first, second):
             env.reset()
             assert env.compile_term_math()
-            _run(env, actions[:3])
+            _run(env, actions[: EPISODE_STEPS + 2])  # through a reset of every row
+            assert int(env._finished_episodes) > 0
     torch._dynamo.reset()
-    assert first.term_math_reasons() == {}
+    assert first.term_math_reasons() == {}  # one variant of each part
     reasons = second.term_math_reasons()
-    assert list(reasons) == ["observations"], reasons  # the terms' one compilation was within the limit
-    assert reasons["observations"].startswith("recompiling failed: FailOnRecompileLimitHit"), reasons
+    # A part whose guards do not pin the env object (the reset payload's) runs the first env's graph
+    assert {"terms", "observations"} <= set(reasons), reasons
+    assert all("failed: FailOnRecompileLimitHit" in r for r in reasons.values()), reasons
     reference.reset()
-    _run(reference, actions[:3])  # eager all along, from the same seed
-    expected, got = StateSnapshot(reference), StateSnapshot(second)
-    assert expected.names == got.names and len(expected.names) > 20
-    for name, x, y in zip(expected.names, expected.values, got.values):
-        same = torch.allclose(x, y, rtol=1e-5, atol=1e-6) if x.dtype.is_floating_point else torch.equal(x, y)
-        assert same, name
-    assert all(torch.equal(x, y) for x, y in zip(expected.generator_states, got.generator_states))
+    _run(reference, actions[: EPISODE_STEPS + 2])  # eager all along, from the same seed
+    facts = compare(StateSnapshot(reference), StateSnapshot(second), **TOL)
+    assert facts["exact_tensors"] > 10 and facts["float_tensors"] > 10
 
 
 @pytest.mark.slow

@@ -69,6 +69,13 @@ class StateCache:
             return  # a traced int would be a guard: the eager write methods count (module docstring)
         self.version += 1
 
+    def forget(self) -> None:
+        """Drop every memoized value without a new version (the state did not change). A compiled part of the
+        step calls this first: dynamo guards on the memo's contents (which keys it holds), so a part entered
+        sometimes with an empty memo and sometimes with a full one would compile twice; inside one compiled
+        graph a value read again is computed again in the same fused kernels."""
+        self._values.clear()
+
     @contextlib.contextmanager
     def memoizing(self) -> Iterator[None]:
         """Memoize within the block (one env step or reset); forget everything when it ends."""

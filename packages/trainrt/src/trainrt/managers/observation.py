@@ -237,6 +237,11 @@ class ObservationManager(ManagerBase):
         if self._draws_apart:
             for term in self._noisy_terms:
                 term.noise.draw_(term.noise_scratch, self._env.rng)
+            if self.compiled_frames.compiled:
+                # One compiled variant per call site at most: the flag matters only with history terms, and the
+                # memo starts empty (its contents are a guard; `StateCache.forget`).
+                update_history = update_history and self._has_history
+                self._env.state_cache.forget()
             self.compiled_frames(update_history, False)
         else:
             self._compute_frames(update_history, True)
