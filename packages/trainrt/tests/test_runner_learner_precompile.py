@@ -16,9 +16,13 @@ from trainrt.config import apply_overrides, cpu_demo_preset
 from trainrt.replay.buffer import Batch
 from trainrt.runner.build import build_replay
 from trainrt.runner.learner_precompile import (
+    LEARNER_MARKS,
     PRECOMPILE_ENV,
     LearnerPrecompile,
     helper_replay,
+    learner_key,
+    learner_marked,
+    mark_learner,
     precompile_refusal,
 )
 
@@ -62,30 +66,56 @@ def test_the_helpers_replay_hands_the_learner_the_runs_batch_shapes(algo):
 
 def test_a_run_starts_no_helper_where_nothing_would_use_it():
     cfg, on = _cfg(), {PRECOMPILE_ENV: "1"}
-    # auto (unset or "auto"): a helper on a machine whose inductor cache is empty (or not known), none otherwise
+    # auto (unset or "auto"): a helper unless inductor's cache holds this run's learner
     for auto in ({}, {PRECOMPILE_ENV: "auto"}, {PRECOMPILE_ENV: " AUTO "}):
-        assert precompile_refusal(cfg, "cuda:0", 1, 0, auto) is None
-        assert precompile_refusal(cfg, "cuda:0", 1, None, auto) is None
-        warm = precompile_refusal(cfg, "cuda:0", 1, 338, auto)
-        assert (
-            warm
-            == f"inductor's cache holds 338 files: the run loads its learner from there ({PRECOMPILE_ENV}=1 starts a helper anyway)"
+        assert precompile_refusal(cfg, "cuda:0", 1, False, auto) is None
+        assert precompile_refusal(cfg, "cuda:0", 1, True, auto) == (
+            "inductor's cache holds this learner (an earlier run compiled the same algo settings and sizes on "
+            f"this GPU model): the run loads it from there ({PRECOMPILE_ENV}=1 starts a helper anyway)"
         )
-    assert precompile_refusal(cfg, "cuda:0", 1, 338, on) is None  # 1: whatever the cache holds
-    assert precompile_refusal(cfg, "cuda:0", 1, 0, {PRECOMPILE_ENV: "0"}) == f"off ({PRECOMPILE_ENV}=0)"
-    assert precompile_refusal(cfg, "cpu", 1, 0, on) == "not a CUDA device"
-    assert precompile_refusal(cfg, "cpu", 1, 0, {}) == "not a CUDA device"
-    assert precompile_refusal(cfg, "cuda:0", 2, 0, on).startswith("a data-parallel run")
+    assert precompile_refusal(cfg, "cuda:0", 1, True, on) is None  # 1: whatever the cache holds
+    assert precompile_refusal(cfg, "cuda:0", 1, False, {PRECOMPILE_ENV: "0"}) == f"off ({PRECOMPILE_ENV}=0)"
+    assert precompile_refusal(cfg, "cpu", 1, False, on) == "not a CUDA device"
+    assert precompile_refusal(cfg, "cpu", 1, False, {}) == "not a CUDA device"
+    assert precompile_refusal(cfg, "cuda:0", 2, False, on).startswith("a data-parallel run")
     uncompiled = _cfg("sac", "training.compile_learner=false")
-    assert "training.compile_learner" in precompile_refusal(uncompiled, "cuda:0", 1, 0, on)
+    assert "training.compile_learner" in precompile_refusal(uncompiled, "cuda:0", 1, False, on)
     with pytest.raises(
         ValueError,
-        match=rf"{PRECOMPILE_ENV}='maybe': set it to auto \(the default: a helper when inductor's cache is "
-        r"empty\), 1 \(always\) or 0 \(never\)",
+        match=rf"{PRECOMPILE_ENV}='maybe': set it to auto \(the default: a helper unless inductor's cache holds "
+        r"this learner\), 1 \(always\) or 0 \(never\)",
     ):
-        precompile_refusal(cfg, "cuda:0", 1, 0, {PRECOMPILE_ENV: "maybe"})
+        precompile_refusal(cfg, "cuda:0", 1, False, {PRECOMPILE_ENV: "maybe"})
     helper = LearnerPrecompile.start(cfg, OBS_DIMS, 3, "not a CUDA device")
     assert not helper.running and helper.wait() == {"skipped": "not a CUDA device"}
+
+
+def test_a_learners_mark_is_keyed_by_what_decides_its_graphs(tmp_path):
+    """The mark a run leaves once its learner compiled answers for that learner only: another algo setting,
+    another observation or action size, another device kind is another key. A folder that cannot be written
+    costs a helper, not the run."""
+    cfg = _cfg()
+    key = learner_key(cfg, OBS_DIMS, 3, "cpu")
+    assert key == learner_key(_cfg(), dict(reversed(OBS_DIMS.items())), 3, "cpu")  # equal inputs, equal key
+    assert key == learner_key(_cfg("sac", "algo.num_envs=64"), OBS_DIMS, 3, "cpu")  # sizes the replay only
+    others = [
+        learner_key(_cfg("sac", "algo.params.batch_size=64"), OBS_DIMS, 3, "cpu"),
+        learner_key(_cfg("sac", "training.compile_learner=false"), OBS_DIMS, 3, "cpu"),
+        learner_key(cfg, {**OBS_DIMS, "critic": 12}, 3, "cpu"),
+        learner_key(cfg, OBS_DIMS, 4, "cpu"),
+        learner_key(_cfg("flashsac"), OBS_DIMS, 3, "cpu"),
+    ]
+    assert len({key, *others}) == 1 + len(others)
+    inductor = tmp_path / "inductor"
+    assert not learner_marked(inductor, key) and not learner_marked(None, key)
+    mark_learner(inductor, key, {"task": "g1_walk_flat"})
+    assert learner_marked(inductor, key) and not any(learner_marked(inductor, other) for other in others)
+    assert json.loads((inductor / LEARNER_MARKS / f"{key}.json").read_text()) == {"task": "g1_walk_flat"}
+    assert [p.name for p in (inductor / LEARNER_MARKS).iterdir()] == [f"{key}.json"]  # no scratch file left
+    blocked = tmp_path / "a_file"
+    blocked.write_text("not a folder")
+    mark_learner(blocked, key, {})  # nothing raised, nothing marked
+    assert not learner_marked(blocked, key) and blocked.read_text() == "not a folder"
 
 
 def _launch(spec: dict) -> LearnerPrecompile:
@@ -279,3 +309,39 @@ def test_a_helper_still_running_when_warm_up_fails_is_stopped(tmp_path, monkeypa
     summary = load_run_summary(tmp_path / "run")
     assert summary.status == "failed"
     assert summary.learner_precompile == {"skipped": "the run ended before its learner phase"}
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_run_whose_learner_compiled_marks_it_and_the_next_run_of_it_starts_no_helper(tmp_path, monkeypatch):
+    """A CUDA run on an inductor cache without its learner starts the helper and, its learner compiled, leaves
+    the mark; the same run again finds the mark and starts none; the same task with another batch size is
+    another learner and gets its helper."""
+    from test_runner_train import tiny_config
+
+    from trainrt.runner import OffPolicyRunner, load_run_summary
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(sys.path))
+    monkeypatch.delenv(PRECOMPILE_ENV, raising=False)
+    inductor = tmp_path / "inductor"
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(inductor))
+    cuda = ["sim.backend=mjwarp", "sim.device=cuda", "algo.num_envs=16"]
+
+    def run(name: str, *extra: str) -> dict:
+        OffPolicyRunner(
+            tiny_config(tmp_path / name, "sac", "g1_walk_flat", *cuda, *extra), log=lambda line: None
+        ).run()
+        return load_run_summary(tmp_path / name).learner_precompile
+
+    first = run("first")
+    assert set(first) == {"seconds", "waited_sec"}, first  # the helper ran
+    marks = sorted((inductor / LEARNER_MARKS).glob("*.json"))
+    assert len(marks) == 1 and json.loads(marks[0].read_text())["task"] == "g1_walk_flat"
+    assert run("again") == {
+        "skipped": "inductor's cache holds this learner (an earlier run compiled the same algo settings and "
+        f"sizes on this GPU model): the run loads it from there ({PRECOMPILE_ENV}=1 starts a helper anyway)"
+    }
+    other = run("other", "algo.params.batch_size=32")
+    assert set(other) == {"seconds", "waited_sec"}, other
+    assert len(list((inductor / LEARNER_MARKS).glob("*.json"))) == 2

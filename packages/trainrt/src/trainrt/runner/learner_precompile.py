@@ -18,14 +18,18 @@ folders the run uses, ``TRAINRT_CACHE_DIR`` included), keyed by the graphs they 
 or loads each graph as it would anyway. If it fails, the run compiles its learner itself, as without it; what
 happened is in the run summary's ``learner_precompile``.
 
-``TRAINRT_PRECOMPILE_LEARNER``: ``auto`` (the default) starts the helper only when inductor's cache folder is
-empty, a fresh machine, where it shortened a walk's warm-up by about 15 s on an H100; with a filled cache the run
-loads its learner from it in a few seconds, less than the helper's own start-up, so none starts. ``1`` starts it
-whenever the run can use it, ``0`` never.
+``TRAINRT_PRECOMPILE_LEARNER``: ``auto`` (the default) starts the helper unless inductor's cache already holds
+this run's learner; on a fresh machine the helper shortened a walk's warm-up by about 15 s on an H100, and with
+the learner in the cache the run loads it in a few seconds, less than the helper's own start-up. Whether the
+cache holds it is told by a mark (``LEARNER_MARKS``, a small JSON file in inductor's cache folder) that a run or a
+helper leaves once it has compiled a learner: keyed by what decides the learner's graphs (the algo section, the
+observation and action sizes, the GPU model, torch's version), so a second task on the same machine, or a
+cache shared between tasks, still gets its helper. ``1`` starts it whenever the run can use it, ``0`` never.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -33,12 +37,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import IO, Any
 
 from trainrt.hotpath import cold_path
 
 PRECOMPILE_ENV = "TRAINRT_PRECOMPILE_LEARNER"
-"""``auto`` (the default: a helper when inductor's cache is empty), ``1`` (always) or ``0`` (never)."""
+"""``auto`` (the default: a helper unless inductor's cache holds this learner), ``1`` (always) or ``0`` (never)."""
 
 _ON, _OFF, _AUTO = ("1", "true", "yes", "on"), ("0", "false", "no", "off"), ("auto", "")
 
@@ -52,22 +57,74 @@ HELPER_ROWS = 8
 """Rows per env of the helper's replay: the batch shapes, not the capacity, decide the learner's graphs."""
 
 
+LEARNER_MARKS = "trainrt-learners"
+"""The folder, in inductor's cache folder, of the marks of learners compiled there (``mark_learner``)."""
+
+
+@cold_path
+def learner_key(cfg: Any, obs_dims: Mapping[str, int], num_actions: int, device: Any) -> str:
+    """What decides a learner's compiled graphs, hashed: the algo section (networks, batch, updates, inductor
+    options; not the env count, which sizes the replay, not the batch), whether the learner is compiled and
+    captured, the observation and action sizes, the model of GPU ``device`` and torch's version. Two runs
+    with equal keys compile the same learner graphs."""
+    import torch
+
+    device = torch.device(device)
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+    facts = {
+        "algo": cfg.algo.model_dump(mode="json", exclude={"num_envs"}),
+        "compile_learner": cfg.training.compile_learner,
+        "cuda_graph": cfg.training.cuda_graph,
+        "obs_dims": dict(sorted(obs_dims.items())),
+        "num_actions": num_actions,
+        "gpu": gpu,
+        "torch": torch.__version__,
+    }
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _mark_path(inductor_dir: Path, key: str) -> Path:
+    return inductor_dir / LEARNER_MARKS / f"{key}.json"
+
+
+@cold_path
+def learner_marked(inductor_dir: Path | None, key: str) -> bool:
+    """Whether a run or helper left the mark of learner ``key`` in inductor's cache folder ``inductor_dir``."""
+    return inductor_dir is not None and _mark_path(inductor_dir, key).is_file()
+
+
+@cold_path
+def mark_learner(inductor_dir: Path | None, key: str, what: Mapping[str, Any]) -> None:
+    """Leave the mark of learner ``key`` (its compiled graphs are in the cache now), ``what`` in it for a
+    reader. Best effort: a folder that cannot be written costs the next run a helper, nothing else."""
+    if inductor_dir is None:
+        return
+    path = _mark_path(inductor_dir, key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = path.with_name(f".{path.name}.{os.getpid()}")
+        scratch.write_text(json.dumps(dict(what), sort_keys=True) + "\n")
+        scratch.replace(path)
+    except OSError:
+        pass
+
+
 @cold_path
 def precompile_refusal(
     cfg: Any,
     device: str,
     world_size: int,
-    inductor_entries: int | None,
+    learner_cached: bool,
     environ: Mapping[str, str] | None = None,
 ) -> str | None:
-    """Why this run compiles its learner without a helper (None: it starts one). ``inductor_entries``: the
-    files in inductor's cache folder before the run compiles anything (None: not known)."""
+    """Why this run compiles its learner without a helper (None: it starts one). ``learner_cached``: inductor's
+    cache holds this run's learner (``learner_marked``)."""
     environ = os.environ if environ is None else environ
     setting = environ.get(PRECOMPILE_ENV, "auto").strip().lower()
     if setting not in _ON + _OFF + _AUTO:
         raise ValueError(
-            f"{PRECOMPILE_ENV}={environ[PRECOMPILE_ENV]!r}: set it to auto (the default: a helper when "
-            "inductor's cache is empty), 1 (always) or 0 (never)"
+            f"{PRECOMPILE_ENV}={environ[PRECOMPILE_ENV]!r}: set it to auto (the default: a helper unless "
+            "inductor's cache holds this learner), 1 (always) or 0 (never)"
         )
     if setting in _OFF:
         return f"off ({PRECOMPILE_ENV}={environ[PRECOMPILE_ENV].strip()})"
@@ -77,10 +134,10 @@ def precompile_refusal(
         return "the learner is not compiled (training.compile_learner or training.cuda_graph is off)"
     if world_size != 1:
         return "a data-parallel run (its optimizers step through the gradient average)"
-    if setting in _AUTO and inductor_entries:
+    if setting in _AUTO and learner_cached:
         return (
-            f"inductor's cache holds {inductor_entries} files: the run loads its learner from there "
-            f"({PRECOMPILE_ENV}=1 starts a helper anyway)"
+            "inductor's cache holds this learner (an earlier run compiled the same algo settings and sizes on "
+            f"this GPU model): the run loads it from there ({PRECOMPILE_ENV}=1 starts a helper anyway)"
         )
     return None
 

@@ -46,7 +46,7 @@ The runner holds the run's parts and its loop; each other concern is a small obj
 - ``pre_run_checks``: the checkpoint to resume and a probe of the config, before anything is written
   (with ``preflight.check_memory_fits``);
 - ``learner_precompile.LearnerPrecompile``: the helper process that compiles the learner while the envs
-  build (on a machine whose inductor cache is empty: ``TRAINRT_PRECOMPILE_LEARNER``), and what it did;
+  build (unless inductor's cache holds this learner: ``TRAINRT_PRECOMPILE_LEARNER``), and what it did;
 - ``warm_up.WarmUp``: warm-up's phases, the collector and iteration schedule it builds, and what it measured
   (its seconds and env steps, each phase's seconds, the compile caches);
 - ``checkpointing.RunCheckpoints``: writing checkpoints, after a stop too, and restoring one on resume;
@@ -91,7 +91,12 @@ from trainrt.runner.distributed import (
 )
 from trainrt.runner.export import export_trained_policy
 from trainrt.runner.iteration_clock import IterationClock
-from trainrt.runner.learner_precompile import LearnerPrecompile, precompile_refusal
+from trainrt.runner.learner_precompile import (
+    LearnerPrecompile,
+    learner_key,
+    learner_marked,
+    precompile_refusal,
+)
 from trainrt.runner.manifest import write_env_record, write_manifest, write_resolved_config
 from trainrt.runner.play import evaluate_policy
 from trainrt.runner.pre_run_checks import load_resume_checkpoint, probe_config, run_id_to_continue
@@ -240,7 +245,12 @@ class OffPolicyRunner:
         # So is input the env or agent cannot be built from (a motion file, an observation group, other networks).
         self._probed_sizes = self._probe_config(self._resume_checkpoint)
         self._precompile_refusal = precompile_refusal(
-            self.rank_cfg, self.device, self.ranks.world_size, caches_before["inductor"][1]
+            self.rank_cfg,
+            self.device,
+            self.ranks.world_size,
+            learner_marked(
+                caches_before["inductor"][0], learner_key(self.rank_cfg, *self._probed_sizes, self.device)
+            ),
         )
         self.run_id = (
             run_id_to_continue(self._resume_checkpoint, resume) if resume is not None else new_run_id()

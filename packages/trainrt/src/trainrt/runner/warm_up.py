@@ -22,7 +22,7 @@ from trainrt.runner.collector import Collector
 from trainrt.runner.compile_cache import cache_contents, compile_cache_note, compile_cache_record
 from trainrt.runner.iteration_clock import IterationClock
 from trainrt.runner.learner_partition import LearnerPartition
-from trainrt.runner.learner_precompile import LearnerPrecompile
+from trainrt.runner.learner_precompile import LearnerPrecompile, learner_key, mark_learner
 from trainrt.runner.run_log import quiet_backend_diagnostics, warm_up_line
 from trainrt.runner.schedule import IterationSchedule
 
@@ -169,6 +169,7 @@ class WarmUp:
             self._next_phase("learner_helper_wait", "waiting for the learner helper")
             self.log(f"warm-up: {learner_helper.wait_note()} ... {self.elapsed_sec():.1f}s")
         capture_learner(cfg, agent, replay, self._next_phase, self.learner_partition.stream)
+        self._mark_compiled_learner(agent, env.obs_dims, env.num_actions)
         updates = params.updates_per_iteration
         # The first iteration's worth of updates: allocations and lazy state happen here, not in iteration 1.
         self._next_phase("first_updates", "first learner updates")
@@ -194,6 +195,20 @@ class WarmUp:
             checkpoints.continue_exactly(env=env, agent=agent, replay=replay, collector=collector)
         self.log(warm_up_line(self.time_sec, self.env_steps, collector, agent, self.schedule))
         self.log(compile_cache_note(self.compile_cache))
+
+    @cold_path
+    def _mark_compiled_learner(self, agent: Any, obs_dims: Any, num_actions: int) -> None:
+        """Mark a learner whose every part compiled on CUDA as held by inductor's cache, so the next run of it
+        on this cache starts no learner helper (``learner_precompile``'s ``auto``)."""
+        if (
+            torch.device(self.device).type != "cuda"
+            or not agent.compile_enabled
+            or agent.compile_fallback_reason
+        ):
+            return
+        key = learner_key(self.cfg, obs_dims, num_actions, self.device)
+        what = {"algo": self.cfg.algo.name, "task": self.cfg.task.name, "obs_dims": dict(obs_dims)}
+        mark_learner(self.caches_before["inductor"][0], key, {**what, "num_actions": num_actions})
 
     @cold_path
     def _next_phase(self, name: str | None, what: str = "") -> None:
