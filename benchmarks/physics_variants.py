@@ -22,8 +22,9 @@ iterations per substep (mean and max over worlds) after each timing. Variants:
 - ``default``: the simcore defaults (sensors on the last substep only, conditional solver loop);
 - ``sensors_every_substep``: sensors on every substep, as before (``SimConfig.sensors_every_substep``);
 - ``unrolled_solver``: every solver iteration in the graph, no conditional node (``graph_conditional``);
-- ``solver_iterations_5`` and ``solver_tolerance_1e-6`` (on request): physics changes, to see what they
-  would buy;
+- ``solver_iterations_5``, ``solver_tolerance_1e-6`` and ``ccd_iterations_12`` (on request): physics changes,
+  to see what they would buy (the last caps the general convex collision's GJK and EPA iterations, 35 by
+  default, which a foot's capsules meet once per heightfield prism under them);
 - ``box_soles`` (on request): a model change, to see what it would buy: each foot's sole geoms (``--sole-geoms``,
   a regex; default the task's ``foot_friction`` event's geoms) become one box, their bounding box in the foot's
   frame (``box_soles``), so a foot meets the ground as one box instead of several capsules (the G1's seven
@@ -57,11 +58,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "unrolled_solver": {"graph_conditional": False},
     "solver_iterations_5": {"options": {"iterations": 5}},
     "solver_tolerance_1e-6": {"options": {"tolerance": 1e-6}},
+    "ccd_iterations_12": {"options": {"ccd_iterations": 12}},
     "box_soles": {"model": "box_soles"},
 }
 """Variant name -> the SimConfig fields it changes, and under ``options`` the physics options it sets with
 ``set_option``. The first three give the same physics at another cost; the option variants change the physics
-(fewer solver iterations, an earlier stop) and only say what such a change would buy."""
+(fewer solver or collision iterations, an earlier stop) and only say what such a change would buy."""
 
 DEFAULT_VARIANTS = ("default", "sensors_every_substep", "unrolled_solver")
 

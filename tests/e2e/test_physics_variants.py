@@ -52,6 +52,7 @@ def test_an_option_variant_sets_the_option_on_its_backend():
     backend = script._backend(cfg, script.VARIANTS["solver_iterations_5"])
     assert backend.mj_model.opt.iterations == 5
     assert script._backend(cfg, script.VARIANTS["default"]).mj_model.opt.iterations == 10
+    assert script._backend(cfg, script.VARIANTS["ccd_iterations_12"]).mj_model.opt.ccd_iterations == 12
 
 
 def test_box_soles_turn_each_foots_capsules_into_the_box_that_bounds_them():
