@@ -244,14 +244,10 @@ class OffPolicyRunner:
         self.memory_estimate = check_memory_fits(self.rank_cfg)
         # So is input the env or agent cannot be built from (a motion file, an observation group, other networks).
         self._probed_sizes = self._probe_config(self._resume_checkpoint)
-        self._precompile_refusal = precompile_refusal(
-            self.rank_cfg,
-            self.device,
-            self.ranks.world_size,
-            learner_marked(
-                caches_before["inductor"][0], learner_key(self.rank_cfg, *self._probed_sizes, self.device)
-            ),
+        cached = learner_marked(
+            caches_before["inductor"][0], learner_key(cfg, *self._probed_sizes, self.device)
         )
+        self._precompile_refusal = precompile_refusal(cfg, self.device, self.ranks.world_size, cached)
         self.run_id = (
             run_id_to_continue(self._resume_checkpoint, resume) if resume is not None else new_run_id()
         )
