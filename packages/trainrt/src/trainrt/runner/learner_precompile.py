@@ -21,8 +21,8 @@ happened is in the run summary's ``learner_precompile``.
 ``TRAINRT_PRECOMPILE_LEARNER``: ``auto`` (the default) starts the helper unless inductor's cache already holds
 this run's learner; on a fresh machine the helper shortened a walk's warm-up by about 15 s on an H100, and with
 the learner in the cache the run loads it in a few seconds, less than the helper's own start-up. Whether the
-cache holds it is told by a mark (``LEARNER_MARKS``, a small JSON file in inductor's cache folder) that a run or a
-helper leaves once it has compiled a learner: keyed by what decides the learner's graphs (the algo section, the
+cache holds it is told by a mark (``LEARNER_MARKS``, a small JSON file in inductor's cache folder) that a run
+leaves once its learner compiled (``warm_up``): keyed by what decides the learner's graphs (the algo section, the
 observation and action sizes, the GPU model, torch's version), so a second task on the same machine, or a
 cache shared between tasks, still gets its helper. ``1`` starts it whenever the run can use it, ``0`` never.
 """
@@ -89,7 +89,7 @@ def _mark_path(inductor_dir: Path, key: str) -> Path:
 
 @cold_path
 def learner_marked(inductor_dir: Path | None, key: str) -> bool:
-    """Whether a run or helper left the mark of learner ``key`` in inductor's cache folder ``inductor_dir``."""
+    """Whether a run left the mark of learner ``key`` in inductor's cache folder ``inductor_dir``."""
     return inductor_dir is not None and _mark_path(inductor_dir, key).is_file()
 
 
