@@ -125,11 +125,12 @@ class StateSnapshot:
 def compare(
     a: StateSnapshot, b: StateSnapshot, *, rtol: float, atol: float, rtol_of_largest: float = 0.0
 ) -> dict[str, float]:
-    """Assert two snapshots of the same tensors (or of two envs built alike: the same names) agree: exact for integers, booleans and generator states,
-    within (rtol, atol) for floating point (``SOLVER_OUTPUTS`` within 5% of their largest magnitude).
-    With ``rtol_of_largest`` a float element may also differ by that fraction of its tensor's largest
-    magnitude (rounding that went through the physics lands on every element at the scale of the largest).
-    Every mismatch is listed by name. Returns the largest float difference seen and counts."""
+    """Assert two snapshots of the same tensors (or of two envs built alike: the same names) agree: exact for
+    integers, booleans and generator states, within (rtol, atol) for floating point (``SOLVER_OUTPUTS`` within
+    5% of their largest magnitude). With ``rtol_of_largest`` a float element may also differ by that fraction
+    of its tensor's largest magnitude (rounding that went through the physics lands on every element at the
+    scale of the largest). Every mismatch is listed by name. Returns the largest float difference seen and
+    counts."""
     assert a.names == b.names
     worst = 0.0
     exact = floating = 0

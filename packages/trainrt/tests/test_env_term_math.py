@@ -103,9 +103,9 @@ def test_each_part_compiles_once_and_a_second_env_past_the_recompile_limit_steps
     without the history update (a flag that matters only with history terms, which these tasks have none
     of) and with an empty or a full memo of derived quantities, and neither may make them compile again (a
     fresh machine pays seconds per variant). So with a recompile limit of 1 the first env steps through its
-    resets with every part compiled. torch.compile compiles a function
-    again for every env object whose attributes its guards pin; past the limit the second env's parts fall
-    back to eager instead of raising, say why, and step as the eager env."""
+    resets with every part compiled. torch.compile compiles a function again for every env object whose
+    attributes its guards pin; past the limit the second env's parts fall back to eager instead of raising,
+    say why, and step as the eager env."""
     torch._dynamo.reset()
     with torch._dynamo.config.patch(recompile_limit=1):
         first, second, reference = (_env(task, "mjwarp", "cpu") for _ in range(3))

@@ -70,10 +70,11 @@ class StateCache:
         self.version += 1
 
     def forget(self) -> None:
-        """Drop every memoized value without a new version (the state did not change). A compiled part of the
-        step calls this first: dynamo guards on the memo's contents (which keys it holds), so a part entered
-        sometimes with an empty memo and sometimes with a full one would compile twice; inside one compiled
-        graph a value read again is computed again in the same fused kernels."""
+        """Drop every memoized value without a new version (the state did not change). Dynamo guards on the
+        memo's contents (which keys it holds), so a compiled part entered sometimes with an empty memo and
+        sometimes with a full one compiles twice: the observation manager calls this before its compiled
+        frames, which a step enters with the terms' values memoized and again, after the resets, with none.
+        Inside the compiled graph a value read again is computed in the same fused kernels."""
         self._values.clear()
 
     @contextlib.contextmanager
