@@ -627,3 +627,68 @@ def test_rays_on_an_mjcf_heightfield_and_a_collision_mesh_match_mj_ray(tmp_path,
         reference = _reference_distances(backend, cast)
         assert (reference > 0).all()
         np.testing.assert_allclose(cast.distance.double().numpy(), reference, atol=1e-4)
+
+
+def test_a_backend_compiling_in_the_background_steps_and_casts_the_bits_of_one_built_at_once(
+    tmp_path, monkeypatch
+):
+    """``SimConfig.compile_in_background``: construction and ``ray_cast`` find their Warp modules and return
+    while background threads compile them; nothing is launched until the first step, which waits, recomputes
+    the derived constants of the randomized masses and runs the first forward (casting the rays). From there
+    the backend steps, resets and casts the same bits as one that compiled in its construction, and its
+    diagnostics say how long the wait took."""
+    from simcore._src.mjwarp_backend import COMPILE_WORKERS_ENV
+
+    monkeypatch.setenv(COMPILE_WORKERS_ENV, "2")
+    model = load_xml(tmp_path, BODIES_XML, heightfields=[simcore.Heightfield(_wavy_heights(), (1.0, 1.0))])
+    pattern = simcore.RayPattern.grid((0.4, 0.2), 0.1, height=0.3)
+    runs = []
+    for background in (True, False):
+        config = cpu_config(3, randomized_fields=("body_mass",), compile_in_background=background)
+        backend = simcore.make_backend("mjwarp", model, config)
+        cast = backend.ray_cast("ball", pattern)
+        assert backend.compile_pending is background
+        assert bool((cast._raw == -1.0).all()) is background  # not cast before the wait
+        backend.ctrl.fill_(0.2)
+        backend.step()
+        assert not backend.compile_pending and backend.wait_compiled() == 0.0
+        rows = torch.tensor([True, False, True], device=backend.device)
+        payload = {"qpos": backend.qpos.clone(), "qvel": torch.zeros_like(backend.qvel)}
+        payload["qpos"][:, 2] += 0.1
+        backend.reset(rows, payload, backend.reset_spec(["qpos", "qvel"]))
+        backend.step()
+        runs.append((backend, cast))
+    (late, late_cast), (now, now_cast) = runs
+    assert late.compile_ahead["background"] and late.compile_ahead["waited_sec"] >= 0.0
+    assert late.compile_ahead["modules"] == now.compile_ahead["modules"] > 10
+    late_state, now_state = late.state_tensors(), now.state_tensors()
+    assert "model.body_subtreemass" in late_state and list(late_state) == list(now_state)
+    for name, value in late_state.items():  # the simulation state and the derived constants
+        torch.testing.assert_close(value, now_state[name], rtol=0, atol=0, msg=name)
+    torch.testing.assert_close(late_cast.distance, now_cast.distance, rtol=0, atol=0)
+    assert bool(late_cast.hit.all())
+
+
+@pytest.mark.gpu
+def test_a_graph_capture_before_the_background_compile_is_waited_for_is_refused(tmp_path):
+    """A capture that began while the Warp kernels still compile in the background would record the deferred
+    first forward into the graph: the backend refuses, naming the fix; after the wait the capture works."""
+    model = load_xml(tmp_path, BODIES_XML, heightfields=[simcore.Heightfield(_wavy_heights(), (1.0, 1.0))])
+    config = simcore.SimConfig(num_envs=4, device="cuda", compile_in_background=True)
+    backend = simcore.make_backend("mjwarp", model, config)
+    assert backend.compile_pending
+    stream = torch.cuda.Stream()
+    graph = torch.cuda.CUDAGraph()
+    with (
+        pytest.raises(RuntimeError, match="wait_compiled"),
+        torch.cuda.graph(graph, stream=stream),
+        backend.graph_capture_scope(stream),
+    ):
+        pass
+    assert backend.compile_pending  # nothing was waited for inside the capture
+    backend.wait_compiled()
+    assert not backend.compile_pending
+    work = simcore.CapturedWork(backend.step, backend=backend, name="step", require_graph=True)
+    work.capture()
+    work.replay()
+    assert backend.diagnostics().compile_ahead["waited_sec"] >= 0.0

@@ -20,6 +20,7 @@ import pytest
 import torch
 from state_snapshot import StateSnapshot, compare, without_constraints
 
+from simcore._src.mjwarp_backend import COMPILE_WORKERS_ENV
 from trainrt.envs import ManagerBasedRlEnv
 from trainrt.managers import EventTermCfg
 from trainrt.managers.noise import NoiseCfg
@@ -38,12 +39,21 @@ TOL = {
 _CUDA = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
 
-def _env(task: str, sim: str, device: str, *, constraints: bool = True) -> ManagerBasedRlEnv:
+def _env(
+    task: str, sim: str, device: str, *, constraints: bool = True, compile_in_background: bool = False
+) -> ManagerBasedRlEnv:
     cfg = dataclasses.replace(make_task_cfg(task), episode_length_s=EPISODE_STEPS * 0.02 - 1e-6)
     if not constraints:
         cfg = without_constraints(cfg)
     try:
-        return ManagerBasedRlEnv(cfg, sim=sim, num_envs=NUM_ENVS, device=device, seed=7)
+        return ManagerBasedRlEnv(
+            cfg,
+            sim=sim,
+            num_envs=NUM_ENVS,
+            device=device,
+            seed=7,
+            compile_in_background=compile_in_background,
+        )
     except FileNotFoundError as err:
         pytest.skip(f"G1 assets missing: {err}")
     except ImportError as err:
@@ -125,6 +135,42 @@ def test_each_part_compiles_once_and_a_second_env_past_the_recompile_limit_steps
     _run(reference, actions[: EPISODE_STEPS + 2])  # eager all along, from the same seed
     facts = compare(StateSnapshot(reference), StateSnapshot(second), **TOL)
     assert facts["exact_tensors"] > 10 and facts["float_tensors"] > 10
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", (*TASKS, "g1_walk_rough"))
+def test_term_math_compiled_before_the_first_reset_leaves_the_state_and_compiles_nothing_later(
+    task, monkeypatch
+):
+    """What a training run does on a GPU: the backend compiles its Warp kernels in the background (no work
+    of the env's construction waits for them) while `compile_term_math_now` compiles every part of the term
+    math, before the first reset, and puts every tensor and the generator back: the env's state is the one it
+    had, bit for bit. With a recompile limit of 1 the reset and the steps through resets of every row then
+    compile nothing more (each part's guards hold for the calls of a real step), and they end in the very
+    state of an env built at once whose parts compiled at their first steps (the same kernels)."""
+    monkeypatch.setenv(COMPILE_WORKERS_ENV, "2")
+    ahead = _env(task, "mjwarp", "cpu", compile_in_background=True)
+    lazy = _env(task, "mjwarp", "cpu")
+    assert ahead.backend.compile_pending and not lazy.backend.compile_pending
+    actions = _actions(ahead)[: EPISODE_STEPS + 2]  # through a reset of every row
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(recompile_limit=1):
+        before = StateSnapshot(ahead)
+        assert ahead.compile_term_math()
+        ahead.compile_term_math_now()
+        assert ahead.backend.compile_pending  # torch compiled beside the backend's batch
+        compare(before, before.current(), rtol=0.0, atol=0.0)
+        ahead.reset()
+        _run(ahead, actions)
+        assert int(ahead._finished_episodes) > 0
+    assert ahead.term_math_reasons() == {}  # nothing compiled again past the limit
+    torch._dynamo.reset()
+    assert lazy.compile_term_math()
+    lazy.reset()
+    _run(lazy, actions)
+    torch._dynamo.reset()
+    assert lazy.term_math_reasons() == {}
+    compare(StateSnapshot(lazy), StateSnapshot(ahead), rtol=0.0, atol=0.0)
 
 
 @pytest.mark.slow

@@ -132,8 +132,11 @@ def test_the_helper_process_runs_to_its_end_and_reports_its_time_or_its_error():
     helper = _launch({"config": cfg.model_dump(mode="json"), "obs_dims": OBS_DIMS, "num_actions": 3})
     assert helper.running
     note, record = helper.wait_note(), helper.record  # the console's line on what it did
-    assert set(record) == {"seconds", "waited_sec"}, record
+    assert set(record) == {"seconds", "waited_sec", "steps_sec"}, record
     assert 0 < record["waited_sec"] <= record["seconds"]
+    steps = record["steps_sec"]  # where the helper's time went, from its launch
+    assert list(steps) == ["start", "config", "imports", "agent", "learner"], steps
+    assert all(value >= 0 for value in steps.values()) and sum(steps.values()) <= record["seconds"] + 0.1
     assert not helper.running and helper.wait() is record
     seconds, waited = record["seconds"], record["waited_sec"]
     assert note == f"the learner helper done after {seconds:.1f}s, waited for it {waited:.1f}s"
@@ -183,7 +186,7 @@ print(json.dumps({{"record": record, "sampling": sampling, "learner": learner, "
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.splitlines()[-1])
-    assert set(out["record"]) == {"seconds", "waited_sec"}, out["record"]
+    assert set(out["record"]) == {"seconds", "waited_sec", "steps_sec"}, out["record"]
     assert out["sampling"].get("fxgraph_cache_miss", 0) >= 1, out["sampling"]  # the test can see a compile
     assert out["compiled"] and out["graph"]
     assert out["learner"].get("fxgraph_cache_hit", 0) >= 2, out["learner"]
@@ -270,7 +273,7 @@ def test_with_room_beside_it_the_run_waits_for_its_helper_right_before_the_learn
     lines, summary = _run_with_helper(tmp_path, monkeypatch, room=True)
     assert summary.status == "completed"
     record = summary.learner_precompile
-    assert set(record) == {"seconds", "waited_sec"}, record
+    assert set(record) == {"seconds", "waited_sec", "steps_sec"}, record
     phases = list(summary.warmup_phases_sec)
     assert phases.index("collector_capture") + 1 == phases.index("learner_helper_wait")
     assert phases.index("learner_helper_wait") + 1 == phases.index("learner_capture")
@@ -288,7 +291,11 @@ def test_without_room_beside_it_the_run_waits_for_its_helper_before_allocating_i
     tmp_path, monkeypatch
 ):
     lines, summary = _run_with_helper(tmp_path, monkeypatch, room=False)
-    assert summary.status == "completed" and set(summary.learner_precompile) == {"seconds", "waited_sec"}
+    assert summary.status == "completed" and set(summary.learner_precompile) == {
+        "seconds",
+        "waited_sec",
+        "steps_sec",
+    }
     assert "learner_helper_wait" not in summary.warmup_phases_sec
     assert _index(lines, "set-up: the learner helper done after") < _index(lines, "replay: ")
     assert not any(line.startswith("warm-up: waiting for the learner helper") for line in lines)
@@ -335,7 +342,7 @@ def test_a_run_whose_learner_compiled_marks_it_and_the_next_run_of_it_starts_no_
         return load_run_summary(tmp_path / name).learner_precompile
 
     first = run("first")
-    assert set(first) == {"seconds", "waited_sec"}, first  # the helper ran
+    assert set(first) == {"seconds", "waited_sec", "steps_sec"}, first  # the helper ran
     marks = sorted((inductor / LEARNER_MARKS).glob("*.json"))
     assert len(marks) == 1 and json.loads(marks[0].read_text())["task"] == "g1_walk_flat"
     assert run("again") == {
@@ -343,5 +350,5 @@ def test_a_run_whose_learner_compiled_marks_it_and_the_next_run_of_it_starts_no_
         f"sizes on this GPU model): the run loads it from there ({PRECOMPILE_ENV}=1 starts a helper anyway)"
     }
     other = run("other", "algo.params.batch_size=32")
-    assert set(other) == {"seconds", "waited_sec"}, other
+    assert set(other) == {"seconds", "waited_sec", "steps_sec"}, other
     assert len(list((inductor / LEARNER_MARKS).glob("*.json"))) == 2

@@ -124,6 +124,16 @@ class SimBackend(abc.ABC):
         return self.physics_dt * self.decimation
 
     @property
+    def compile_pending(self) -> bool:
+        """Whether kernels are still compiling in the background (``SimConfig.compile_in_background``)."""
+        return False
+
+    def wait_compiled(self) -> float:
+        """Wait for kernels compiling in the background, then run the work construction deferred; the seconds
+        waited (0.0 when nothing was pending). The first work that needs the kernels calls it too."""
+        return 0.0
+
+    @property
     def structure_version(self) -> int:
         """Bumped whenever an array or option a captured graph depends on is replaced or changed."""
         return self._structure_version
@@ -205,7 +215,8 @@ class SimBackend(abc.ABC):
         cast._bind(*self._ray_caster(cast))
         self._plans.append(cast)
         self._structure_version += 1
-        cast._refresh()
+        if not self.compile_pending:  # else the forward after the wait casts it
+            cast._refresh()
         return cast
 
     def _ray_caster(self, cast: RayCast) -> tuple[RayCaster, torch.Tensor]:

@@ -64,6 +64,13 @@ class SimConfig:
             conditional (while) node that stops once every world has converged. False unrolls all
             ``opt.iterations`` iterations into the graph (a converged world skips them); the results are the
             same, only the cost differs. Ignored by backends without graphs.
+        compile_in_background: on mjwarp with compile-ahead (``$SIMCORE_COMPILE_WORKERS``), construction and
+            ``ray_cast`` find the Warp modules to compile and return while a background thread compiles them;
+            the first Warp work (a step, reset, forward, option change, diagnostics) waits for them, or the
+            caller does with ``wait_compiled()``. The caller meanwhile does its own work (e.g. compiles its
+            torch code). Construction's first forward waits too, so derived state read before then is the
+            model's, computed on the host. Capturing a graph before the wait is refused. Ignored by backends
+            that compile nothing.
     """
 
     num_envs: int
@@ -74,6 +81,7 @@ class SimConfig:
     randomized_fields: tuple[str, ...] = DEFAULT_RANDOMIZED_FIELDS
     sensors_every_substep: bool = False
     graph_conditional: bool = True
+    compile_in_background: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.num_envs, bool) or not isinstance(self.num_envs, int) or self.num_envs <= 0:
@@ -86,7 +94,7 @@ class SimConfig:
                 raise ValueError(
                     f"{name} must be a positive int or None (model-derived default), got {value!r}"
                 )
-        for name in ("sensors_every_substep", "graph_conditional"):
+        for name in ("sensors_every_substep", "graph_conditional", "compile_in_background"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if self.device is not None and not isinstance(self.device, str):

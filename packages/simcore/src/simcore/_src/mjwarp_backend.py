@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
@@ -35,7 +36,7 @@ from simcore._src.diagnostics import iteration_stats
 from simcore._src.mjwarp_rays import ray_cast_launch
 from simcore._src.ray_cast import RayCast, RayCaster
 from simcore._src.read_plan import DerivedState
-from simcore._src.warp_compile import compile_ahead
+from simcore._src.warp_compile import PendingCompile, compile_ahead, start_compile_ahead
 
 _CONSTANT_GROUPS = mjw.SetConstGroup.FIXED | mjw.SetConstGroup.INERT0
 
@@ -58,20 +59,23 @@ cores)."""
 
 COMPILE_PROCESSES_ENV = "SIMCORE_COMPILE_PROCESSES"
 """``1``: the compile workers are forked processes that build the modules into Warp's kernel cache before threads
-load them (Linux; ``simcore._src.warp_compile``); ``0`` or unset: threads only. Off by default until its
-effect on a fresh GPU machine is measured."""
+load them (Linux; ``simcore._src.warp_compile``); ``0``: threads only. Unset: processes for a backend that
+compiles in the background (``SimConfig.compile_in_background``: its thread then leaves the code generation,
+which holds Python's lock, to the children), threads otherwise (on a fresh H100 processes and threads built a
+G1 step's modules in about the same time)."""
 
 _log = logging.getLogger("simcore.mjwarp")
 
 
-def compile_processes() -> bool:
-    """``$SIMCORE_COMPILE_PROCESSES`` as a switch (unset: off); anything but 0 or 1 is refused, naming it."""
+def compile_processes(default: bool = False) -> bool:
+    """``$SIMCORE_COMPILE_PROCESSES`` as a switch (unset: ``default``); anything but 0 or 1 is refused, naming
+    it."""
     text = os.environ.get(COMPILE_PROCESSES_ENV, "").strip()
     if text not in ("", "0", "1"):
         raise ValueError(
             f"${COMPILE_PROCESSES_ENV}={text!r}: set it to 1 (forked compile processes) or 0, or unset it"
         )
-    return text == "1"
+    return default if not text else text == "1"
 
 
 def compile_workers(cuda: bool = True) -> int:
@@ -221,9 +225,18 @@ class MjwarpBackend(SimBackend):
         self._skip_early_sensors = bool(sensors_on and m.nsensor and not config.sensors_every_substep)
         self._m_without_sensors: mjw.Model | None = None
         self._compile_workers = compile_workers(self._wp_device.is_cuda)
-        self._compile_processes = compile_processes()
+        self._compile_processes = compile_processes(default=config.compile_in_background)
+        # Batches compiling in the background (SimConfig.compile_in_background): (what, batch), joined by
+        # wait_compiled, which then runs the first forward (and any ray cast's first cast).
+        self._compiling: list[tuple[str, PendingCompile]] = []
+        self._forward_when_compiled = False
+        self._dry_running = False  # a dry run's launches must not wait for the batches
         # Before the first launch below, so every module of this backend compiles here, in parallel.
         self.compile_ahead = self._compile_ahead(self._every_launch, "a step, a reset and a forward")
+        if not self._compiling:
+            self._first_forward()
+
+    def _first_forward(self) -> None:
         if self._has_constant_sources:
             # recompute once here, so later recomputations reproduce unselected rows bit for bit
             with self._warp_scope():
@@ -236,11 +249,20 @@ class MjwarpBackend(SimBackend):
         workers = self._compile_workers
         if not workers:
             return None
+        self._dry_running = True
         try:
+            if self.config.compile_in_background:
+                # forked processes for the first batch only: later ones fork while this thread may hold locks
+                batch = start_compile_ahead(work, workers, self._compile_processes and not self._compiling)
+                self._compiling.append((what, batch))
+                self._forward_when_compiled = True
+                return {"workers": workers, "background": True, "modules": batch.modules}
             modules, built, seconds = compile_ahead(work, workers, self._compile_processes)
         except Exception as err:
             _log.warning("compiling %s ahead failed, each kernel compiles at its first launch: %s", what, err)
             return {"workers": workers, "error": f"{type(err).__name__}: {err}"}
+        finally:
+            self._dry_running = False
         _log.info(
             "compiled %d Warp modules of %s on %s in %.1f s (%d built in compile processes)",
             modules, what, self._wp_device, seconds, built,
@@ -251,6 +273,47 @@ class MjwarpBackend(SimBackend):
             "built_in_processes": built,
             "seconds": round(seconds, 3),
         }
+
+    @property
+    def compile_pending(self) -> bool:
+        return bool(self._compiling)
+
+    def wait_compiled(self) -> float:
+        if not self._compiling:
+            return 0.0
+        if self._wp_device.is_cuda and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(
+                "the mjwarp backend's Warp kernels are still compiling in the background "
+                "(SimConfig.compile_in_background) and a graph capture began; call backend.wait_compiled() "
+                "or run one eager step before capturing"
+            )
+        start = time.perf_counter()
+        batches, self._compiling = self._compiling, []
+        for index, (what, batch) in enumerate(batches):
+            try:
+                modules, built, seconds = batch.wait()
+            except Exception as err:
+                _log.warning(
+                    "compiling %s ahead failed, each kernel compiles at its first launch: %s", what, err
+                )
+                if index == 0 and self.compile_ahead is not None:
+                    self.compile_ahead["error"] = f"{type(err).__name__}: {err}"
+                continue
+            _log.info(
+                "compiled %d Warp modules of %s on %s in %.1f s in the background (%d built in compile processes)",
+                modules, what, self._wp_device, seconds, built,
+            )  # fmt: skip
+            if index == 0 and self.compile_ahead is not None:
+                self.compile_ahead.update(
+                    modules=modules, built_in_processes=built, seconds=round(seconds, 3)
+                )
+        waited = time.perf_counter() - start
+        if self.compile_ahead is not None:
+            self.compile_ahead["waited_sec"] = round(waited, 3)
+        if self._forward_when_compiled:
+            self._forward_when_compiled = False
+            self._first_forward()
+        return waited
 
     def _every_launch(self) -> None:
         """Every Warp launch this backend's step, reset refresh and forward can make (``_compile_ahead``'s dry
@@ -289,7 +352,10 @@ class MjwarpBackend(SimBackend):
 
     @contextlib.contextmanager
     def _warp_scope(self) -> Iterator[None]:
-        """Run Warp work on this backend's device and on the caller's current torch stream."""
+        """Run Warp work on this backend's device and on the caller's current torch stream (once the kernels
+        compiling in the background are in)."""
+        if self._compiling and not self._dry_running:
+            self.wait_compiled()
         with wp.ScopedDevice(self._wp_device):
             if self._wp_device.is_cuda:
                 stream = self._warp_stream(torch.cuda.current_stream(self.device))
@@ -299,6 +365,7 @@ class MjwarpBackend(SimBackend):
                 yield
 
     def _capture_scope(self, stream: torch.cuda.Stream) -> contextlib.AbstractContextManager:
+        self.wait_compiled()  # refuses inside a capture while kernels are pending
         return self._external_warp_capture(stream)
 
     @contextlib.contextmanager
@@ -408,7 +475,8 @@ class MjwarpBackend(SimBackend):
 
     # ----------------------------------------------------------------------------------------- cold path
     def _buffer_diagnostics(self) -> dict[str, Any]:
-        with self._warp_scope():
+        # reads launch no kernel: kernels compiling in the background are not waited for
+        with wp.ScopedDevice(self._wp_device):
             wp.synchronize_device(self._wp_device)
             flags = self._d.overflow.numpy()
             nacon = int(self._d.nacon.numpy()[0])

@@ -24,8 +24,13 @@ child could not build (or all of them, when the children fail or none finishes a
 ``STALL_TIMEOUT_S``) compiles in the parent's threads, as without processes.
 
 The dry run patches ``warp.Module.load``, ``warp.capture_while``, ``warp.capture_if`` and
-``warp.get_suggested_block_size`` for its own duration, on the calling thread's watch: call it where no other
-thread launches Warp work (a backend's construction).
+``warp.get_suggested_block_size`` for its own duration; the patches act on the calling thread only (another
+thread's loads, such as a batch loading in the background, go through), and one dry run runs at a time.
+
+``start_compile_ahead`` does the same in two halves: the dry run and the fork of the compile processes on the
+calling thread, then the batch on a background thread (the caller goes on with other work, e.g. compiling its
+own torch code), and ``PendingCompile.wait`` joins it and answers the occupancy queries as above. The forks
+happen on the calling thread, before it goes on: a child forked while that thread held a lock could hang.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import logging
 import multiprocessing
 import os
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -71,24 +77,29 @@ def _recording_loads(
     recorded: dict[tuple[int, str, int | None], ModuleLoad] = {}
     asked: list[str] = []
     passthrough = False  # an occupancy query needs the module loaded for real
+    owner = threading.get_ident()  # the patches act on this thread only
 
     def record(module: Any, device: Any, block_dim: int | None) -> None:
         resolved = wp.get_device(device)
         recorded.setdefault(_load_key(module, resolved, block_dim), (module, resolved, block_dim))
 
     def load(module: Any, device: Any, block_dim: int | None = None, *args: Any, **kwargs: Any) -> Any:
-        if passthrough:
+        if passthrough or threading.get_ident() != owner:
             return real_load(module, device, block_dim, *args, **kwargs)
         record(module, device, block_dim)
         return None  # wp.launch returns without launching when the module is not loaded
 
     def capture_while(condition: Any, while_body: Any, stream: Any = None, **kwargs: Any) -> None:
+        if threading.get_ident() != owner:
+            return real_while(condition, while_body, stream=stream, **kwargs)
         if callable(while_body):
             while_body(**kwargs)
 
     def capture_if(
         condition: Any, on_true: Any = None, on_false: Any = None, stream: Any = None, **kwargs: Any
     ) -> None:
+        if threading.get_ident() != owner:
+            return real_if(condition, on_true=on_true, on_false=on_false, stream=stream, **kwargs)
         for branch in (on_true, on_false):
             if callable(branch):
                 branch(**kwargs)
@@ -96,6 +107,8 @@ def _recording_loads(
     def block_size(kernel: Any, device: Any = None) -> tuple[int, int]:
         nonlocal passthrough
         resolved = wp.get_device(device)
+        if threading.get_ident() != owner:
+            return real_block_size(kernel, device)
         if placeholder_answers and resolved.is_cuda:
             record(kernel.module, resolved, None)  # the module Warp's query loads
             asked.append(kernel.key)
@@ -115,13 +128,17 @@ def _recording_loads(
         wp.capture_while, wp.capture_if, wp.get_suggested_block_size = real_while, real_if, real_block_size
 
 
+_RECORDING = threading.Lock()
+"""One dry run at a time: each saves and restores the patched functions."""
+
+
 def modules_launched_by(
     work: Callable[[], None], placeholder_answers: bool = False
 ) -> tuple[list[ModuleLoad], list[str]]:
     """The module loads ``work`` asks for, found by a dry run of it (see the module docstring), and the kernels
     whose occupancy it asked for with placeholder answers. Whatever ``work`` raises in the dry run propagates;
     the recording is undone either way."""
-    with _recording_loads(placeholder_answers) as (recorded, asked):
+    with _RECORDING, _recording_loads(placeholder_answers) as (recorded, asked):
         work()
     return list(recorded.values()), asked
 
@@ -168,50 +185,143 @@ def can_fork() -> bool:
     return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
 
 
+class _ForkedBuilds:
+    """Forked children building modules into Warp's kernel cache (``start_builds``); ``finish`` collects them."""
+
+    def __init__(self, loads: list[ModuleLoad], processes: int) -> None:
+        global _FORKED_BUILDS
+        self.count = len(loads)
+        order = sorted(range(len(loads)), key=lambda i: -len(getattr(loads[i][0], "kernels", ())))
+        self._pool: Any = None
+        self._results: Any = None
+        self.error: str | None = None
+        try:
+            _FORKED_BUILDS = [_build_arguments(*load) for load in loads]
+            with warnings.catch_warnings():
+                # Python warns that forking a process with threads may deadlock a child that takes a lock
+                # another thread held; the children take none of the parent's threads' locks: they generate
+                # code and run the native compiler, then exit.
+                warnings.simplefilter("ignore", DeprecationWarning)
+                self._pool = multiprocessing.get_context("fork").Pool(min(processes, len(loads)))
+            self._results = self._pool.imap_unordered(_build_in_child, order)
+        except Exception as err:
+            self.error = f"{type(err).__name__}: {err}"
+            self._close()
+        finally:
+            _FORKED_BUILDS = []  # the children hold their copy
+
+    def finish(self) -> int:
+        """Wait for the children; how many modules they built (or found cached), 0 when they died or stalled
+        (what they built by then stays in the cache). Raises nothing."""
+        if self.error is None:
+            try:
+                errors = [self._results.next(STALL_TIMEOUT_S) for _ in range(self.count)]
+            except Exception as err:
+                self.error = f"{type(err).__name__}: {err}"
+            finally:
+                self._close()
+        if self.error is not None:  # a child that died or hung: the parent's threads compile what is missing
+            _log.warning("compile processes failed, compiling in threads instead: %s", self.error)
+            return 0
+        failed = [error for error in errors if error is not None]
+        if failed:
+            _log.warning(
+                "%d modules did not build in compile processes (compiled in threads): %s",
+                len(failed),
+                failed[0],
+            )
+        return len(errors) - len(failed)
+
+    def _close(self) -> None:
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool = None
+
+
 def build_in_processes(loads: list[ModuleLoad], processes: int) -> int:
     """Build ``loads`` into Warp's kernel cache in ``processes`` forked children, the modules with the most
     kernels first; returns how many they built (or found cached), 0 when the children died or stalled (what
     they built by then stays in the cache). Nothing is loaded here; raises nothing."""
-    global _FORKED_BUILDS
-    order = sorted(range(len(loads)), key=lambda i: -len(getattr(loads[i][0], "kernels", ())))
-    try:
-        _FORKED_BUILDS = [_build_arguments(*load) for load in loads]
-        with warnings.catch_warnings():
-            # Python warns that forking a process with threads may deadlock a child that takes a lock another
-            # thread held; the children take none of the parent's threads' locks: they generate code and run
-            # the native compiler, then exit.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            with multiprocessing.get_context("fork").Pool(min(processes, len(loads))) as pool:
-                results = pool.imap_unordered(_build_in_child, order)
-                errors = [results.next(STALL_TIMEOUT_S) for _ in order]
-    except Exception as err:  # a child that died or hung: the parent's threads compile what is missing
-        _log.warning(
-            "compile processes failed, compiling in threads instead: %s: %s", type(err).__name__, err
-        )
-        return 0
-    finally:
-        _FORKED_BUILDS = []
-    failed = [error for error in errors if error is not None]
-    if failed:
-        _log.warning(
-            "%d modules did not build in compile processes (compiled in threads): %s", len(failed), failed[0]
-        )
-    return len(errors) - len(failed)
+    return _ForkedBuilds(loads, processes).finish()
+
+
+def _load_all(loads: list[ModuleLoad], workers: int) -> None:
+    """Compile (or load from Warp's kernel cache) each module, ``workers`` at a time, as ``warp.force_load`` does."""
+    if workers <= 1 or len(loads) <= 1:
+        for module, device, block_dim in loads:
+            module.load(device, block_dim)
+        return
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for future in [pool.submit(module.load, device, block_dim) for module, device, block_dim in loads]:
+            future.result()
+
+
+def _forks_for(loads: list[ModuleLoad], workers: int, processes: bool) -> _ForkedBuilds | None:
+    """Compile processes for a batch, forked now, when asked for and worth it."""
+    if processes and workers > 1 and len(loads) > 1 and can_fork():
+        return _ForkedBuilds(loads, workers)
+    return None
 
 
 def compile_modules(loads: list[ModuleLoad], workers: int, processes: bool = False) -> int:
     """Compile (or load from Warp's kernel cache) each recorded module ``workers`` at a time, each with its own
     block size, as ``warp.force_load`` does: in threads, after forked processes built them into the cache when
     ``processes`` (see the module docstring). Returns how many the processes built."""
-    if workers <= 1 or len(loads) <= 1:
-        for module, device, block_dim in loads:
-            module.load(device, block_dim)
-        return 0
-    built = build_in_processes(loads, workers) if processes and can_fork() else 0
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for future in [pool.submit(module.load, device, block_dim) for module, device, block_dim in loads]:
-            future.result()
+    forks = _forks_for(loads, workers, processes)
+    built = forks.finish() if forks is not None else 0
+    _load_all(loads, workers)
     return built
+
+
+class PendingCompile:
+    """A compile-ahead whose batch runs on a background thread (``start_compile_ahead``).
+
+    Attributes:
+        modules: the modules the dry run found (the second dry run's, if any, are added by ``wait``).
+    """
+
+    def __init__(self, work: Callable[[], None], workers: int, processes: bool) -> None:
+        self._start = time.perf_counter()
+        self._work, self._workers = work, workers
+        self._loads, self._asked = modules_launched_by(work, placeholder_answers=True)
+        self.modules = len(self._loads)
+        self._forks = _forks_for(self._loads, workers, processes)  # forked here, on the caller's thread
+        self._built = 0
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._batch, name="simcore-warp-compile", daemon=True)
+        self._thread.start()
+
+    def _batch(self) -> None:
+        try:
+            self._built = self._forks.finish() if self._forks is not None else 0
+            _load_all(self._loads, self._workers)
+        except BaseException as err:  # re-raised by wait, on the caller's thread
+            self._error = err
+
+    @property
+    def done(self) -> bool:
+        """Whether the background batch has ended (``wait`` may still run a second dry run)."""
+        return not self._thread.is_alive()
+
+    def wait(self) -> tuple[int, int, float]:
+        """Join the batch, then compile what the occupancy queries' real answers change (on this thread, like
+        ``compile_ahead``): (modules, modules the processes built, seconds since the start). Re-raises what
+        the batch raised."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        if self._asked:  # threads only: other threads of this process may hold locks now
+            self._built += _compile_what_answers_add(self._work, self._loads, self._workers, False)
+            self._asked = []
+        self.modules = len(self._loads)
+        return self.modules, self._built, time.perf_counter() - self._start
+
+
+def start_compile_ahead(work: Callable[[], None], workers: int, processes: bool = False) -> PendingCompile:
+    """``compile_ahead`` with its batch on a background thread: dry-run ``work`` (and fork the compile
+    processes) now, return at once; ``PendingCompile.wait`` finishes it. Nothing may launch the recorded
+    modules' kernels before ``wait`` returns (their modules would compile twice, once on each thread)."""
+    return PendingCompile(work, workers, processes)
 
 
 def compile_ahead(work: Callable[[], None], workers: int, processes: bool = False) -> tuple[int, int, float]:
@@ -222,9 +332,17 @@ def compile_ahead(work: Callable[[], None], workers: int, processes: bool = Fals
     loads, asked = modules_launched_by(work, placeholder_answers=True)
     built = compile_modules(loads, workers, processes)
     if asked:
-        seen = {_load_key(*load) for load in loads}
-        again, _ = modules_launched_by(work)
-        more = [load for load in again if _load_key(*load) not in seen]
-        built += compile_modules(more, workers, processes)
-        loads += more
+        built += _compile_what_answers_add(work, loads, workers, processes)
     return len(loads), built, time.perf_counter() - start
+
+
+def _compile_what_answers_add(
+    work: Callable[[], None], loads: list[ModuleLoad], workers: int, processes: bool
+) -> int:
+    """The second dry run, once ``loads`` are loaded and occupancy queries get real answers: compile the loads
+    it adds (appended to ``loads``); returns how many compile processes built."""
+    seen = {_load_key(*load) for load in loads}
+    again, _ = modules_launched_by(work)
+    more = [load for load in again if _load_key(*load) not in seen]
+    loads += more
+    return compile_modules(more, workers, processes)

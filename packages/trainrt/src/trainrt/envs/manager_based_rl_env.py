@@ -48,7 +48,7 @@ from trainrt.envs.env_description import (
     env_tables,
     episode_stats_of,
 )
-from trainrt.envs.env_state import load_state_dict_into, state_dict_of
+from trainrt.envs.env_state import load_state_dict_into, named_state_tensors, state_dict_of
 from trainrt.envs.robot_view import RobotView
 from trainrt.envs.state_cache import StateCache
 from trainrt.hotpath import cold_path
@@ -66,6 +66,7 @@ from trainrt.managers import (
     RewardManager,
     TerminationManager,
 )
+from trainrt.mdp.math import build_tables
 from trainrt.terrain.scene import TerrainScene, make_scene_backend
 
 # Channels every reset writes, and optional ones taken when the backend serves them (zeroed by default).
@@ -150,7 +151,14 @@ class ManagerBasedRlEnv:
 
     @cold_path
     def __init__(
-        self, cfg: EnvCfg, *, sim: str, num_envs: int, device: str | None = None, seed: int = 0
+        self,
+        cfg: EnvCfg,
+        *,
+        sim: str,
+        num_envs: int,
+        device: str | None = None,
+        seed: int = 0,
+        compile_in_background: bool = False,
     ) -> None:
         """Build the backend, read plan, robot view, reset transaction and managers; run startup events.
 
@@ -160,6 +168,8 @@ class ManagerBasedRlEnv:
             num_envs: number of parallel worlds.
             device: torch device; ``None`` lets the backend choose.
             seed: seed of ``env.rng``, the one generator every random draw uses.
+            compile_in_background: the backend compiles its kernels beside what follows its construction
+                (``simcore.SimConfig.compile_in_background``): the first reset or step waits for them.
         """
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
@@ -175,6 +185,7 @@ class ManagerBasedRlEnv:
             device=None if device is None else str(device),
             nconmax=scene.nconmax,
             njmax=scene.njmax,
+            compile_in_background=compile_in_background,
         )
         self.backend = make_scene_backend(sim, scene, self.terrain, sim_config)
         self.device = torch.device(self.backend.device)
@@ -203,7 +214,8 @@ class ManagerBasedRlEnv:
             init_root_height=scene.init_root_height,
             state_cache=self.state_cache,
         )
-        self.backend.forward()
+        # No forward here: the backend's construction ran one (or runs it once its kernels are compiled,
+        # compile_in_background) and the read plan refreshed itself; the state has not changed since.
 
         self.reset_spec = self.backend.reset_spec(_supported_reset_channels(self.backend))
         self.reset_payload: dict[str, torch.Tensor] = self.reset_spec.new_payload()
@@ -356,19 +368,23 @@ class ManagerBasedRlEnv:
         self._record_episode_end(self._finished)
         self.nonfinite_resets.add_((~valid).sum())
 
-    def _reset_rows(self, env_mask: torch.Tensor) -> None:
+    def _reset_rows(self, env_mask: torch.Tensor, transact: bool = True) -> None:
         """Start new episodes in rows where ``env_mask`` (num_envs,) is True with one reset transaction, then
         advance the commands and the interval events by one step: every random draw first, then the math.
 
         The draws come in a fixed order (command resets, reset events, event timers; then command updates,
         interval events), so the generator yields the same numbers to the same places whatever the mask. The
         updates' draws wait until the payload's math has read the resets' (a command term draws both into
-        the same buffers). The math draws nothing and can run compiled (`compile_term_math`)."""
+        the same buffers). The math draws nothing and can run compiled (`compile_term_math`). ``transact``
+        False leaves the simulation alone (`compile_term_math_now`); the state's version moves as it would."""
         self._draw_resets(env_mask)
         self._reset_payload_math(env_mask)
         self.command_manager.draw_compute_()
         self.event_manager.draw_interval_()
-        self._reset_transaction(env_mask)
+        if transact:
+            self._reset_transaction(env_mask)
+        else:
+            self.state_cache.bump()
         self._after_reset_math(env_mask)
         self.state_cache.bump()
 
@@ -414,6 +430,30 @@ class ManagerBasedRlEnv:
         observations = self.observation_manager.compile()
         resets = self._reset_payload_math.compile() & self._after_reset_math.compile()
         return terms and observations and resets
+
+    @cold_path
+    def compile_term_math_now(self) -> None:
+        """Compile the parts `compile_term_math` switched on now rather than at the next steps: each runs once,
+        as a step calls it (physics and the reset transaction left out), on the state the env holds, and
+        every tensor of the env's state and its generator are then put back as they were, so the next reset
+        or step runs from the same state and draws the same numbers. No simulation work: it can run while the
+        backend still compiles its kernels (``compile_in_background``). Parts that are not compiled just run
+        eagerly here, with no effect."""
+        build_tables(self.device)  # as an eager call would have, before the first trace
+        live = list(named_state_tensors(self).values())
+        saved = [tensor.clone() for tensor in live]
+        generator = self.rng.get_state()
+        try:
+            with self.state_cache.memoizing():
+                self.state_cache.bump()  # as after physics
+                self._step_terms()
+                self.observation_manager.compute(update_history=False)
+                self._reset_rows(torch.zeros_like(self._done), transact=False)
+                self.observation_manager.compute(update_history=True)
+        finally:
+            for tensor, value in zip(live, saved):
+                tensor.copy_(value)
+            self.rng.set_state(generator)
 
     @cold_path
     def uncompile_term_math(self, reason: str) -> None:

@@ -83,9 +83,23 @@ def _table(name: str, device: torch.device, dtype: torch.dtype) -> tuple[torch.T
         elif name == "conjugate":
             table = (torch.tensor((1.0, -1.0, -1.0, -1.0), dtype=dtype, device=device),)
         else:
-            raise ValueError(f"unknown quaternion table {name!r}; valid: 'mul', '6d', 'euler', 'conjugate'")
+            raise ValueError(f"unknown quaternion table {name!r}; valid: {', '.join(TABLES)}")
         _tables[key] = table
     return table
+
+
+TABLES = ("mul", "6d", "euler", "conjugate")
+"""The quaternion tables `_table` builds."""
+
+
+@cold_path
+def build_tables(device: torch.device | str, dtype: torch.dtype = torch.float32) -> None:
+    """Build every table for ``device`` and ``dtype`` now. A function torch.compile traces before any eager
+    call built a table would build it inside the trace, with dynamo guarding on the cache not holding it:
+    the next call, after an eager one filled the cache, would compile again."""
+    device = torch.empty(0, device=device).device  # "cuda" -> "cuda:0", as the tensors' own device reads
+    for name in TABLES:
+        _table(name, device, dtype)
 
 
 def quat_conjugate(q: torch.Tensor) -> torch.Tensor:

@@ -81,22 +81,26 @@ def build_env(cfg: TrainConfig, *, num_envs: int | None = None, seed: int | None
     """The training env of ``cfg`` (``num_envs``/``seed`` override the config, e.g. for play).
 
     With ``$TRAINRT_CACHE_DIR`` set, the compilers' caches are below it first (``point_compile_caches``), so
-    ``play``, ``eval`` and ``bench`` reuse what a run compiled. On CUDA its per-step term math is compiled when ``training.compile_collector`` asks for it (it compiles
-    at the first step, a warm-up step before any graph capture). Prints the motion clip each motion command
+    ``play``, ``eval`` and ``bench`` reuse what a run compiled. On CUDA its per-step term math is compiled when
+    ``training.compile_collector`` asks for it, here, while the backend compiles its kernels in the background
+    (the first reset waits for them). Prints the motion clip each motion command
     tracks (a tracking run says which clip it learns).
     """
     quiet_backend_log(cfg.sim.backend)
     point_compile_caches(cfg.sim.backend)  # $TRAINRT_CACHE_DIR, before the backend compiles anything
+    device = resolve_device(cfg)
+    refusal = compile_refusal(cfg.training.compile_collector, torch.device(device))
     env = ManagerBasedRlEnv(
         make_env_cfg(cfg),
         sim=cfg.sim.backend,
         num_envs=num_envs if num_envs is not None else cfg.algo.num_envs,
-        device=resolve_device(cfg),
+        device=device,
         seed=cfg.training.seed if seed is None else seed,
+        compile_in_background=refusal is None,
     )
-    refusal = compile_refusal(cfg.training.compile_collector, env.device)
     if refusal is None:
         env.compile_term_math()
+        env.compile_term_math_now()  # torch compiles while the backend's kernels compile beside
     else:
         env.uncompile_term_math(refusal)
     for name in env.cfg.commands:

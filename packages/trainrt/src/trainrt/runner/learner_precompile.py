@@ -150,6 +150,7 @@ class LearnerPrecompile:
     ) -> None:
         self._process, self._output = process, output
         self._started = time.perf_counter()
+        self._launched_at = time.time()
         self.record: dict[str, Any] = {"skipped": refusal} if refusal is not None else {}
 
     @classmethod
@@ -233,6 +234,11 @@ class LearnerPrecompile:
         output = self._read_output()
         if process.returncode != 0:
             self.record["error"] = "\n".join(filter(None, (output, note)))
+        elif output.splitlines() and output.splitlines()[-1].startswith(STEPS_LINE):
+            steps = json.loads(output.splitlines()[-1][len(STEPS_LINE) :])
+            # from the launch to the helper's own first line: the interpreter's start and its imports
+            steps = {"start": round(steps.pop("entered_at") - self._launched_at, 2), **steps}
+            self.record["steps_sec"] = steps
         return self.record
 
     def _read_output(self, lines: int = 12) -> str:
@@ -273,30 +279,43 @@ def helper_replay(cfg: Any, obs_dims: Mapping[str, int], num_actions: int, devic
 
 
 @cold_path
-def precompile(cfg: Any, obs_dims: Mapping[str, int], num_actions: int) -> None:
-    """The helper's work: the run's agent on the run's device and the learner's half of warm-up."""
+def precompile(cfg: Any, obs_dims: Mapping[str, int], num_actions: int) -> dict[str, float]:
+    """The helper's work: the run's agent on the run's device and the learner's half of warm-up; the seconds
+    of its steps (``imports``, ``agent``, ``learner``)."""
+    began = time.perf_counter()
     import torch
 
     from trainrt.runner.build import build_agent, resolve_device
     from trainrt.runner.compile_cache import point_compile_caches
     from trainrt.runner.warm_up import capture_learner
 
+    steps = {"imports": time.perf_counter() - began}
     # the run's cache folders ($TRAINRT_CACHE_DIR), pointed as the run points them
     point_compile_caches(cfg.sim.backend)
     device = resolve_device(cfg)
     torch.manual_seed(cfg.training.seed)
     agent = build_agent(cfg, dict(obs_dims), num_actions, device)
+    steps["agent"] = time.perf_counter() - began - sum(steps.values())
     capture_learner(cfg, agent, helper_replay(cfg, obs_dims, num_actions, device))
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)  # the kernels ran: every compile finished
+    steps["learner"] = time.perf_counter() - began - sum(steps.values())
+    return steps
+
+
+STEPS_LINE = "learner helper steps: "
+"""How the helper's last line of output starts: then JSON, its steps' seconds (``steps_sec`` in its record)."""
 
 
 def main() -> None:
     from trainrt.config.schema import load_stored_config
 
+    entered = time.time()
     spec = json.loads(sys.stdin.read())
     cfg = load_stored_config(json.dumps(spec["config"]))
-    precompile(cfg, spec["obs_dims"], int(spec["num_actions"]))
+    steps = {"config": time.time() - entered}
+    steps.update(precompile(cfg, spec["obs_dims"], int(spec["num_actions"])))
+    print(STEPS_LINE + json.dumps({"entered_at": entered, **{k: round(v, 2) for k, v in steps.items()}}))
 
 
 if __name__ == "__main__":

@@ -464,8 +464,8 @@ class OffPolicyRunner:
         """The env and the agent (the run's tables and manifest written)."""
         if rank_cfg.sim.backend == "mjwarp":
             self.log(
-                "set-up: building the envs; on a fresh machine Warp compiles the physics kernels here (tens of "
-                f"seconds the first time) ... {self._elapsed_sec():.1f}s"
+                "set-up: building the envs; on a fresh machine Warp compiles the physics kernels here, on CUDA "
+                f"beside torch compiling the step math (tens of seconds the first time) ... {self._elapsed_sec():.1f}s"
             )
         self.env = build_env(rank_cfg)
         self.log(self.env.summary())

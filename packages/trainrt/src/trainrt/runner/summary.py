@@ -217,7 +217,8 @@ class RunSummary(BaseModel):
     warmup_phases_sec: dict[str, NonNegativeFloat] = Field(
         default_factory=dict,
         description="seconds of each warm-up phase, in order (set_up: from the checks of the input to the "
-        "built parts; reset, first_steps, collector_capture, learner_helper_wait (with a learner helper), "
+        "built parts, the step math compiled; physics_kernels (on mjwarp with compiled step math): the wait "
+        "for the Warp kernels compiling since set-up; reset, first_steps, collector_capture, learner_helper_wait (with a learner helper), "
         "replay_sample_compile, learner_capture, first_updates); the phases that ran so far, summing to about "
         "warmup_time_sec",
     )
@@ -226,10 +227,11 @@ class RunSummary(BaseModel):
         description="the compilers' caches ($TRAINRT_CACHE_DIR or the defaults): each one's folder and entries "
         "before and after warm-up (trainrt.runner.compile_cache)",
     )
-    learner_precompile: dict[str, NonNegativeFloat | str] | None = Field(
+    learner_precompile: dict[str, NonNegativeFloat | str | dict[str, float]] | None = Field(
         None,
         description="the helper process that compiled the learner while the envs built, reset and took their "
         "first steps (trainrt.runner.learner_precompile): its seconds and the seconds the run waited for it, "
+        "where its time went (steps_sec: start, config, imports, agent, learner), "
         "its error, or why the run started none or stopped it ('skipped'); None before set-up started it",
     )
     iterations: list[IterationTiming] = Field(

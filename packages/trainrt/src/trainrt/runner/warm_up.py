@@ -147,6 +147,9 @@ class WarmUp:
         overlaps the env's reset and first steps as well as the build."""
         cfg, params = self.cfg, self.cfg.algo.params
         self._phase = ("set_up", 0.0)  # from the checks of the input to the built parts
+        if env.backend.compile_pending:  # set-up compiled the step math beside
+            self._next_phase("physics_kernels", "waiting for Warp's physics kernels, compiling since set-up")
+            env.backend.wait_compiled()
         self._next_phase("reset", "resetting the envs")
         steps_before = int(env.common_step_counter.cpu())
         obs = env.reset()
