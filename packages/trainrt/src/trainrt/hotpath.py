@@ -127,7 +127,7 @@ def _is_cold(node: ast.AST) -> bool:
     return False
 
 
-HOST_VALUED_TORCH_CALLS = frozenset({"torch.compiler.is_compiling"})
+HOST_VALUED_TORCH_CALLS = frozenset({"torch.compiler.is_compiling", "torch.cuda.is_current_stream_capturing"})
 """``torch.*`` functions that return a Python value without touching a tensor (a test on them never syncs)."""
 
 

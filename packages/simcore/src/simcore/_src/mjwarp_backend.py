@@ -19,7 +19,6 @@ import contextlib
 import dataclasses
 import logging
 import os
-import time
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
@@ -36,7 +35,7 @@ from simcore._src.diagnostics import iteration_stats
 from simcore._src.mjwarp_rays import ray_cast_launch
 from simcore._src.ray_cast import RayCast, RayCaster
 from simcore._src.read_plan import DerivedState
-from simcore._src.warp_compile import PendingCompile, compile_ahead, start_compile_ahead
+from simcore._src.warp_compile import BackgroundCompiles, compile_ahead
 
 _CONSTANT_GROUPS = mjw.SetConstGroup.FIXED | mjw.SetConstGroup.INERT0
 
@@ -226,14 +225,13 @@ class MjwarpBackend(SimBackend):
         self._m_without_sensors: mjw.Model | None = None
         self._compile_workers = compile_workers(self._wp_device.is_cuda)
         self._compile_processes = compile_processes(default=config.compile_in_background)
-        # Batches compiling in the background (SimConfig.compile_in_background): (what, batch), joined by
-        # wait_compiled, which then runs the first forward (and any ray cast's first cast).
-        self._compiling: list[tuple[str, PendingCompile]] = []
-        self._forward_when_compiled = False
+        # Batches compiling in the background (SimConfig.compile_in_background), joined by wait_compiled, which
+        # then runs the first forward (and so any ray cast's first cast).
+        self._background = BackgroundCompiles()
         self._dry_running = False  # a dry run's launches must not wait for the batches
         # Before the first launch below, so every module of this backend compiles here, in parallel.
         self.compile_ahead = self._compile_ahead(self._every_launch, "a step, a reset and a forward")
-        if not self._compiling:
+        if not self._background:
             self._first_forward()
 
     def _first_forward(self) -> None:
@@ -252,11 +250,7 @@ class MjwarpBackend(SimBackend):
         self._dry_running = True
         try:
             if self.config.compile_in_background:
-                # forked processes for the first batch only: later ones fork while this thread may hold locks
-                batch = start_compile_ahead(work, workers, self._compile_processes and not self._compiling)
-                self._compiling.append((what, batch))
-                self._forward_when_compiled = True
-                return {"workers": workers, "background": True, "modules": batch.modules}
+                return self._background.start(what, work, workers, self._compile_processes)
             modules, built, seconds = compile_ahead(work, workers, self._compile_processes)
         except Exception as err:
             _log.warning("compiling %s ahead failed, each kernel compiles at its first launch: %s", what, err)
@@ -276,10 +270,10 @@ class MjwarpBackend(SimBackend):
 
     @property
     def compile_pending(self) -> bool:
-        return bool(self._compiling)
+        return bool(self._background)
 
     def wait_compiled(self) -> float:
-        if not self._compiling:
+        if not self._background:
             return 0.0
         if self._wp_device.is_cuda and torch.cuda.is_current_stream_capturing():
             raise RuntimeError(
@@ -287,32 +281,8 @@ class MjwarpBackend(SimBackend):
                 "(SimConfig.compile_in_background) and a graph capture began; call backend.wait_compiled() "
                 "or run one eager step before capturing"
             )
-        start = time.perf_counter()
-        batches, self._compiling = self._compiling, []
-        for index, (what, batch) in enumerate(batches):
-            try:
-                modules, built, seconds = batch.wait()
-            except Exception as err:
-                _log.warning(
-                    "compiling %s ahead failed, each kernel compiles at its first launch: %s", what, err
-                )
-                if index == 0 and self.compile_ahead is not None:
-                    self.compile_ahead["error"] = f"{type(err).__name__}: {err}"
-                continue
-            _log.info(
-                "compiled %d Warp modules of %s on %s in %.1f s in the background (%d built in compile processes)",
-                modules, what, self._wp_device, seconds, built,
-            )  # fmt: skip
-            if index == 0 and self.compile_ahead is not None:
-                self.compile_ahead.update(
-                    modules=modules, built_in_processes=built, seconds=round(seconds, 3)
-                )
-        waited = time.perf_counter() - start
-        if self.compile_ahead is not None:
-            self.compile_ahead["waited_sec"] = round(waited, 3)
-        if self._forward_when_compiled:
-            self._forward_when_compiled = False
-            self._first_forward()
+        waited = self._background.wait(self.compile_ahead, self._wp_device)
+        self._first_forward()
         return waited
 
     def _every_launch(self) -> None:
@@ -354,7 +324,7 @@ class MjwarpBackend(SimBackend):
     def _warp_scope(self) -> Iterator[None]:
         """Run Warp work on this backend's device and on the caller's current torch stream (once the kernels
         compiling in the background are in)."""
-        if self._compiling and not self._dry_running:
+        if self._background and not self._dry_running:
             self.wait_compiled()
         with wp.ScopedDevice(self._wp_device):
             if self._wp_device.is_cuda:

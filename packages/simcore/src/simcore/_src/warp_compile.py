@@ -346,3 +346,48 @@ def _compile_what_answers_add(
     more = [load for load in again if _load_key(*load) not in seen]
     loads += more
     return compile_modules(more, workers, processes)
+
+
+class BackgroundCompiles:
+    """The compile-aheads one backend runs in the background (``start``), joined together (``wait``)."""
+
+    def __init__(self) -> None:
+        self._batches: list[tuple[str, PendingCompile]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._batches)
+
+    def start(self, what: str, work: Callable[[], None], workers: int, processes: bool) -> dict[str, Any]:
+        """Start compiling what ``work`` launches (``what``, for the log); its record so far. Compile processes
+        are forked for the first batch only: later ones would fork while this process's threads may hold
+        locks."""
+        batch = start_compile_ahead(work, workers, processes and not self._batches)
+        self._batches.append((what, batch))
+        return {"workers": workers, "background": True, "modules": batch.modules}
+
+    def wait(self, record: dict[str, Any] | None, device: Any) -> float:
+        """Join every batch (one that failed is logged: its modules compile at their first launch), completing
+        ``record`` (the first batch's) with its figures and the seconds waited; returns those seconds."""
+        start = time.perf_counter()
+        batches, self._batches = self._batches, []
+        for index, (what, batch) in enumerate(batches):
+            first = index == 0 and record is not None
+            try:
+                modules, built, seconds = batch.wait()
+            except Exception as err:
+                _log.warning(
+                    "compiling %s ahead failed, each kernel compiles at its first launch: %s", what, err
+                )
+                if first:
+                    record["error"] = f"{type(err).__name__}: {err}"
+                continue
+            _log.info(
+                "compiled %d Warp modules of %s on %s in %.1f s in the background (%d built in compile processes)",
+                modules, what, device, seconds, built,
+            )  # fmt: skip
+            if first:
+                record.update(modules=modules, built_in_processes=built, seconds=round(seconds, 3))
+        waited = time.perf_counter() - start
+        if record is not None:
+            record["waited_sec"] = round(waited, 3)
+        return waited
