@@ -62,6 +62,7 @@ def test_a_tiny_run_writes_a_valid_summary_and_checkpoints(trained_run):
     # warm-up (prefill of learning_starts vector steps) is counted apart from the iterations
     assert loaded.warmup_env_steps >= 2 * 2
     assert loaded.warmup_time_sec > 0
+    assert loaded.startup_sec is not None and loaded.startup_sec > 0  # this process's life before the run
     assert loaded.collector_graph["graph_enabled"] is False
     assert loaded.collector_graph["eager_fallback_reason"] == "cpu device"
     assert loaded.collector_graph["step_math_compiled"] is False
@@ -75,6 +76,22 @@ def test_a_tiny_run_writes_a_valid_summary_and_checkpoints(trained_run):
     for iteration in (1, 2):
         assert checkpoint_path(run_dir, iteration).is_file()
     assert loaded.checkpoint_path == str(checkpoint_path(run_dir, 2))
+
+
+def test_the_warm_up_line_says_how_long_since_the_command_started(trained_run):
+    """The process's age comes from the system's own record of its start: a process that slept a second
+    before asking is at least that old, and not minutes older; the warm-up's console line adds it to the
+    warm-up's seconds (the time from the command to iteration 1)."""
+    import subprocess
+    import sys
+
+    script = "import time; time.sleep(1.0); from trainrt.runner.warm_up import process_age_sec as a; print(a())"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
+    assert 1.0 <= float(out.stdout) < 60.0
+    _, summary, lines = trained_run
+    line = next(line for line in lines if line.startswith("warm-up done in"))
+    assert f"; {summary.startup_sec + summary.warmup_time_sec:.1f}s since the command started)" in line
 
 
 def test_the_resolved_config_is_in_the_run_directory(trained_run):

@@ -332,9 +332,15 @@ def replay_line(replay: Any) -> str:
 
 @cold_path
 def warm_up_line(
-    warmup_time_sec: float, warmup_env_steps: int, collector: Any, agent: Any, schedule: Any
+    warmup_time_sec: float,
+    warmup_env_steps: int,
+    collector: Any,
+    agent: Any,
+    schedule: Any,
+    startup_sec: float | None = None,
 ) -> str:
-    """The console line that ends warm-up: its time, and how the collector, learner and schedule run."""
+    """The console line that ends warm-up: its time (and, with ``startup_sec``, the process's time before the
+    run's clock started, the time since the command), and how the collector, learner and schedule run."""
     collector_graph = collector.diagnostics()
     learner_graph = agent.update_diagnostics()
     schedule = schedule.diagnostics()
@@ -345,7 +351,9 @@ def warm_up_line(
     )
     return (
         f"warm-up done in {warmup_time_sec:.1f}s ({warmup_env_steps} env steps, outside the "
-        f"throughput window); collector: {_graph_status(collector_graph)}; "
+        "throughput window"
+        + ("" if startup_sec is None else f"; {startup_sec + warmup_time_sec:.1f}s since the command started")
+        + f"); collector: {_graph_status(collector_graph)}; "
         f"learner: {_graph_status(learner_graph)}"
         + compile_note(learner_graph)
         + (

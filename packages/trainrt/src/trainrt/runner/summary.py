@@ -210,6 +210,12 @@ class RunSummary(BaseModel):
     completed_iterations: NonNegativeInt
     total_env_steps: NonNegativeInt = Field(description="env steps of the completed iterations (no warm-up)")
     training_wall_time_sec: NonNegativeFloat = Field(description="sum of the iterations' wall times")
+    startup_sec: NonNegativeFloat | None = Field(
+        None,
+        description="seconds from the process's start to the run's construction (interpreter, imports, the checks "
+        "of the command line); startup_sec + warmup_time_sec is the time from the command to iteration 1. None "
+        "where the system does not say (Linux does)",
+    )
     warmup_time_sec: NonNegativeFloat = Field(description="construction to iteration 1, outside every window")
     warmup_env_steps: NonNegativeInt = Field(
         description="env steps taken during warm-up (prefill, captures), summed over ranks"

@@ -173,6 +173,7 @@ class RunSummaryWriter:
             "completed_iterations": len(timings),
             "total_env_steps": sum(t.env_steps for t in timings),
             "training_wall_time_sec": math.fsum(t.wall_time_sec for t in timings),
+            "startup_sec": run.warm_up.startup_sec,
             "warmup_time_sec": run.warm_up.time_sec,
             "warmup_env_steps": run.warm_up.env_steps * ranks.world_size,
             "warmup_phases_sec": dict(run.warm_up.phases_sec),

@@ -9,6 +9,7 @@ runner before anything compiles, are counted again when warm-up ends (the summar
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,18 @@ from trainrt.runner.schedule import IterationSchedule
 
 
 @cold_path
+@cold_path
+def process_age_sec() -> float | None:
+    """Seconds since this process started (Linux: its start time in ``/proc``), or None elsewhere."""
+    try:
+        with open("/proc/self/stat") as stat, open("/proc/uptime") as uptime:
+            started_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])  # field 22: starttime
+            now = float(uptime.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return max(0.0, now - started_ticks / os.sysconf("SC_CLK_TCK"))
+
+
 def first_steps_note(cfg: TrainConfig, env: Any) -> str:
     """What the first-steps phase of warm-up says it does: the replay's prefill, and what compiles there."""
     compiles = []
@@ -122,6 +135,9 @@ class WarmUp:
         self.time_sec = 0.0
         self.env_steps = 0
         self.phases_sec: dict[str, float] = {}
+        self.startup_sec = process_age_sec()
+        """Seconds the process had lived when the run's clock started (interpreter, imports, the checks of the
+        command line); None where the system does not say."""
         self.compile_cache = compile_cache_record(cache_root, caches_before, None)
         self.learner_partition = LearnerPartition(
             cfg.training.learner_sms, torch.device(device), overlap=cfg.training.overlap
@@ -196,7 +212,9 @@ class WarmUp:
         env.episode_stats()
         if exact:  # the checkpoint's run state back in place, after the captures and first updates
             checkpoints.continue_exactly(env=env, agent=agent, replay=replay, collector=collector)
-        self.log(warm_up_line(self.time_sec, self.env_steps, collector, agent, self.schedule))
+        self.log(
+            warm_up_line(self.time_sec, self.env_steps, collector, agent, self.schedule, self.startup_sec)
+        )
         self.log(compile_cache_note(self.compile_cache))
 
     @cold_path
