@@ -85,7 +85,9 @@ def test_the_warm_up_line_says_how_long_since_the_command_started(trained_run):
     import subprocess
     import sys
 
-    script = "import time; time.sleep(1.0); from trainrt.runner.warm_up import process_age_sec as a; print(a())"
+    script = (
+        "import time; time.sleep(1.0); from trainrt.runner.warm_up import process_age_sec as a; print(a())"
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
     assert 1.0 <= float(out.stdout) < 60.0
