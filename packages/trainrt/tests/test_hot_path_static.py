@@ -30,6 +30,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "trainrt"
 PER_STEP_DIRS = ("envs", "managers", "mdp", "replay")
 # Config, constructors, checkpoint-time state copies, descriptions and types only.
 NOT_PER_STEP = {
+    "envs/compiled_step_math.py",  # the compile switches: set-up only
     "envs/env_cfg.py",
     "envs/env_description.py",
     "envs/env_state.py",

@@ -478,6 +478,9 @@ class ManagerBasedRlEnv(CompiledStepMath):
     @cold_path
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Put a :meth:`state_dict` back in place; ``ValueError`` when it was saved from another env layout."""
+        # A backend still compiling runs its first forward (and derived constants) at the wait: before the
+        # saved state goes in, as when it was built at once, so the saved constants are not recomputed.
+        self.backend.wait_compiled()
         load_state_dict_into(self, state, what="env state")
         self.state_cache.bump()
 
