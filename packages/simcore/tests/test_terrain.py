@@ -692,3 +692,27 @@ def test_a_graph_capture_before_the_background_compile_is_waited_for_is_refused(
     work.capture()
     work.replay()
     assert backend.diagnostics().compile_ahead["waited_sec"] >= 0.0
+
+
+def test_a_ray_cast_added_after_the_first_wait_compiles_in_the_background_too(tmp_path, monkeypatch):
+    """A ray cast negotiated once the backend runs (its construction's kernels in) compiles its own module in
+    the background; the next step waits for it, casts the new rays, and leaves the state and the distances of
+    a backend that compiled everything at once."""
+    from simcore._src.mjwarp_backend import COMPILE_WORKERS_ENV
+
+    monkeypatch.setenv(COMPILE_WORKERS_ENV, "2")
+    model = load_xml(tmp_path, BODIES_XML, heightfields=[simcore.Heightfield(_wavy_heights(), (1.0, 1.0))])
+    runs = []
+    for background in (True, False):
+        config = cpu_config(2, randomized_fields=("body_mass",), compile_in_background=background)
+        backend = simcore.make_backend("mjwarp", model, config)
+        backend.step()
+        cast = backend.ray_cast("ball", simcore.RayPattern.grid((0.2, 0.2), 0.1, height=0.3))
+        assert backend.compile_pending is background
+        backend.step()
+        runs.append((backend.state_tensors(), cast.distance.clone()))
+    (late_state, late_distance), (now_state, now_distance) = runs
+    for name, value in late_state.items():
+        torch.testing.assert_close(value, now_state[name], rtol=0, atol=0, msg=name)
+    torch.testing.assert_close(late_distance, now_distance, rtol=0, atol=0)
+    assert bool((late_distance > 0).all())

@@ -226,12 +226,13 @@ class MjwarpBackend(SimBackend):
         self._compile_workers = compile_workers(self._wp_device.is_cuda)
         self._compile_processes = compile_processes(default=config.compile_in_background)
         # Batches compiling in the background (SimConfig.compile_in_background), joined by wait_compiled, which
-        # then runs the first forward (and so any ray cast's first cast).
+        # then runs the first forward when construction deferred it, and casts the rays added meanwhile.
         self._background = BackgroundCompiles()
         self._dry_running = False  # a dry run's launches must not wait for the batches
         # Before the first launch below, so every module of this backend compiles here, in parallel.
         self.compile_ahead = self._compile_ahead(self._every_launch, "a step, a reset and a forward")
-        if not self._background:
+        self._first_forward_deferred = bool(self._background)
+        if not self._first_forward_deferred:
             self._first_forward()
 
     def _first_forward(self) -> None:
@@ -282,7 +283,11 @@ class MjwarpBackend(SimBackend):
                 "or run one eager step before capturing"
             )
         waited = self._background.wait(self.compile_ahead, self._wp_device)
-        self._first_forward()
+        if self._first_forward_deferred:
+            self._first_forward_deferred = False
+            self._first_forward()  # refreshes the plans too
+        else:
+            self._refresh_plans()  # a ray cast added while its batch compiled is cast now
         return waited
 
     def _every_launch(self) -> None:
