@@ -352,3 +352,18 @@ def test_a_run_whose_learner_compiled_marks_it_and_the_next_run_of_it_starts_no_
     other = run("other", "algo.params.batch_size=32")
     assert set(other) == {"seconds", "waited_sec", "steps_sec"}, other
     assert len(list((inductor / LEARNER_MARKS).glob("*.json"))) == 2
+
+
+def test_the_helpers_steps_are_read_from_its_last_line_or_left_out():
+    """The helper's last line is data: its steps' seconds, timed from its launch; a missing or garbled line
+    leaves them out of the record instead of failing the run that waited for a helper that did its work."""
+    from trainrt.runner.learner_precompile import STEPS_LINE, _helper_steps
+
+    line = STEPS_LINE + json.dumps({"entered_at": 103.5, "config": 0.2, "imports": 4.0})
+    assert _helper_steps(f"compiling\n{line}", launched_at=100.0) == {
+        "start": 3.5,
+        "config": 0.2,
+        "imports": 4.0,
+    }
+    for output in ("", "compiling", STEPS_LINE + "{not json", STEPS_LINE + json.dumps({"imports": 4.0})):
+        assert _helper_steps(output, launched_at=100.0) is None, output

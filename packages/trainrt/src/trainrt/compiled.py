@@ -57,9 +57,7 @@ class CompiledOnFirstCall:
     def compile(self, options: dict[str, Any] | None = None) -> bool:
         """Switch to ``torch.compile(fn, fullgraph=True, dynamic=False)`` (with inductor ``options``, if any);
         False (eager, reason recorded) when torch.compile refuses at once. Whether it stays compiled is decided
-        at its first call. Compiled already: kept as it is (what it compiled stays in use)."""
-        if self.compiled:
-            return True
+        at its first call."""
         try:
             self._active = torch.compile(self.fn, fullgraph=True, dynamic=False, options=options or None)
         except Exception as exc:

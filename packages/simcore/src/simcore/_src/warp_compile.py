@@ -27,7 +27,7 @@ The dry run patches ``warp.Module.load``, ``warp.capture_while``, ``warp.capture
 ``warp.get_suggested_block_size`` for its own duration; the patches act on the calling thread only (another
 thread's loads, such as a batch loading in the background, go through), and one dry run runs at a time.
 
-``start_compile_ahead`` does the same in two halves: the dry run and the fork of the compile processes on the
+``PendingCompile`` does the same in two halves: the dry run and the fork of the compile processes on the
 calling thread, then the batch on a background thread (the caller goes on with other work, e.g. compiling its
 own torch code), and ``PendingCompile.wait`` joins it and answers the occupancy queries as above. The forks
 happen on the calling thread, before it goes on: a child forked while that thread held a lock could hang.
@@ -186,7 +186,7 @@ def can_fork() -> bool:
 
 
 class _ForkedBuilds:
-    """Forked children building modules into Warp's kernel cache (``start_builds``); ``finish`` collects them."""
+    """Forked children building modules into Warp's kernel cache, forked when built; ``finish`` collects them."""
 
     def __init__(self, loads: list[ModuleLoad], processes: int) -> None:
         global _FORKED_BUILDS
@@ -274,7 +274,9 @@ def compile_modules(loads: list[ModuleLoad], workers: int, processes: bool = Fal
 
 
 class PendingCompile:
-    """A compile-ahead whose batch runs on a background thread (``start_compile_ahead``).
+    """``compile_ahead`` with its batch on a background thread: the dry run (and the fork of the compile
+    processes) when built, on the caller's thread; ``wait`` finishes it. Nothing may launch the recorded
+    modules' kernels before ``wait`` returns (their modules would compile twice, once on each thread).
 
     Attributes:
         modules: the modules the dry run found (the second dry run's, if any, are added by ``wait``).
@@ -298,11 +300,6 @@ class PendingCompile:
         except BaseException as err:  # re-raised by wait, on the caller's thread
             self._error = err
 
-    @property
-    def done(self) -> bool:
-        """Whether the background batch has ended (``wait`` may still run a second dry run)."""
-        return not self._thread.is_alive()
-
     def wait(self) -> tuple[int, int, float]:
         """Join the batch, then compile what the occupancy queries' real answers change (on this thread, like
         ``compile_ahead``): (modules, modules the processes built, seconds since the start). Re-raises what
@@ -315,13 +312,6 @@ class PendingCompile:
             self._asked = []
         self.modules = len(self._loads)
         return self.modules, self._built, time.perf_counter() - self._start
-
-
-def start_compile_ahead(work: Callable[[], None], workers: int, processes: bool = False) -> PendingCompile:
-    """``compile_ahead`` with its batch on a background thread: dry-run ``work`` (and fork the compile
-    processes) now, return at once; ``PendingCompile.wait`` finishes it. Nothing may launch the recorded
-    modules' kernels before ``wait`` returns (their modules would compile twice, once on each thread)."""
-    return PendingCompile(work, workers, processes)
 
 
 def compile_ahead(work: Callable[[], None], workers: int, processes: bool = False) -> tuple[int, int, float]:
@@ -361,7 +351,7 @@ class BackgroundCompiles:
         """Start compiling what ``work`` launches (``what``, for the log); its record so far. Compile processes
         are forked for the first batch only: later ones would fork while this process's threads may hold
         locks."""
-        batch = start_compile_ahead(work, workers, processes and not self._batches)
+        batch = PendingCompile(work, workers, processes and not self._batches)
         self._batches.append((what, batch))
         return {"workers": workers, "background": True, "modules": batch.modules}
 

@@ -234,11 +234,10 @@ class LearnerPrecompile:
         output = self._read_output()
         if process.returncode != 0:
             self.record["error"] = "\n".join(filter(None, (output, note)))
-        elif output.splitlines() and output.splitlines()[-1].startswith(STEPS_LINE):
-            steps = json.loads(output.splitlines()[-1][len(STEPS_LINE) :])
-            # from the launch to the helper's own first line: the interpreter's start and its imports
-            steps = {"start": round(steps.pop("entered_at") - self._launched_at, 2), **steps}
-            self.record["steps_sec"] = steps
+        else:
+            steps = _helper_steps(output, self._launched_at)
+            if steps is not None:
+                self.record["steps_sec"] = steps
         return self.record
 
     def _read_output(self, lines: int = 12) -> str:
@@ -305,6 +304,20 @@ def precompile(cfg: Any, obs_dims: Mapping[str, int], num_actions: int) -> dict[
 
 STEPS_LINE = "learner helper steps: "
 """How the helper's last line of output starts: then JSON, its steps' seconds (``steps_sec`` in its record)."""
+
+
+def _helper_steps(output: str, launched_at: float) -> dict[str, float] | None:
+    """The helper's steps' seconds from its last line of ``output`` (JSON data, nothing run), with ``start``:
+    from its launch (wall clock ``launched_at``) to its own first line, the interpreter's start and imports.
+    None when the line is missing or unreadable (the record then goes without it)."""
+    last = output.splitlines()[-1] if output.strip() else ""
+    if not last.startswith(STEPS_LINE):
+        return None
+    try:
+        steps = json.loads(last[len(STEPS_LINE) :])
+        return {"start": round(float(steps.pop("entered_at")) - launched_at, 2), **steps}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def main() -> None:

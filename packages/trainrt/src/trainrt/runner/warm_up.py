@@ -29,7 +29,6 @@ from trainrt.runner.schedule import IterationSchedule
 
 
 @cold_path
-@cold_path
 def process_age_sec() -> float | None:
     """Seconds since this process started (Linux: its start time in ``/proc``), or None elsewhere."""
     try:
@@ -41,6 +40,7 @@ def process_age_sec() -> float | None:
     return max(0.0, now - started_ticks / os.sysconf("SC_CLK_TCK"))
 
 
+@cold_path
 def first_steps_note(cfg: TrainConfig, env: Any) -> str:
     """What the first-steps phase of warm-up says it does: the replay's prefill, and what compiles there."""
     compiles = []
